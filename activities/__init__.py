@@ -1,0 +1,1 @@
+"""Every side effect of the factory: model calls, tools, workspaces, GitHub writes."""

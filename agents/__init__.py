@@ -1,0 +1,1 @@
+"""Pure agent definitions and loop rules: prompts, tool sets, limits. No I/O here."""

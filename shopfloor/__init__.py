@@ -1,0 +1,1 @@
+"""shopfloor: an event-driven software factory on Temporal (kernel package)."""

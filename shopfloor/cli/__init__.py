@@ -1,0 +1,1 @@
+"""The `shopfloor` command line."""

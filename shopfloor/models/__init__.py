@@ -1,0 +1,1 @@
+"""Pydantic models shared across the layers: the contracts of workflows, activities and providers."""

@@ -1,0 +1,128 @@
+"""Inputs, outputs and status of one agent run (AgentWorkflow) and of its activities.
+
+Everything here travels through Temporal history, so it holds references (digests) and short
+previews only. New fields always get defaults: old histories must still deserialize.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from shopfloor.models.transcript import Risk, Usage
+
+RunState = Literal["running", "completed", "limit_reached", "failed"]
+
+
+class WorkspaceRef(BaseModel):
+    """Where an agent works. `path` is a checkout on the worker's machine."""
+
+    repo: str  # "owner/name", or "local/<dir>" for a checkout that is not on GitHub
+    path: str | None = None
+    base_sha: str | None = None
+    patch_digest: str | None = None
+
+
+class Limits(BaseModel):
+    max_steps: int = Field(default=40, ge=1)
+
+
+class Timeouts(BaseModel):
+    """Activity timeouts (seconds). The heartbeat timeout bounds how soon a dead worker's
+    in-flight model call is noticed and retried elsewhere."""
+
+    model_call_s: float = 600.0
+    model_heartbeat_s: float = 30.0
+    tool_s: float = 120.0
+
+
+class AgentInput(BaseModel):
+    agent: str
+    model: str  # "provider:model"; never credentials
+    goal: str
+    workspace: WorkspaceRef
+    limits: Limits = Field(default_factory=Limits)
+    timeouts: Timeouts = Field(default_factory=Timeouts)
+    stage: str = "agent"
+    issue: int | None = None
+
+
+class ToolResult(BaseModel):
+    """What a tool call came to. The full output lives in the blob store under `output_digest`;
+    a short error produced without running anything (unknown tool) has no digest."""
+
+    call_id: str
+    name: str
+    ok: bool
+    preview: str = ""
+    output_digest: str | None = None
+    output_bytes: int = 0
+
+
+class ModelStepInput(BaseModel):
+    agent: str
+    model: str
+    step: int
+    transcript: str | None = None  # manifest digest; None before the first step
+    goal: str | None = None  # only on the first step: becomes the first user message
+    append: list[ToolResult] = Field(default_factory=list)  # results of the previous step's calls
+
+
+class ToolCallRef(BaseModel):
+    id: str
+    name: str
+    args_preview: str = ""
+    args_digest: str = ""  # sha256 of the canonical arguments: equal calls have equal digests
+    risk: Risk = "read"
+
+
+class ModelStepOutput(BaseModel):
+    transcript: str  # manifest digest including the reply
+    reply_digest: str
+    text_preview: str = ""
+    final_text: str | None = None  # the answer (capped) when the model asked for no tools
+    tool_calls: list[ToolCallRef] = Field(default_factory=list)
+    finish_reason: str = "stop"
+    usage: Usage = Field(default_factory=Usage)
+    model_label: str = ""
+
+
+class ToolInput(BaseModel):
+    workspace: WorkspaceRef
+    reply_digest: str
+    call_id: str
+    name: str
+
+
+class StepEvent(BaseModel):
+    seq: int
+    step: int
+    kind: Literal["model", "tool"]
+    summary: str
+    ok: bool = True
+    preview: str = ""
+
+
+class AgentStatus(BaseModel):
+    agent: str
+    model: str
+    repo: str
+    stage: str
+    state: RunState = "running"
+    step: int = 0
+    max_steps: int = 0
+    usage: Usage = Field(default_factory=Usage)
+    events: list[StepEvent] = Field(default_factory=list)  # the most recent ones only
+    final_answer: str | None = None
+    reason: str | None = None
+
+
+class AgentResult(BaseModel):
+    state: RunState
+    steps: int
+    usage: Usage = Field(default_factory=Usage)
+    final_answer: str | None = None
+    final_digest: str | None = None
+    transcript: str | None = None
+    reason: str | None = None

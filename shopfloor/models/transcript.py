@@ -1,0 +1,76 @@
+"""The provider-neutral conversation: messages, tool calls, tool specs and usage.
+
+Providers translate these to and from their own wire formats; the blob store keeps each
+message as one JSON blob, and the workflow only ever sees their digests.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+Role = Literal["system", "user", "assistant", "tool"]
+FinishReason = Literal["stop", "tool_calls", "length", "other"]
+Risk = Literal["read", "write", "exec"]
+
+
+class ToolCall(BaseModel):
+    """One tool call requested by the model."""
+
+    id: str
+    name: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    # Set when the model sent arguments that are not a JSON object: the tool then answers
+    # with an error result the model can read and correct, instead of failing the run.
+    arguments_error: str | None = None
+
+
+class Message(BaseModel):
+    role: Role
+    content: str = ""
+    tool_calls: list[ToolCall] = Field(default_factory=list)
+    # For role="tool": which call this answers, the tool's name and whether it failed.
+    tool_call_id: str | None = None
+    name: str | None = None
+    is_error: bool = False
+
+
+class Usage(BaseModel):
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+        )
+
+
+class ToolSpec(BaseModel):
+    """What a model is told about a tool: its name, purpose and JSON-schema parameters."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    risk: Risk = "read"
+
+
+class ModelRequest(BaseModel):
+    model: str
+    system: str
+    messages: list[Message]
+    tools: list[ToolSpec] = Field(default_factory=list)
+    max_output_tokens: int = 4096
+
+
+class ModelReply(BaseModel):
+    message: Message
+    finish_reason: FinishReason = "stop"
+    usage: Usage = Field(default_factory=Usage)
+
+
+class Manifest(BaseModel):
+    """A transcript as stored: the ordered digests of its messages (one blob per message)."""
+
+    messages: list[str] = Field(default_factory=list)

@@ -1,0 +1,68 @@
+"""Settings from the environment (`SHOPFLOOR_*` plus the providers' own variables).
+
+Read once, at an entrypoint (CLI command, worker, test), and passed down; nothing reads the
+environment at import time.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import AliasChoices, Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+DEFAULT_MODEL = "scripted:explore-demo"
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="SHOPFLOOR_", extra="ignore")
+
+    # Temporal. With no address, `shopfloor dev` starts an embedded dev server on `temporal_port`
+    # and everything else connects to it there.
+    temporal_address: str | None = None
+    temporal_namespace: str = "default"
+    temporal_port: int = 7233
+    temporal_ui_port: int = 8233
+    task_queue: str = "shopfloor"
+    # Workflows kept in a worker's cache. 0 forces a full replay of every task (tests use it).
+    max_cached_workflows: int = Field(default=1000, ge=0)
+
+    data_dir: Path = Field(default_factory=lambda: Path.home() / ".shopfloor")
+    blob_url: str | None = None  # default: file store under <data_dir>/blobs; s3://bucket/prefix
+    s3_endpoint_url: str | None = None  # for S3-compatible stores (MinIO, moto, R2 ...)
+
+    model: str = DEFAULT_MODEL
+
+    webhook_host: str = "127.0.0.1"
+    webhook_port: int = 8000
+
+    log_level: str = "INFO"
+    log_json: bool | None = None  # default: JSON unless stderr is a terminal
+
+    # Provider credentials keep the providers' own variable names.
+    openai_api_key: SecretStr | None = Field(default=None, validation_alias=AliasChoices("OPENAI_API_KEY"))
+    openai_base_url: str | None = Field(default=None, validation_alias=AliasChoices("OPENAI_BASE_URL"))
+    anthropic_api_key: SecretStr | None = Field(
+        default=None, validation_alias=AliasChoices("ANTHROPIC_API_KEY")
+    )
+    anthropic_base_url: str | None = Field(
+        default=None, validation_alias=AliasChoices("ANTHROPIC_BASE_URL")
+    )
+
+    @property
+    def effective_temporal_address(self) -> str:
+        return self.temporal_address or f"localhost:{self.temporal_port}"
+
+    @property
+    def ui_url(self) -> str:
+        return f"http://localhost:{self.temporal_ui_port}"
+
+    def workflow_url(self, workflow_id: str) -> str:
+        from urllib.parse import quote
+
+        return f"{self.ui_url}/namespaces/{self.temporal_namespace}/workflows/{quote(workflow_id, safe='')}"
+
+    def secret_values(self) -> list[str]:
+        """Every configured secret, so logs can scrub them wherever they appear."""
+        secrets = [self.openai_api_key, self.anthropic_api_key]
+        return [s.get_secret_value() for s in secrets if s and s.get_secret_value()]

@@ -1,0 +1,1 @@
+"""The FastAPI edge: verify, dedupe, route. Never does work inline."""

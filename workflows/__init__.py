@@ -1,0 +1,1 @@
+"""Deterministic orchestration only: every side effect is an activity (shopfloor.activities)."""
