@@ -23,6 +23,8 @@ class Settings(BaseSettings):
     temporal_namespace: str = "default"
     temporal_port: int = 7233
     temporal_ui_port: int = 8233
+    temporal_api_key: SecretStr | None = None  # Temporal Cloud and other API-key clusters
+    temporal_tls: bool = False
     task_queue: str = "shopfloor"
     # Workflows kept in a worker's cache. 0 forces a full replay of every task (tests use it).
     max_cached_workflows: int = Field(default=1000, ge=0)
@@ -64,5 +66,5 @@ class Settings(BaseSettings):
 
     def secret_values(self) -> list[str]:
         """Every configured secret, so logs can scrub them wherever they appear."""
-        secrets = [self.openai_api_key, self.anthropic_api_key]
+        secrets = [self.openai_api_key, self.anthropic_api_key, self.temporal_api_key]
         return [s.get_secret_value() for s in secrets if s and s.get_secret_value()]

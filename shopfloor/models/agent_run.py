@@ -72,6 +72,7 @@ class ModelStepInput(BaseModel):
 class ToolCallRef(BaseModel):
     id: str
     name: str
+    summary: str = ""  # "grep 'Login' in src/": what the UI and CLI show
     args_preview: str = ""
     args_digest: str = ""  # sha256 of the canonical arguments: equal calls have equal digests
     risk: Risk = "read"

@@ -1,0 +1,27 @@
+"""What every model provider offers: one call from shopfloor's messages to a reply.
+
+Providers translate `ModelRequest`/`ModelReply` to and from their own wire formats and raise only
+`ModelCallError` for failed calls, so the model_step activity can turn that into Temporal's
+retry decision without knowing which SDK was behind it.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol, runtime_checkable
+
+from shopfloor.models.transcript import ModelReply, ModelRequest
+
+
+@runtime_checkable
+class ModelProvider(Protocol):
+    # Human label for logs and activity summaries: "openai:gpt-4o",
+    # "scripted:explore-demo (scripted model)".
+    label: str
+
+    async def complete(self, request: ModelRequest) -> ModelReply:
+        """One model call. Raises ModelCallError (retryable or not) when the call fails."""
+        ...
+
+    async def aclose(self) -> None:
+        """Release the HTTP client. Safe to call more than once."""
+        ...

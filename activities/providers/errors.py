@@ -1,0 +1,143 @@
+"""Map the provider SDKs' exceptions to ModelCallError.
+
+Temporal owns retries, so every failure must say whether another attempt can help and how long
+to wait (the provider's Retry-After). Messages name the model and what to fix, in one line.
+"""
+
+from __future__ import annotations
+
+import time
+from email.utils import parsedate_to_datetime
+from typing import Any
+
+import anthropic
+import openai
+
+from shopfloor.errors import ModelCallError
+
+# Statuses where the same request may succeed later: request timeout, conflict, rate limit,
+# and every server-side failure (Anthropic's 529 "overloaded" included).
+_RETRYABLE_STATUSES = {408, 409, 429}
+
+_STATUS_TEXT = {
+    400: "Bad Request",
+    401: "Unauthorized",
+    402: "Payment Required",
+    403: "Forbidden",
+    404: "Not Found",
+    408: "Request Timeout",
+    409: "Conflict",
+    413: "Request Too Large",
+    422: "Unprocessable Entity",
+    429: "Too Many Requests",
+    500: "Internal Server Error",
+    502: "Bad Gateway",
+    503: "Service Unavailable",
+    504: "Gateway Timeout",
+    529: "Overloaded",
+}
+
+_MAX_DETAIL_CHARS = 500
+
+
+def parse_retry_after(headers: Any, *, now: float | None = None) -> float | None:
+    """Seconds to wait, from `retry-after-ms` or `Retry-After` (seconds or an HTTP date)."""
+    if headers is None:
+        return None
+    ms = headers.get("retry-after-ms")
+    if ms:
+        try:
+            return max(0.0, float(ms) / 1000.0)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when is None:
+        return None
+    return max(0.0, when.timestamp() - (time.time() if now is None else now))
+
+
+def _body_message(exc: Exception) -> str:
+    """The provider's own explanation, from the error body when there is one."""
+    body = getattr(exc, "body", None)
+    detail: Any = None
+    if isinstance(body, dict):
+        # Anthropic keeps the whole body ({"type":"error","error":{...}}); the OpenAI SDK keeps
+        # only the inner "error" object.
+        inner = body.get("error", body)
+        if isinstance(inner, dict):
+            detail = inner.get("message") or inner.get("detail")
+        elif isinstance(inner, str):
+            detail = inner
+        if detail is None:
+            detail = body.get("message") or body.get("detail")
+    elif isinstance(body, str):
+        detail = body
+    if not detail:
+        detail = getattr(exc, "message", None) or str(exc)
+    text = " ".join(str(detail).split())
+    return text if len(text) <= _MAX_DETAIL_CHARS else text[:_MAX_DETAIL_CHARS] + "..."
+
+
+def _status_hint(status: int, *, model: str, base_url: str, key_env: str) -> str:
+    """What the status most likely means for the user, when the status alone does not say."""
+    return {
+        401: f"invalid API key (check {key_env}): ",
+        402: "the account has no credit left: ",
+        403: f"the API key may not use model {model!r} (check {key_env} and the account's access): ",
+        404: f"model {model!r} not found at {base_url}: ",
+        413: "the request is too large for the model: ",
+    }.get(status, "")
+
+
+def to_model_call_error(
+    exc: BaseException, *, label: str, model: str, base_url: str, key_env: str
+) -> ModelCallError:
+    """Translate one SDK (or unexpected) exception into a ModelCallError.
+
+    `label` prefixes every message ("openai:gpt-4o"); `base_url` and `key_env` make 401/404
+    messages say where the call went and which variable holds the key.
+    """
+    if isinstance(exc, ModelCallError):
+        return exc
+    # Timeouts first: they subclass the connection errors.
+    if isinstance(exc, (openai.APITimeoutError, anthropic.APITimeoutError)):
+        return ModelCallError(f"{label}: request to {base_url} timed out", retryable=True)
+    if isinstance(exc, (openai.APIConnectionError, anthropic.APIConnectionError)):
+        cause = exc.__cause__ or exc.__context__
+        why = f": {type(cause).__name__}: {cause}" if cause else ""
+        return ModelCallError(f"{label}: connection to {base_url} failed{why}", retryable=True)
+    if isinstance(exc, (openai.APIStatusError, anthropic.APIStatusError)):
+        status = exc.status_code
+        retryable = status in _RETRYABLE_STATUSES or status >= 500
+        reason = _STATUS_TEXT.get(status, "Error")
+        hint = _status_hint(status, model=model, base_url=base_url, key_env=key_env)
+        return ModelCallError(
+            f"{label}: {status} {reason}: {hint}{_body_message(exc)}",
+            retryable=retryable,
+            status=status,
+            retry_after=parse_retry_after(exc.response.headers) if retryable else None,
+        )
+    if isinstance(exc, (openai.APIResponseValidationError, anthropic.APIResponseValidationError)):
+        # A garbled answer (a proxy cutting a body short, say) may well be fine next time.
+        return ModelCallError(
+            f"{label}: the server at {base_url} sent a reply that is not a valid response: {exc}",
+            retryable=True,
+            status=exc.status_code,
+        )
+    if isinstance(exc, (openai.OpenAIError, anthropic.AnthropicError)):
+        return ModelCallError(f"{label}: {type(exc).__name__}: {exc}", retryable=False)
+    # Anything else is a bug on our side (or a reply we cannot read): the same input would fail
+    # the same way, so retrying only burns time.
+    return ModelCallError(
+        f"{label}: unexpected {type(exc).__name__} while calling the model: {exc}", retryable=False
+    )

@@ -1,0 +1,318 @@
+"""The read-only tools: read_file, list_dir, glob and grep over a workspace directory.
+
+Pure synchronous functions: workspace root and argument model in, the text the model reads out.
+Anything the model should read as an error raises ToolError. Nothing here reads through a path
+that leaves the workspace: named paths go through resolve_in_workspace, tree walks never descend
+into symlinked directories and skip symlinked files whose target lies outside.
+
+`.git` is walked by neither glob nor grep (it is metadata, and huge); list_dir shows it as
+".git/ (git metadata)" so the model knows the checkout is a git repository; naming a path inside
+`.git` explicitly is allowed.
+
+Lines are split on "\\n" only (a trailing "\\r" is dropped), so read_file and grep agree on line
+numbers with each other and with git and editors.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+import stat
+from pathlib import Path
+from typing import BinaryIO
+
+from shopfloor.activities.tools.confine import (
+    GIT_DIR,
+    GlobPattern,
+    is_inside,
+    resolve_in_workspace,
+    shown,
+    walk_files,
+    workspace_root,
+)
+from shopfloor.agents.tools import GlobArgs, GrepArgs, ListDirArgs, ReadFileArgs
+from shopfloor.errors import ToolError
+
+SNIFF_BYTES = 8192  # binary detection looks for NUL bytes here, as git and grep do
+UNDECODABLE_SHARE = 0.3  # more undecodable bytes than this in the sniff: not UTF-8 text
+MAX_LINE_CHARS = 2000
+GREP_LINE_CHARS = 500  # grep shows many lines; a match's context rarely needs more
+GREP_MAX_FILE_BYTES = 2 * 1024 * 1024
+MAX_GLOB_RESULTS = 1000
+MAX_DIR_ENTRIES = 1000
+
+
+# --- read_file ---------------------------------------------------------------------------------
+
+
+def read_file(root: Path, args: ReadFileArgs) -> str:
+    """Lines offset..offset+limit-1 of a text file, numbered, with a note when more remain."""
+    path = resolve_in_workspace(root, args.path)
+    name = shown(args.path)
+    if not os.path.lexists(path):
+        raise ToolError(_missing(path, name))
+    if path.is_dir():
+        raise ToolError(f"{name} is a directory, not a file; use list_dir to see what it holds")
+    out: list[str] = []
+    more = n = 0
+    try:
+        with _open_regular(path, name) as f:
+            _refuse_non_text(f.read(SNIFF_BYTES), name, os.fstat(f.fileno()).st_size)
+            f.seek(0)
+            for raw in f:  # streamed: a large log costs memory only for the requested page
+                n += 1
+                if n < args.offset:
+                    continue
+                if len(out) == args.limit:
+                    more = 1 + _count_lines(f)
+                    break
+                out.append(f"{n:>6}\t{_clip(_decode(raw), MAX_LINE_CHARS)}")
+    except OSError as e:  # an I/O error mid-read is the model's answer too, not a crashed activity
+        raise ToolError(f"cannot read {name}: {e.strerror}") from None
+    if not out:
+        if n == 0:
+            return f"{name} is empty (0 lines)"
+        raise ToolError(f"offset {args.offset} is past the end of {name}, which has {n} lines")
+    if more:
+        out.append(f"... {more} more lines; call read_file with offset={args.offset + len(out)}")
+    return "\n".join(out)
+
+
+def _refuse_non_text(head: bytes, name: str, size: int) -> None:
+    if b"\x00" in head:
+        raise ToolError(f"{name} is a binary file ({size} bytes) and cannot be shown as text")
+    # surrogateescape maps each byte that is not valid UTF-8 to one lone surrogate we can count.
+    bad = sum(1 for c in head.decode("utf-8", "surrogateescape") if "\udc80" <= c <= "\udcff")
+    if bad > len(head) * UNDECODABLE_SHARE:
+        raise ToolError(
+            f"{name} is not UTF-8 text ({bad} of its first {len(head)} bytes cannot be decoded); "
+            "it may be binary or in another encoding"
+        )
+
+
+def _count_lines(f: BinaryIO) -> int:
+    count, last = 0, b"\n"
+    while chunk := f.read(1 << 20):
+        count += chunk.count(b"\n")
+        last = chunk[-1:]
+    return count + (last != b"\n")  # a last line without a newline still counts
+
+
+def _missing(path: Path, name: str) -> str:
+    message = f"{name} does not exist"
+    try:  # suggest near misses from the same directory: models often get one letter wrong
+        near = difflib.get_close_matches(path.name, os.listdir(path.parent), n=3)
+    except OSError:
+        near = []
+    if near:
+        message += f"; similar names in that directory: {', '.join(map(_show_name, near))}"
+    return message + "; use list_dir or glob to find the right path"
+
+
+# --- list_dir ----------------------------------------------------------------------------------
+
+
+def list_dir(root: Path, args: ListDirArgs) -> str:
+    """The entries of a directory, sorted by name, one a line; directories end with '/'."""
+    real_root = workspace_root(root)
+    path = resolve_in_workspace(real_root, args.path)
+    name = shown(args.path)
+    if not os.path.lexists(path):
+        raise ToolError(_missing(path, name))
+    if not path.is_dir():
+        raise ToolError(f"{name} is a file, not a directory; use read_file to read it")
+    try:
+        with os.scandir(path) as it:
+            entries = sorted(it, key=lambda e: e.name)
+    except OSError as e:
+        raise ToolError(f"cannot list {name}: {e.strerror}") from None
+    if not entries:
+        return f"{name} is an empty directory"
+    lines = [_describe(e, real_root) for e in entries[:MAX_DIR_ENTRIES]]
+    if len(entries) > MAX_DIR_ENTRIES:
+        lines.append(f"... {len(entries) - MAX_DIR_ENTRIES} more entries not shown; use glob to narrow")
+    return "\n".join(lines)
+
+
+def _describe(entry: os.DirEntry[str], real_root: Path) -> str:
+    name = _show_name(entry.name)
+    try:
+        if entry.is_symlink():
+            target = os.readlink(entry.path)
+            real = Path(os.path.realpath(entry.path))
+            # Only the link text is shown; a target outside is never stat()ed or followed.
+            if not is_inside(real, real_root):
+                return f"{name} -> {_show_name(target)} (outside the workspace)"
+            if not real.exists():
+                return f"{name} -> {_show_name(target)} (broken)"
+            slash = "/" if real.is_dir() and not target.endswith("/") else ""
+            return f"{name} -> {_show_name(target)}{slash}"
+        if entry.name == GIT_DIR:
+            return f"{name}{'/' if entry.is_dir() else ''} (git metadata)"
+        if entry.is_dir():
+            return f"{name}/"
+        if not entry.is_file():
+            return f"{name} (special file)"
+    except OSError:
+        pass  # vanished or unreadable while listing: the bare name is still true
+    return name
+
+
+# --- glob --------------------------------------------------------------------------------------
+
+
+def glob(root: Path, args: GlobArgs) -> str:
+    """Files (not directories) under `path` whose path relative to it matches the pattern."""
+    real_root = workspace_root(root)
+    base = _existing_dir(real_root, args.path)
+    pattern = GlobPattern(args.pattern)
+    prefix = base.relative_to(real_root).parts
+    hits = sorted(
+        "/".join(map(_show_name, prefix + rel))
+        for rel, _ in walk_files(real_root, base, pattern.may_match_below)
+        if pattern.matches(rel)
+    )
+    if not hits:
+        message = f"no files match {shown(args.pattern)} in {shown(args.path)}"
+        if "/" not in args.pattern:
+            message += f"; '*' does not cross directories, try '**/{args.pattern}'"
+        return message
+    lines = hits[:MAX_GLOB_RESULTS]
+    if len(hits) > MAX_GLOB_RESULTS:
+        lines.append(f"... {len(hits) - MAX_GLOB_RESULTS} more files not shown; narrow the pattern or path")
+    return "\n".join(lines)
+
+
+def _existing_dir(real_root: Path, relative: str) -> Path:
+    path = resolve_in_workspace(real_root, relative)
+    if not os.path.lexists(path):
+        raise ToolError(_missing(path, shown(relative)))
+    if not path.is_dir():
+        raise ToolError(f"{shown(relative)} is a file, not a directory")
+    return path
+
+
+# --- grep --------------------------------------------------------------------------------------
+
+
+def grep(root: Path, args: GrepArgs) -> str:
+    """Lines matching a Python regex, as 'path:line: text', sorted by path then line."""
+    real_root = workspace_root(root)
+    try:
+        rx = re.compile(args.pattern, re.IGNORECASE if args.ignore_case else 0)
+    except re.error as e:
+        raise ToolError(f"invalid regular expression {shown(args.pattern)}: {e}") from None
+    target = resolve_in_workspace(real_root, args.path)
+    name = shown(args.path)
+    if not os.path.lexists(target):
+        raise ToolError(_missing(target, name))
+    filt = GlobPattern(args.glob) if args.glob else None
+    explicit = not target.is_dir()
+    if explicit:  # a file named explicitly is searched whatever the glob says
+        files = [("/".join(map(_show_name, target.relative_to(real_root).parts)), target)]
+    else:
+        prefix = target.relative_to(real_root).parts
+        files = sorted(
+            ("/".join(map(_show_name, prefix + rel)), path)
+            for rel, path in walk_files(real_root, target)
+            if filt is None or _selected(filt, args.glob or "", rel, prefix + rel)
+        )
+
+    out: list[str] = []
+    total = large = 0
+    for rel, path in files:
+        try:
+            lines = _text_lines(path, shown(rel))
+        except _Skip as skip:
+            if explicit:
+                raise ToolError(f"{skip}; grep searches text files of at most 2 MB") from None
+            large += skip.large
+            continue
+        except ToolError:
+            if explicit:
+                raise
+            continue  # unreadable, or not a regular file, while walking: nothing to search
+        for n, line in enumerate(lines, 1):
+            if rx.search(line):
+                total += 1
+                if len(out) < args.max_matches:
+                    out.append(f"{rel}:{n}: {_clip(line, GREP_LINE_CHARS)}")
+    if not out:
+        out.append(f"no matches for {shown(args.pattern)} in {name}")
+        if args.glob:
+            out[0] += f" (files matching {shown(args.glob)})"
+    elif total > len(out):
+        out.append(
+            f"... {total - len(out)} more matches not shown (max_matches={args.max_matches}); "
+            "narrow the pattern, path or glob"
+        )
+    if large:
+        out.append(f"note: {large} file(s) over 2 MB were not searched; page them with read_file")
+    return "\n".join(out)
+
+
+def _selected(filt: GlobPattern, glob_text: str, rel: tuple[str, ...], from_root: tuple[str, ...]) -> bool:
+    if "/" not in glob_text:
+        return filt.matches(rel[-1:])  # '*.py' filters by file name at any depth, as rg does
+    return filt.matches(rel) or filt.matches(from_root)  # relative to path or to the root
+
+
+class _Skip(Exception):
+    """A file grep does not search (binary, too large)."""
+
+    def __init__(self, message: str, *, large: bool = False) -> None:
+        super().__init__(message)
+        self.large = large
+
+
+def _text_lines(path: Path, name: str) -> list[str]:
+    with _open_regular(path, name) as f:
+        size = os.fstat(f.fileno()).st_size
+        if size > GREP_MAX_FILE_BYTES:
+            raise _Skip(f"{name} is too large ({size} bytes)", large=True)
+        try:
+            data = f.read(GREP_MAX_FILE_BYTES + 1)
+        except OSError as e:
+            raise ToolError(f"cannot read {name}: {e.strerror}") from None
+    if b"\x00" in data[:SNIFF_BYTES]:
+        raise _Skip(f"{name} is a binary file")
+    lines = data.decode("utf-8", "replace").split("\n")
+    if lines[-1] == "":
+        lines.pop()  # the empty string after a final newline is not a line
+    return [line.removesuffix("\r") for line in lines]
+
+
+# --- shared ------------------------------------------------------------------------------------
+
+
+def _open_regular(path: Path, name: str) -> BinaryIO:
+    """Open a resolved path for reading, refusing anything but a regular file.
+
+    O_NOFOLLOW catches a symlink swapped in after resolution; O_NONBLOCK keeps a FIFO from
+    hanging the open; fstat() checks the file actually opened, not the name.
+    """
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError as e:
+        raise ToolError(f"cannot read {name}: {e.strerror}") from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise ToolError(f"{name} is not a regular file (a device, FIFO or socket)")
+    return os.fdopen(fd, "rb")
+
+
+def _decode(raw: bytes) -> str:
+    return raw.removesuffix(b"\n").removesuffix(b"\r").decode("utf-8", "replace")
+
+
+def _clip(line: str, cap: int) -> str:
+    if len(line) <= cap:
+        return line
+    return f"{line[:cap]} ... [line truncated: {len(line)} chars]"
+
+
+def _show_name(name: str) -> str:
+    # A name holding a newline or an undecodable byte would break line-oriented output.
+    return name if name.isprintable() else repr(name)

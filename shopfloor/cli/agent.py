@@ -1,0 +1,216 @@
+"""`shopfloor agent` (start and follow one agent run) and `shopfloor status`."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import uuid
+from pathlib import Path
+
+import typer
+from temporalio.api.enums.v1 import TaskQueueType
+from temporalio.api.taskqueue.v1 import TaskQueue
+from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
+from temporalio.client import Client, WorkflowFailureError
+from temporalio.service import RPCError
+
+from shopfloor.activities.providers.registry import check_credentials
+from shopfloor.agents.registry import AGENTS, get_agent
+from shopfloor.cli.common import EXIT_FAILURE, command, fail, load_settings
+from shopfloor.errors import UsageError
+from shopfloor.models.agent_run import AgentInput, AgentResult, AgentStatus, StepEvent, WorkspaceRef
+from shopfloor.models.model_spec import ModelSpec
+from shopfloor.settings import Settings
+from shopfloor.temporal import connect
+from shopfloor.workflows.agent import AgentWorkflow
+
+POLL_S = 0.5
+
+
+def validate_agent_args(name: str, repo: Path, goal: str, model: str, settings: Settings) -> tuple[Path, ModelSpec]:
+    """Everything a user can get wrong, checked before anything starts."""
+    if name not in AGENTS:
+        raise UsageError(f"unknown agent {name!r}; known agents: {', '.join(sorted(AGENTS))}")
+    if not goal.strip():
+        raise UsageError("the goal is empty: say what the agent should do with --goal")
+    if not repo.is_dir():
+        raise UsageError(f"--repo {repo} is not a directory")
+    try:
+        spec = ModelSpec.parse(model)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    problem = check_credentials(
+        spec,
+        openai_api_key=settings.openai_api_key.get_secret_value() if settings.openai_api_key else None,
+        openai_base_url=settings.openai_base_url,
+        anthropic_api_key=settings.anthropic_api_key.get_secret_value() if settings.anthropic_api_key else None,
+        anthropic_base_url=settings.anthropic_base_url,
+    )
+    if problem:
+        raise UsageError(problem)
+    return repo.resolve(), spec
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-") or "repo"
+
+
+async def _has_pollers(client: Client, settings: Settings) -> bool:
+    try:
+        resp = await client.workflow_service.describe_task_queue(
+            DescribeTaskQueueRequest(
+                namespace=settings.temporal_namespace,
+                task_queue=TaskQueue(name=settings.task_queue),
+                task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
+            )
+        )
+    except RPCError:
+        return True  # cannot tell: do not warn
+    return bool(resp.pollers)
+
+
+def _print_event(event: StepEvent) -> None:
+    mark = "·" if event.kind == "model" else ("✓" if event.ok else "✗")
+    typer.echo(f"  {mark} step {event.step:>3}  {event.summary}")
+    if event.kind == "tool" and not event.ok and event.preview:
+        typer.echo(f"              {event.preview[:140]}")
+
+
+async def _follow(client: Client, workflow_id: str) -> AgentResult:
+    handle = client.get_workflow_handle_for(AgentWorkflow.run, workflow_id)
+    result_task = asyncio.create_task(handle.result())
+    seen = 0
+    while True:
+        try:
+            status = await handle.query(AgentWorkflow.status)
+            for event in status.events:
+                if event.seq > seen:
+                    _print_event(event)
+                    seen = event.seq
+        except RPCError:
+            pass  # no worker has picked the run up yet
+        done, _ = await asyncio.wait({result_task}, timeout=POLL_S)
+        if done:
+            try:
+                final = await handle.query(AgentWorkflow.status)
+                for event in final.events:
+                    if event.seq > seen:
+                        _print_event(event)
+            except RPCError:
+                pass
+            return result_task.result()
+
+
+def register(app: typer.Typer) -> None:
+    @app.command()
+    @command
+    async def agent(
+        name: str = typer.Argument(..., help=f"Agent to run ({', '.join(sorted(AGENTS))})."),
+        repo: Path = typer.Option(..., "--repo", help="A local checkout the agent works in."),
+        goal: str = typer.Option(..., "--goal", help="What the agent should do."),
+        model: str | None = typer.Option(None, "--model", help="provider:model (default: SHOPFLOOR_MODEL)."),
+        max_steps: int | None = typer.Option(None, "--max-steps", min=1, help="Step limit (default: the agent's)."),
+        detach: bool = typer.Option(False, "--detach", help="Print the workflow id and exit."),
+    ) -> None:
+        """Run an agent on a local checkout and follow it live."""
+        settings = load_settings()
+        root, spec = validate_agent_args(name, repo, goal, model or settings.model, settings)
+        definition = get_agent(name)
+        limits = definition.limits.model_copy(update={"max_steps": max_steps} if max_steps else {})
+        client = await connect(settings)
+        workflow_id = f"agent/{_slug(root.name)}/{name}-{uuid.uuid4().hex[:8]}"
+        inp = AgentInput(
+            agent=name,
+            model=str(spec),
+            goal=goal.strip(),
+            workspace=WorkspaceRef(repo=f"local/{_slug(root.name)}", path=str(root)),
+            limits=limits,
+        )
+        if not detach and not await _has_pollers(client, settings):
+            typer.echo(
+                f"warning: no worker polls task queue {settings.task_queue!r}; "
+                "the run waits until `shopfloor dev` or `shopfloor worker` runs",
+                err=True,
+            )
+        await client.start_workflow(
+            AgentWorkflow.run,
+            inp,
+            id=workflow_id,
+            task_queue=settings.task_queue,
+            static_summary=f"{name}: {goal.strip()[:120]}",
+        )
+        if detach:
+            typer.echo(workflow_id)
+            return
+        scripted = " (scripted model: replays a cassette)" if spec.provider == "scripted" else ""
+        typer.echo(f"{name} on {root} with {spec}{scripted}")
+        typer.echo(f"workflow {workflow_id}")
+        try:
+            result = await _follow(client, workflow_id)
+        except WorkflowFailureError as exc:
+            cause = exc.cause
+            while getattr(cause, "cause", None) is not None:
+                cause = cause.cause  # type: ignore[union-attr]
+            typer.echo(f"\nfailed: {cause}", err=True)
+            typer.echo(f"see {settings.workflow_url(workflow_id)}", err=True)
+            raise typer.Exit(EXIT_FAILURE) from None
+        typer.echo("")
+        if result.state == "completed":
+            typer.echo(result.final_answer or "(no answer)")
+        else:
+            typer.echo(f"ended: {result.state}: {result.reason}")
+        typer.echo(
+            f"\n{result.steps} steps · tokens in {result.usage.input_tokens} / out {result.usage.output_tokens}"
+        )
+        typer.echo(settings.workflow_url(workflow_id))
+
+    @app.command()
+    @command
+    async def status(
+        workflow_id: str = typer.Argument(..., metavar="ID", help="Workflow id."),
+        as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+    ) -> None:
+        """Print a run's status: stage, step, state, and the final answer when done."""
+        settings = load_settings()
+        client = await connect(settings)
+        handle = client.get_workflow_handle(workflow_id)
+        try:
+            desc = await handle.describe()
+        except RPCError as exc:
+            fail(f"no workflow {workflow_id!r} in namespace {settings.temporal_namespace}: {exc.message}", EXIT_FAILURE)
+        try:
+            st = await handle.query(AgentWorkflow.status)
+        except Exception as exc:  # a closed run with no worker to replay it, or another type
+            st = None
+            query_error = str(exc).splitlines()[0]
+        temporal_state = desc.status.name if desc.status else "UNKNOWN"
+        if as_json:
+            data = {"workflow_id": workflow_id, "temporal_status": temporal_state, "url": settings.workflow_url(workflow_id)}
+            if st is not None:
+                data |= st.model_dump(mode="json")
+            typer.echo(json.dumps(data, indent=2))
+            return
+        typer.echo(f"workflow  {workflow_id}")
+        typer.echo(f"temporal  {temporal_state}")
+        if st is None:
+            typer.echo(f"status    unavailable ({query_error})")
+        else:
+            _print_status(st)
+        typer.echo(f"ui        {settings.workflow_url(workflow_id)}")
+
+
+def _print_status(st: AgentStatus) -> None:
+    typer.echo(f"state     {st.state}")
+    typer.echo(f"agent     {st.agent} · {st.model}")
+    typer.echo(f"repo      {st.repo}")
+    typer.echo(f"stage     {st.stage} · step {st.step}/{st.max_steps}")
+    typer.echo(f"tokens    in {st.usage.input_tokens} / out {st.usage.output_tokens}")
+    if st.reason:
+        typer.echo(f"reason    {st.reason}")
+    if st.events:
+        typer.echo(f"last      {st.events[-1].summary}")
+    if st.final_answer:
+        typer.echo("answer")
+        for line in st.final_answer.splitlines():
+            typer.echo(f"  {line}")

@@ -1,0 +1,59 @@
+"""What every command shares: settings, logging, and turning errors into one clear line."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import sys
+from collections.abc import Callable, Coroutine
+from typing import Any, NoReturn, ParamSpec, TypeVar
+
+import typer
+from pydantic import ValidationError
+
+from shopfloor.errors import ShopfloorError, TemporalUnreachable, UsageError
+from shopfloor.logs import configure_logging
+from shopfloor.settings import Settings
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+EXIT_USAGE = 2
+EXIT_FAILURE = 1
+
+
+def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
+    typer.echo(f"shopfloor: {message}", err=True)
+    raise typer.Exit(code)
+
+
+def load_settings() -> Settings:
+    try:
+        settings = Settings()
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"SHOPFLOOR_{'_'.join(str(p) for p in e['loc']).upper()}: {e['msg']}" for e in exc.errors()
+        )
+        fail(f"bad setting: {problems}")
+    configure_logging(level=settings.log_level, json=settings.log_json, secrets=settings.secret_values())
+    return settings
+
+
+def command(fn: Callable[P, Coroutine[Any, Any, T]]) -> Callable[P, T]:
+    """Run an async command; map shopfloor's errors to one line and an exit status."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> T:
+        try:
+            return asyncio.run(fn(*args, **kwargs))
+        except UsageError as exc:
+            fail(str(exc), EXIT_USAGE)
+        except TemporalUnreachable as exc:
+            fail(str(exc), EXIT_FAILURE)
+        except ShopfloorError as exc:
+            fail(str(exc), EXIT_FAILURE)
+        except KeyboardInterrupt:
+            print(file=sys.stderr)
+            raise typer.Exit(130) from None
+
+    return wrapper

@@ -1,0 +1,29 @@
+"""Serving an ASGI app inside a process that owns its own signal handling (`shopfloor dev`)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+import uvicorn
+
+
+class EmbeddedServer(uvicorn.Server):
+    """uvicorn without its signal capture: the process that embeds it decides when to stop."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+async def serve_until(app: Any, host: str, port: int, stop: asyncio.Event) -> None:
+    config = uvicorn.Config(app, host=host, port=port, log_config=None, access_log=False, lifespan="on")
+    server = EmbeddedServer(config)
+    task = asyncio.create_task(server.serve())
+    stopper = asyncio.create_task(stop.wait())
+    done, _ = await asyncio.wait({task, stopper}, return_when=asyncio.FIRST_COMPLETED)
+    server.should_exit = True
+    stopper.cancel()
+    await task

@@ -1,0 +1,65 @@
+"""The one way to reach Temporal: `connect()` (pydantic data converter) and search-attribute setup."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from temporalio.api.enums.v1 import IndexedValueType
+from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest, ListSearchAttributesRequest
+from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.service import RPCError
+
+from shopfloor.errors import TemporalUnreachable
+from shopfloor.search_attributes import ALL_KEYS
+from shopfloor.settings import Settings
+
+
+async def connect(
+    settings: Settings, *, address: str | None = None, timeout_s: float = 10.0
+) -> Client:
+    """Connect with shopfloor's data converter, or raise TemporalUnreachable saying what to do."""
+    target = address or settings.effective_temporal_address
+    try:
+        return await Client.connect(
+            target,
+            namespace=settings.temporal_namespace,
+            data_converter=pydantic_data_converter,
+            api_key=settings.temporal_api_key.get_secret_value() if settings.temporal_api_key else None,
+            tls=settings.temporal_tls,
+            connect_timeout=timedelta(seconds=timeout_s),
+        )
+    except RuntimeError as exc:  # the SDK reports connection failures as RuntimeError
+        hint = (
+            "set SHOPFLOOR_TEMPORAL_ADDRESS to a running server"
+            if settings.temporal_address
+            else "start one with `shopfloor dev`, or set SHOPFLOOR_TEMPORAL_ADDRESS"
+        )
+        raise TemporalUnreachable(f"cannot reach Temporal at {target}: {hint} ({exc})") from exc
+
+
+async def ensure_search_attributes(client: Client, namespace: str) -> list[str]:
+    """Register shopfloor's search attributes where missing; returns the names it added.
+
+    Idempotent: attributes already present are left alone, so it is safe on every start.
+    """
+    listed = await client.operator_service.list_search_attributes(
+        ListSearchAttributesRequest(namespace=namespace)
+    )
+    present = set(listed.custom_attributes) | set(listed.system_attributes)
+    wanted = {
+        key.name: IndexedValueType.ValueType(key.indexed_value_type)
+        for key in ALL_KEYS
+        if key.name not in present
+    }
+    if not wanted:
+        return []
+    try:
+        await client.operator_service.add_search_attributes(
+            AddSearchAttributesRequest(namespace=namespace, search_attributes=wanted)
+        )
+    except RPCError as exc:
+        # Another process may have registered them between our list and add.
+        if "already exists" not in str(exc).lower():
+            raise
+    return sorted(wanted)

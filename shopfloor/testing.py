@@ -1,0 +1,392 @@
+"""A fake LLM server for tests, benchmarks and crash tests.
+
+`FakeModelServer` speaks OpenAI Chat Completions (`POST /v1/chat/completions`, plain and
+`stream: true` SSE) and Anthropic Messages (`POST /v1/messages`, plain and streamed) over real
+HTTP, so the official SDKs, shopfloor's providers and worker subprocesses talk to it exactly as
+to the real thing. The reply is picked by the number of assistant messages in the request, so a
+retried call gets the same answer. Faults (error statuses with Retry-After, responses cut off
+halfway) and latency are set while it runs.
+
+    with FakeModelServer([ScriptTurn.tool("read_file", path="README.md"), ScriptTurn(content="ok")]) as srv:
+        provider = OpenAIChatProvider("fake", None, srv.openai_base_url)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import socket
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import uvicorn
+from pydantic import BaseModel, Field, field_validator
+
+from shopfloor.models.transcript import Usage
+
+
+class ScriptToolCall(BaseModel):
+    name: str
+    # A dict is sent as JSON; a str is sent verbatim, so a test can send malformed arguments.
+    arguments: dict[str, Any] | str = Field(default_factory=dict)
+
+
+class ScriptTurn(BaseModel):
+    content: str = ""
+    tool_calls: list[ScriptToolCall] = Field(default_factory=list)
+    usage: Usage | None = None  # None: estimated as characters / 4
+    finish_reason: str | None = None  # wire value to send instead of the natural one, e.g. "length"
+
+    @field_validator("tool_calls", mode="before")
+    @classmethod
+    def _accept_pairs(cls, value: Any) -> Any:
+        # (name, arguments) pairs read well in tests.
+        if isinstance(value, list):
+            return [{"name": v[0], "arguments": v[1]} if isinstance(v, tuple) else v for v in value]
+        return value
+
+    @classmethod
+    def tool(cls, name: str, content: str = "", /, **arguments: Any) -> ScriptTurn:
+        return cls(content=content, tool_calls=[ScriptToolCall(name=name, arguments=arguments)])
+
+
+class LoggedRequest(BaseModel):
+    api: Literal["openai", "anthropic"]
+    turn: int  # assistant messages in the request: 0 for a conversation's first call
+    body: dict[str, Any]
+    key: str  # sha256 of the canonical JSON of the messages: equal conversations, equal keys
+    started: float  # time.time()
+    completed: bool = False  # True once the whole response was written to a connected client
+    status: int = 200
+    stream: bool = False
+    headers: dict[str, str] = Field(default_factory=dict)  # lower-case names
+
+
+@dataclass
+class _Fault:
+    status: int  # 0: cut the response off halfway
+    retry_after: float | None = None
+    body: dict[str, Any] | None = None
+
+
+_JSON, _SSE = b"application/json", b"text/event-stream"
+_ROUTES = {"/v1/chat/completions": "openai", "/v1/messages": "anthropic"}
+# status -> (OpenAI error type, Anthropic error type, message)
+_ERRORS: dict[int, tuple[str, str, str]] = {
+    400: ("invalid_request_error", "invalid_request_error", "Invalid request (fake server fault)."),
+    401: ("invalid_request_error", "authentication_error", "Incorrect API key provided."),
+    403: ("permission_error", "permission_error", "Your API key does not have permission to use this model."),
+    404: ("invalid_request_error", "not_found_error", "The model `{model}` does not exist."),
+    429: ("rate_limit_exceeded", "rate_limit_error", "Rate limit reached; try again later."),
+    529: ("server_error", "overloaded_error", "Overloaded."),
+}
+_SERVER_ERROR = ("server_error", "api_error", "The server had an error while processing your request.")
+
+
+def messages_key(messages: Any) -> str:
+    canonical = json.dumps(messages, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+class FakeModelServer:
+    def __init__(
+        self,
+        script: list[ScriptTurn] | Callable[[int, dict[str, Any]], ScriptTurn],
+        *,
+        latency_s: float = 0.0,
+        host: str = "127.0.0.1",
+    ) -> None:
+        self.script = script
+        self.latency_s = latency_s  # read on every request, so tests may change it at run time
+        self.host = host
+        self.url = ""
+        self._lock = threading.Lock()
+        self._requests: list[LoggedRequest] = []
+        self._faults: deque[_Fault] = deque()
+        self._server: uvicorn.Server | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def openai_base_url(self) -> str:
+        return f"{self.url}/v1"
+
+    @property
+    def anthropic_base_url(self) -> str:
+        return self.url
+
+    @property
+    def requests(self) -> list[LoggedRequest]:
+        """Every request so far, in arrival order (a snapshot; safe from any thread)."""
+        with self._lock:
+            return list(self._requests)
+
+    def fail_next(
+        self, status: int, times: int = 1, retry_after: float | None = None, body: dict[str, Any] | None = None
+    ) -> None:
+        """The next `times` requests (either API) get this error in that API's error format.
+        `body` replaces the whole error JSON, or only its message when it is {"message": ...}."""
+        with self._lock:
+            self._faults.extend(_Fault(status, retry_after, body) for _ in range(times))
+
+    def truncate_next(self, times: int = 1) -> None:
+        """The next `times` responses stop halfway and the connection drops."""
+        with self._lock:
+            self._faults.extend(_Fault(0) for _ in range(times))
+
+    def start(self) -> FakeModelServer:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((self.host, 0))  # our own socket: the port is known before serving, no race
+        self.url = f"http://{self.host}:{sock.getsockname()[1]}"
+        config = uvicorn.Config(
+            self._asgi, interface="asgi3", lifespan="off", log_level="warning", access_log=False,
+            timeout_graceful_shutdown=1,
+        )  # fmt: skip
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(
+            target=self._server.run, kwargs={"sockets": [sock]}, name="fake-model-server", daemon=True
+        )
+        self._thread.start()
+        deadline = time.monotonic() + 10
+        while not self._server.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError(f"fake model server did not start on {self.url}")
+            time.sleep(0.01)
+        return self
+
+    def stop(self) -> None:
+        if self._server is None or self._thread is None:
+            return
+        self._server.should_exit = True
+        self._thread.join(3)
+        if self._thread.is_alive():
+            self._server.force_exit = True  # a client holding a connection must not hang a test
+            self._thread.join(3)
+        self._server = self._thread = None
+
+    def __enter__(self) -> FakeModelServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    async def _asgi(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return
+        chunks, more = [], True
+        while more:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            chunks.append(message.get("body", b""))
+            more = message.get("more_body", False)
+        api = _ROUTES.get(scope["path"])
+        if scope["method"] != "POST" or api is None:
+            return await _send(send, 404, {"error": {"message": f"no route {scope['method']} {scope['path']}"}})
+        try:
+            body = json.loads(b"".join(chunks) or b"{}")
+        except json.JSONDecodeError as exc:
+            return await _send(send, 400, {"error": {"message": f"body is not JSON: {exc}"}})
+        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+        gone = asyncio.Event()  # set when the client hangs up (a killed worker, a timeout)
+        watcher = asyncio.create_task(_watch_disconnect(receive, gone))
+        try:
+            await self._answer(api, body, headers, send, gone)
+        finally:
+            watcher.cancel()
+
+    async def _answer(
+        self, api: str, body: dict[str, Any], headers: dict[str, str], send: Any, gone: asyncio.Event
+    ) -> None:
+        messages = body.get("messages") or []
+        turn = sum(1 for m in messages if isinstance(m, dict) and m.get("role") == "assistant")
+        stream = bool(body.get("stream"))
+        logged = LoggedRequest(
+            api=api, turn=turn, body=body, key=messages_key(messages), started=time.time(),
+            stream=stream, headers=headers,
+        )  # fmt: skip
+        with self._lock:
+            self._requests.append(logged)
+            fault = self._faults.popleft() if self._faults else None
+        if self.latency_s > 0:
+            try:
+                await asyncio.wait_for(gone.wait(), self.latency_s)
+                return  # the client left while the "model" was thinking: nothing delivered
+            except TimeoutError:
+                pass
+        if fault is not None and fault.status:
+            logged.status = fault.status
+            await _send(send, fault.status, _error_body(api, fault, body), _retry_after_header(fault))
+        else:
+            try:
+                script_turn = self._turn(turn, body)
+            except Exception as exc:  # a broken script callable: tell the caller why
+                logged.status = 500
+                broken = _Fault(500, body={"message": f"script failed: {exc!r}"})
+                return await _send(send, 500, _error_body(api, broken, body))
+            render = _openai_frames if api == "openai" else _anthropic_frames
+            frames = list(render(script_turn, turn, body))
+            kind = [(b"content-type", _SSE if stream else _JSON)]
+            await send({"type": "http.response.start", "status": 200, "headers": kind})
+            if fault is not None:  # cut off: half the bytes, then the connection drops
+                half = b"".join(frames)[: sum(map(len, frames)) // 2]
+                return await send({"type": "http.response.body", "body": half, "more_body": True})
+            for frame in frames:
+                if gone.is_set():
+                    return
+                await send({"type": "http.response.body", "body": frame, "more_body": True})
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+        if not gone.is_set():
+            with self._lock:
+                logged.completed = True
+
+    def _turn(self, turn: int, body: dict[str, Any]) -> ScriptTurn:
+        if callable(self.script):
+            return self.script(turn, body)
+        return self.script[turn] if turn < len(self.script) else ScriptTurn(content="done")
+
+
+async def _watch_disconnect(receive: Any, gone: asyncio.Event) -> None:
+    while (await receive())["type"] != "http.disconnect":
+        pass
+    gone.set()
+
+
+async def _send(send: Any, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None) -> None:
+    raw = [(b"content-type", _JSON)] + [(k.encode(), v.encode()) for k, v in (headers or {}).items()]
+    await send({"type": "http.response.start", "status": status, "headers": raw})
+    await send({"type": "http.response.body", "body": json.dumps(payload).encode(), "more_body": False})
+
+
+def _error_body(api: str, fault: _Fault, request: dict[str, Any]) -> dict[str, Any]:
+    openai_type, anthropic_type, text = _ERRORS.get(fault.status, _SERVER_ERROR)
+    if fault.body is not None and set(fault.body) != {"message"}:
+        return fault.body
+    text = (fault.body or {}).get("message", text.replace("{model}", str(request.get("model", ""))))
+    if api == "anthropic":
+        return {"type": "error", "error": {"type": anthropic_type, "message": text}}
+    code = {401: "invalid_api_key", 404: "model_not_found"}.get(fault.status)
+    return {"error": {"message": text, "type": openai_type, "param": None, "code": code}}
+
+
+def _retry_after_header(fault: _Fault) -> dict[str, str]:
+    if fault.retry_after is None:
+        return {}
+    seconds = fault.retry_after
+    return {"retry-after": str(int(seconds)) if seconds == int(seconds) else str(seconds)}
+
+
+def _pieces(text: str, size: int = 12) -> Iterator[str]:
+    for i in range(0, len(text), size):
+        yield text[i : i + size]
+
+
+def _arguments_text(call: ScriptToolCall) -> str:
+    return call.arguments if isinstance(call.arguments, str) else json.dumps(call.arguments)
+
+
+def _arguments_value(call: ScriptToolCall) -> Any:
+    # Anthropic's input is a JSON value on the wire; raw text that is not JSON stays a string.
+    if not isinstance(call.arguments, str):
+        return call.arguments
+    try:
+        return json.loads(call.arguments)
+    except json.JSONDecodeError:
+        return call.arguments
+
+
+def _usage(turn: ScriptTurn, request: dict[str, Any]) -> Usage:
+    if turn.usage is not None:
+        return turn.usage
+    produced = turn.content + "".join(c.name + _arguments_text(c) for c in turn.tool_calls)
+    prompt = json.dumps(request.get("messages", [])) + str(request.get("system", ""))
+    return Usage(input_tokens=max(1, len(prompt) // 4), output_tokens=max(1, len(produced) // 4))
+
+
+def _sse(data: dict[str, Any], event: str | None = None) -> bytes:
+    prefix = f"event: {event}\n" if event else ""
+    return f"{prefix}data: {json.dumps(data)}\n\n".encode()
+
+
+def _openai_frames(turn: ScriptTurn, n: int, request: dict[str, Any]) -> Iterator[bytes]:
+    usage = _usage(turn, request)
+    finish = turn.finish_reason or ("tool_calls" if turn.tool_calls else "stop")
+    calls = [(f"call_{n}_{i}", c.name, _arguments_text(c)) for i, c in enumerate(turn.tool_calls)]
+    total = usage.input_tokens + usage.output_tokens
+    wire_usage = {
+        "prompt_tokens": usage.input_tokens, "completion_tokens": usage.output_tokens, "total_tokens": total
+    }  # fmt: skip
+    model = str(request.get("model", "fake"))
+    head = {"id": f"chatcmpl-fake-{n}", "created": int(time.time()), "model": model}
+    if not request.get("stream"):
+        message: dict[str, Any] = {"role": "assistant", "content": turn.content or None, "refusal": None}
+        if calls:
+            message["tool_calls"] = [
+                {"id": id_, "type": "function", "function": {"name": name, "arguments": args}}
+                for id_, name, args in calls
+            ]
+        choice = {"index": 0, "message": message, "finish_reason": finish, "logprobs": None}
+        payload = {**head, "object": "chat.completion", "choices": [choice], "usage": wire_usage}
+        yield json.dumps(payload).encode()
+        return
+
+    def chunk(delta: dict[str, Any], finish_reason: str | None = None) -> bytes:
+        choice = {"index": 0, "delta": delta, "finish_reason": finish_reason, "logprobs": None}
+        return _sse({**head, "object": "chat.completion.chunk", "choices": [choice]})
+
+    # Incremental like real servers: content in pieces, then each call's name, then its arguments.
+    yield chunk({"role": "assistant", "content": ""})
+    for piece in _pieces(turn.content):
+        yield chunk({"content": piece})
+    for i, (id_, name, args) in enumerate(calls):
+        opening = {"index": i, "id": id_, "type": "function", "function": {"name": name, "arguments": ""}}
+        yield chunk({"tool_calls": [opening]})
+        for piece in _pieces(args):
+            yield chunk({"tool_calls": [{"index": i, "function": {"arguments": piece}}]})
+    yield chunk({}, finish)
+    if (request.get("stream_options") or {}).get("include_usage"):
+        yield _sse({**head, "object": "chat.completion.chunk", "choices": [], "usage": wire_usage})
+    yield b"data: [DONE]\n\n"
+
+
+def _anthropic_frames(turn: ScriptTurn, n: int, request: dict[str, Any]) -> Iterator[bytes]:
+    usage = _usage(turn, request)
+    stop = turn.finish_reason or ("tool_use" if turn.tool_calls else "end_turn")
+    blocks: list[dict[str, Any]] = [{"type": "text", "text": turn.content}] if turn.content else []
+    blocks += [
+        {"type": "tool_use", "id": f"toolu_{n}_{i}", "name": c.name, "input": _arguments_value(c)}
+        for i, c in enumerate(turn.tool_calls)
+    ]
+    wire_usage = {"input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens}
+    message = {
+        "id": f"msg_fake_{n}", "type": "message", "role": "assistant",
+        "model": str(request.get("model", "fake")), "content": blocks,
+        "stop_reason": stop, "stop_sequence": None, "usage": wire_usage,
+    }  # fmt: skip
+    if not request.get("stream"):
+        yield json.dumps(message).encode()
+        return
+    start = {**message, "content": [], "stop_reason": None, "usage": {**wire_usage, "output_tokens": 0}}
+    yield _sse({"type": "message_start", "message": start}, "message_start")
+    raw_arguments = iter([_arguments_text(c) for c in turn.tool_calls])
+    for index, block in enumerate(blocks):
+        if block["type"] == "text":
+            first = {"type": "text", "text": ""}
+            deltas = [{"type": "text_delta", "text": p} for p in _pieces(block["text"])]
+        else:
+            first = {**block, "input": {}}
+            deltas = [{"type": "input_json_delta", "partial_json": p} for p in _pieces(next(raw_arguments))]
+        opening = {"type": "content_block_start", "index": index, "content_block": first}
+        yield _sse(opening, "content_block_start")
+        for d in deltas:
+            yield _sse({"type": "content_block_delta", "index": index, "delta": d}, "content_block_delta")
+        yield _sse({"type": "content_block_stop", "index": index}, "content_block_stop")
+    stopped = {"stop_reason": stop, "stop_sequence": None}
+    end = {"type": "message_delta", "delta": stopped, "usage": {"output_tokens": usage.output_tokens}}
+    yield _sse(end, "message_delta")
+    yield _sse({"type": "message_stop"}, "message_stop")

@@ -1,0 +1,92 @@
+"""The worker's composition root: which workflows and activities run, wired to their dependencies."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+import structlog
+from temporalio.client import Client
+from temporalio.worker import Worker
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
+
+from shopfloor.activities.model_step import ModelStepActivities
+from shopfloor.activities.providers.base import ModelProvider
+from shopfloor.activities.providers.registry import open_provider
+from shopfloor.activities.tools.activities import ToolActivities
+from shopfloor.blobs import BlobStore, open_blob_store
+from shopfloor.models.model_spec import ModelSpec
+from shopfloor.settings import Settings
+from shopfloor.workflows.agent import AgentWorkflow
+
+log = structlog.get_logger(__name__)
+
+WORKFLOWS: list[type] = [AgentWorkflow]
+
+# The strict default sandbox, with pure third-party libraries passed through (imported once,
+# shared with the worker) instead of re-imported for every workflow task.
+SANDBOX = SandboxedWorkflowRunner(
+    restrictions=SandboxRestrictions.default.with_passthrough_modules("pydantic", "pydantic_core", "annotated_types")
+)
+
+
+class ProviderCache:
+    """One provider (and its HTTP connection pool) per model spec, per worker."""
+
+    def __init__(self, settings: Settings) -> None:
+        self._settings = settings
+        self._providers: dict[str, ModelProvider] = {}
+
+    def __call__(self, spec: ModelSpec) -> ModelProvider:
+        key = str(spec)
+        if key not in self._providers:
+            s = self._settings
+            self._providers[key] = open_provider(
+                spec,
+                openai_api_key=s.openai_api_key.get_secret_value() if s.openai_api_key else None,
+                openai_base_url=s.openai_base_url,
+                anthropic_api_key=s.anthropic_api_key.get_secret_value() if s.anthropic_api_key else None,
+                anthropic_base_url=s.anthropic_base_url,
+            )
+        return self._providers[key]
+
+    async def aclose(self) -> None:
+        await asyncio.gather(*(p.aclose() for p in self._providers.values()), return_exceptions=True)
+        self._providers.clear()
+
+
+def activities_for(blobs: BlobStore, providers: Callable[[ModelSpec], ModelProvider]) -> list[Callable[..., Any]]:
+    return [ModelStepActivities(blobs, providers).model_step, *ToolActivities(blobs).all()]
+
+
+def build_worker(
+    client: Client,
+    settings: Settings,
+    *,
+    providers: ProviderCache,
+    blobs: BlobStore | None = None,
+    task_queue: str | None = None,
+) -> Worker:
+    blobs = blobs or open_blob_store(url=settings.blob_url, data_dir=settings.data_dir, s3_endpoint_url=settings.s3_endpoint_url)
+    return Worker(
+        client,
+        task_queue=task_queue or settings.task_queue,
+        workflows=WORKFLOWS,
+        activities=activities_for(blobs, providers),
+        workflow_runner=SANDBOX,
+        max_cached_workflows=settings.max_cached_workflows,
+        # Tool activities are cheap and mostly I/O; model calls wait on the network.
+        max_concurrent_activities=200,
+    )
+
+
+async def run_worker(client: Client, settings: Settings) -> None:
+    """Run until cancelled; on cancellation, stop taking tasks and let running ones finish briefly."""
+    providers = ProviderCache(settings)
+    worker = build_worker(client, settings, providers=providers)
+    log.info("worker started", task_queue=settings.task_queue, namespace=settings.temporal_namespace)
+    try:
+        await worker.run()
+    finally:
+        await providers.aclose()

@@ -1,0 +1,53 @@
+"""Shared pieces of the workflow tests: sample repositories, cassettes, history measurement."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path
+from typing import Any
+
+from temporalio.api.history.v1 import History
+from temporalio.client import Client
+
+from shopfloor.models.agent_run import AgentInput, Limits, Timeouts, WorkspaceRef
+from shopfloor.workflows.agent import AgentWorkflow
+
+
+def sample_repo(root: Path) -> Path:
+    (root / "src").mkdir(parents=True)
+    (root / "README.md").write_text("# sample\nA tiny package that greets people.\n")
+    (root / "src" / "greet.py").write_text("def greet(name):\n    return f'Hello, {name}!'\n")
+    return root
+
+
+def write_cassette(path: Path, turns: list[dict[str, Any]]) -> str:
+    path.write_text(json.dumps({"description": "test cassette", "turns": turns}))
+    return f"scripted:{path}"
+
+
+def call(name: str, **arguments: Any) -> dict[str, Any]:
+    return {"name": name, "arguments": arguments}
+
+
+def agent_input(repo: Path, model: str, *, goal: str = "What does this repo do?", max_steps: int = 40,
+                heartbeat_s: float = 30.0) -> AgentInput:
+    return AgentInput(
+        agent="explore",
+        model=model,
+        goal=goal,
+        workspace=WorkspaceRef(repo=f"local/{repo.name}", path=str(repo)),
+        limits=Limits(max_steps=max_steps),
+        timeouts=Timeouts(model_heartbeat_s=heartbeat_s),
+    )
+
+
+async def start_agent(client: Client, inp: AgentInput, task_queue: str):
+    return await client.start_workflow(
+        AgentWorkflow.run, inp, id=f"test/agent-{uuid.uuid4().hex[:10]}", task_queue=task_queue
+    )
+
+
+async def history_bytes(client: Client, workflow_id: str) -> int:
+    history = await client.get_workflow_handle(workflow_id).fetch_history()
+    return History(events=history.events).ByteSize()
