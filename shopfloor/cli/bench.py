@@ -2,7 +2,17 @@
 
 from __future__ import annotations
 
+import platform
+
 import typer
+
+from shopfloor.cli.common import command, load_settings
+
+
+def _machine() -> str:
+    import os
+
+    return f"{platform.system()} {platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}"
 
 
 def register(app: typer.Typer) -> None:
@@ -10,6 +20,18 @@ def register(app: typer.Typer) -> None:
     app.add_typer(bench_app, name="bench")
 
     @bench_app.command("loop")
-    def loop() -> None:
-        """Durable agent loop vs the same loop in memory."""
-        raise NotImplementedError
+    @command
+    async def loop(
+        steps: int = typer.Option(20, "--steps", min=2, help="Steps per run."),
+        as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a markdown table."),
+    ) -> None:
+        """Durable agent loop vs the same loop in memory: time per step and history bytes per step."""
+        from shopfloor.bench.loop import bench_loop
+
+        load_settings()  # logging as configured; the bench starts its own Temporal and model server
+        report = await bench_loop(steps=steps)
+        if as_json:
+            typer.echo(report.model_dump_json(indent=2))
+            return
+        typer.echo(f"agent loop, {steps} steps a run, on {_machine()}\n")
+        typer.echo(report.markdown())
