@@ -2,17 +2,37 @@
 
 from __future__ import annotations
 
+import logging
 from datetime import timedelta
 
 from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest, ListSearchAttributesRequest
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.runtime import LogForwardingConfig, LoggingConfig, Runtime, TelemetryConfig, TelemetryFilter
 from temporalio.service import RPCError
 
 from shopfloor.errors import TemporalUnreachable
 from shopfloor.search_attributes import ALL_KEYS
 from shopfloor.settings import Settings
+
+
+_runtime: Runtime | None = None
+
+
+def _runtime_with_forwarded_logs() -> Runtime:
+    """The SDK's Rust core logs through Python logging (so through structlog), not raw to stderr."""
+    global _runtime
+    if _runtime is None:
+        _runtime = Runtime(
+            telemetry=TelemetryConfig(
+                logging=LoggingConfig(
+                    filter=TelemetryFilter(core_level="WARN", other_level="ERROR"),
+                    forwarding=LogForwardingConfig(logger=logging.getLogger("temporalio.core")),
+                )
+            )
+        )
+    return _runtime
 
 
 async def connect(
@@ -28,6 +48,7 @@ async def connect(
             api_key=settings.temporal_api_key.get_secret_value() if settings.temporal_api_key else None,
             tls=settings.temporal_tls,
             connect_timeout=timedelta(seconds=timeout_s),
+            runtime=_runtime_with_forwarded_logs(),
         )
     except RuntimeError as exc:  # the SDK reports connection failures as RuntimeError
         hint = (

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from shopfloor.cli import agent, bench, dev
+from shopfloor.cli import agent, bench, dev, replay
 
 app = typer.Typer(
     name="shopfloor",
@@ -16,6 +16,7 @@ app = typer.Typer(
 dev.register(app)
 agent.register(app)
 bench.register(app)
+replay.register(app)
 
 
 def main() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import uuid
 from pathlib import Path
 from typing import Any
@@ -51,3 +52,16 @@ async def start_agent(client: Client, inp: AgentInput, task_queue: str):
 async def history_bytes(client: Client, workflow_id: str) -> int:
     history = await client.get_workflow_handle(workflow_id).fetch_history()
     return History(events=history.events).ByteSize()
+
+
+HISTORIES = Path(__file__).resolve().parents[1] / "histories"
+
+
+async def record_history(handle, name: str) -> None:
+    """With SHOPFLOOR_RECORD_HISTORIES=1, keep this run's history for the replay tests."""
+    if os.environ.get("SHOPFLOOR_RECORD_HISTORIES") != "1":
+        return
+    history = await handle.fetch_history()
+    data = {"workflowId": handle.id, **history.to_json_dict()}
+    HISTORIES.mkdir(exist_ok=True)
+    (HISTORIES / f"{name}.json").write_text(json.dumps(data, indent=1) + "\n")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from agent_runs import agent_input, call, sample_repo, start_agent, write_cassette
+from agent_runs import agent_input, call, record_history, sample_repo, start_agent, write_cassette
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowFailureError
 from temporalio.converter import DataConverter
@@ -29,6 +29,7 @@ async def test_explore_run_answers_and_records_everything(temporal_client, setti
         handle = await start_agent(temporal_client, agent_input(repo, model), settings.task_queue)
         result = await handle.result()
         status = await handle.query(AgentWorkflow.status)
+    await record_history(handle, "agent-explore-completed")
 
     assert result.state == "completed"
     assert result.steps == 3
@@ -86,6 +87,7 @@ async def test_tool_errors_are_results_the_model_reads(temporal_client, settings
         handle = await start_agent(temporal_client, agent_input(repo, model), settings.task_queue)
         result = await handle.result()
         status = await handle.query(AgentWorkflow.status)
+    await record_history(handle, "agent-tool-errors")
 
     assert result.state == "completed"
     # Events come in completion order (the calls ran concurrently): look them up by summary.
@@ -107,6 +109,7 @@ async def test_step_limit_ends_the_run_as_limit_reached(temporal_client, setting
     async with running_worker():
         handle = await start_agent(temporal_client, agent_input(repo, model, max_steps=3), settings.task_queue)
         result = await handle.result()
+    await record_history(handle, "agent-step-limit")
     assert result.state == "limit_reached"
     assert result.steps == 3
     assert "step limit" in (result.reason or "")
@@ -121,6 +124,7 @@ async def test_rejected_model_call_fails_the_run_with_a_clear_reason(temporal_cl
         with pytest.raises(WorkflowFailureError) as failure:
             await handle.result()
         status = await handle.query(AgentWorkflow.status)
+    await record_history(handle, "agent-model-rejected")
     assert status.state == "failed"
     assert "no-such-cassette.json" in (status.reason or "")
     assert "no-such-cassette.json" in str(failure.value.cause)
