@@ -126,7 +126,11 @@ class DevServer:
         )
 
     async def wait_ready(self, timeout_s: float = 60.0) -> None:
+        """Wait until the frontend answers health checks (listening alone is not ready)."""
+        from temporalio.client import Client  # heavy import, only where a server is waited for
+
         deadline = time.monotonic() + timeout_s
+        last_error = "not started"
         while time.monotonic() < deadline:
             if self._proc is not None and self._proc.poll() is not None:
                 raise ShopfloorError(
@@ -134,13 +138,15 @@ class DevServer:
                     + (f"; see {self.log_file}" if self.log_file else "")
                 )
             try:
-                _, writer = await asyncio.open_connection(self.ip, self.port)
-                writer.close()
-                await writer.wait_closed()
-                return
-            except OSError:
-                await asyncio.sleep(0.1)
-        raise ShopfloorError(f"the Temporal dev server did not listen on {self.address} within {timeout_s:.0f} s")
+                client = await Client.connect(self.address, namespace=self.namespace)
+                if await client.service_client.check_health():
+                    return
+            except Exception as exc:  # not listening yet, or "Frontend is not healthy yet"
+                last_error = str(exc).splitlines()[0][:200]
+            await asyncio.sleep(0.2)
+        raise ShopfloorError(
+            f"the Temporal dev server at {self.address} was not ready within {timeout_s:.0f} s ({last_error})"
+        )
 
     def stop(self, timeout_s: float = 15.0) -> None:
         proc, self._proc = self._proc, None

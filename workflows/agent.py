@@ -43,8 +43,12 @@ EVENTS_KEPT = 30
 
 
 def _cause(exc: BaseException) -> str:
-    while exc.__cause__ is not None:
-        exc = exc.__cause__
+    """The activity's own account of the failure: the first ApplicationError in the chain."""
+    current: BaseException | None = exc
+    while current is not None:
+        if isinstance(current, ApplicationError):
+            return current.message
+        current = current.__cause__
     return str(exc) or type(exc).__name__
 
 
