@@ -79,6 +79,7 @@ class DevServer:
         db_file: Path | None = None,
         log_file: Path | None = None,
         namespace: str = "default",
+        search_attributes: bool = True,
     ) -> None:
         self.ip = ip
         self.port = port
@@ -86,6 +87,7 @@ class DevServer:
         self.db_file = db_file
         self.log_file = log_file
         self.namespace = namespace
+        self.search_attributes = search_attributes  # False: a bare server, as `shopfloor setup` finds one
         self._proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -106,7 +108,7 @@ class DevServer:
         if self.db_file is not None:
             self.db_file.parent.mkdir(parents=True, exist_ok=True)
             cmd += ["--db-filename", str(self.db_file)]
-        for key in ALL_KEYS:
+        for key in ALL_KEYS if self.search_attributes else ():
             type_name = _TYPE_NAMES[key.indexed_value_type.name]
             cmd += ["--search-attribute", f"{key.name}={type_name}"]
         return cmd

@@ -144,7 +144,7 @@ class FakeModelServer:
         sock.bind((self.host, 0))  # our own socket: the port is known before serving, no race
         self.url = f"http://{self.host}:{sock.getsockname()[1]}"
         config = uvicorn.Config(
-            self._asgi, interface="asgi3", lifespan="off", log_level="warning", access_log=False,
+            self._asgi, interface="asgi3", lifespan="off", access_log=False, log_config=None,  # leave logging (levels included) to the host
             timeout_graceful_shutdown=1,
         )  # fmt: skip
         self._server = uvicorn.Server(config)

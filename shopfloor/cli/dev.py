@@ -112,7 +112,17 @@ async def _serve_webhooks(client: Client, settings: Settings, stop: asyncio.Even
     async def get_client() -> Client:
         return client
 
-    await serve_until(create_app(get_client), settings.webhook_host, settings.webhook_port, stop)
+    serving = asyncio.ensure_future(
+        serve_until(create_app(get_client), settings.webhook_host, settings.webhook_port, stop)
+    )
+    try:
+        await asyncio.shield(serving)
+    except asyncio.CancelledError:
+        # Let uvicorn finish its own shutdown (lifespan included) once `stop` is set: cancelling
+        # it mid-way leaves its lifespan task pending and logs a CancelledError traceback on exit.
+        stop.set()
+        await serving
+        raise
 
 
 def _banner(settings: Settings, *, embedded: bool) -> None:

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import logging
+import os
+import sys
+
 import typer
 
 from shopfloor.cli import agent, bench, dev, replay
@@ -20,4 +24,22 @@ replay.register(app)
 
 
 def main() -> None:
-    app()
+    """The console script. Once a command is done, leave without interpreter finalization: the
+    Temporal SDK's Rust threads can abort it ("Fatal Python error: PyGILState_Release",
+    temporalio/sdk-python#300), turning a finished command's exit status into 134 or 139."""
+    try:
+        app()
+        code = 0
+    except SystemExit as exc:
+        if exc.code is None or isinstance(exc.code, int):
+            code = exc.code or 0
+        else:
+            print(exc.code, file=sys.stderr)
+            code = 1
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe (`shopfloor status ID | head -1`)
+            pass
+    logging.shutdown()
+    os._exit(code)
