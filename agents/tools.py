@@ -37,6 +37,36 @@ class GrepArgs(_Args):
     max_matches: int = Field(default=200, ge=1, le=2000)
 
 
+class EditFileArgs(_Args):
+    path: str = Field(description="File to edit, relative to the repository root.")
+    old: str = Field(description="Exact text to replace; must occur exactly once in the file.")
+    new: str = Field(description="Replacement text.")
+
+
+class WriteFileArgs(_Args):
+    path: str = Field(description="File to create or overwrite, relative to the repository root.")
+    content: str = Field(description="The whole new content of the file.")
+
+
+class GitDiffArgs(_Args):
+    path: str | None = Field(default=None, description="Only this file or directory (default: everything).")
+
+
+class RunCommandArgs(_Args):
+    command: str = Field(description="Shell command, run with bash in the repository root, in a sandbox.")
+    timeout_s: float | None = Field(default=None, gt=0, le=3600, description="Seconds before it is stopped.")
+
+
+class RunTestsArgs(_Args):
+    args: str = Field(default="", description="Extra arguments for the repository's test command.")
+
+
+class ReadOutputArgs(_Args):
+    digest: str = Field(description="Digest of a full tool output, as given in a truncation note.")
+    offset: int = Field(default=0, ge=0, description="First character to return.")
+    limit: int = Field(default=12_000, ge=1, le=50_000, description="How many characters to return.")
+
+
 class ToolDef(BaseModel):
     name: str
     description: str
@@ -75,7 +105,41 @@ TOOLS: dict[str, ToolDef] = {
             description="Search file contents with a regular expression; prints path:line: text.",
             args=GrepArgs,
         ),
+        ToolDef(
+            name="git_diff",
+            description="Show what you changed so far (a unified diff against the starting commit).",
+            args=GitDiffArgs,
+        ),
+        ToolDef(
+            name="read_output",
+            description="Page through a full tool output that was cut for length, by its digest.",
+            args=ReadOutputArgs,
+        ),
+        ToolDef(
+            name="edit_file",
+            description="Replace one exact, unique occurrence of `old` with `new` in a file.",
+            args=EditFileArgs,
+            risk="write",
+        ),
+        ToolDef(
+            name="write_file",
+            description="Create a file or replace its whole content.",
+            args=WriteFileArgs,
+            risk="write",
+        ),
+        ToolDef(
+            name="run_command",
+            description="Run a shell command in the repository (sandboxed; no network unless the policy allows).",
+            args=RunCommandArgs,
+            risk="exec",
+        ),
+        ToolDef(
+            name="run_tests",
+            description="Run the repository's tests and show the result.",
+            args=RunTestsArgs,
+            risk="exec",
+        ),
     ]
 }
 
-READ_ONLY_TOOLS = tuple(TOOLS)
+READ_ONLY_TOOLS = ("read_file", "list_dir", "glob", "grep")

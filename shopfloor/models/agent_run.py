@@ -16,16 +16,37 @@ RunState = Literal["running", "completed", "limit_reached", "failed"]
 
 
 class WorkspaceRef(BaseModel):
-    """Where an agent works. `path` is a checkout on the worker's machine."""
+    """Where an agent works.
+
+    Either `path`, a checkout on the worker's own machine that tools use in place (read-only
+    agents on a local directory), or a portable ref: any worker rebuilds the workspace by
+    fetching `base_sha` from `clone_url` (a mirror is cached per worker) and applying the
+    cumulative patch stored in the blob store under `patch_digest` (None: no changes yet).
+    """
 
     repo: str  # "owner/name", or "local/<dir>" for a checkout that is not on GitHub
     path: str | None = None
+    clone_url: str | None = None
     base_sha: str | None = None
     patch_digest: str | None = None
 
 
 class Limits(BaseModel):
     max_steps: int = Field(default=40, ge=1)
+    max_tokens: int | None = Field(default=None, ge=1)  # input + output, all steps
+    max_cost_usd: float | None = Field(default=None, gt=0)
+    max_wall_s: float | None = Field(default=None, gt=0)
+
+
+class CommandPolicy(BaseModel):
+    """How commands run for this agent (from the repository's policy, never from the model)."""
+
+    network: bool = False
+    test_command: str | None = None  # run_tests runs this; None: detect (pytest, npm test, ...)
+    timeout_s: float = 600.0
+    cpu_s: int = 600
+    memory_mb: int = 2048
+    output_cap_bytes: int = 200_000
 
 
 class Timeouts(BaseModel):
@@ -46,6 +67,7 @@ class AgentInput(BaseModel):
     timeouts: Timeouts = Field(default_factory=Timeouts)
     stage: str = "agent"
     issue: int | None = None
+    commands: CommandPolicy = Field(default_factory=CommandPolicy)
 
 
 class ToolResult(BaseModel):
@@ -58,6 +80,7 @@ class ToolResult(BaseModel):
     preview: str = ""
     output_digest: str | None = None
     output_bytes: int = 0
+    workspace: WorkspaceRef | None = None  # the checkpoint after a mutating call
 
 
 class ModelStepInput(BaseModel):
@@ -94,6 +117,8 @@ class ToolInput(BaseModel):
     reply_digest: str
     call_id: str
     name: str
+    run_id: str = ""  # the agent run's workflow id: keys this worker's cached workspace
+    commands: CommandPolicy = Field(default_factory=CommandPolicy)
 
 
 class StepEvent(BaseModel):
