@@ -53,7 +53,7 @@ class Settings(BaseSettings):
 
     @property
     def effective_temporal_address(self) -> str:
-        return self.temporal_address or f"localhost:{self.temporal_port}"
+        return self.temporal_address or f"127.0.0.1:{self.temporal_port}"  # the embedded server binds IPv4 loopback
 
     @property
     def ui_url(self) -> str:

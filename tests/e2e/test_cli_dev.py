@@ -115,7 +115,7 @@ async def test_dev_runs_the_whole_stack_and_ctrl_c_stops_it(tmp_path):
         assert await registered_attributes(client) == WANTED
 
         banner = dev.output()
-        assert f"Temporal    localhost:{temporal_port} (embedded dev server)" in banner
+        assert f"Temporal    127.0.0.1:{temporal_port} (embedded dev server)" in banner
         assert f"Temporal UI http://localhost:{ui_port}" in banner
         assert f"webhooks    http://127.0.0.1:{webhook_port}" in banner
 

@@ -1,0 +1,30 @@
+"""`shopfloor bench loop` runs both sides and reports them (figures are for reading, not asserting)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from worker_process import worker_env
+
+SHOPFLOOR = str(Path(sys.executable).parent / "shopfloor")
+
+
+def test_bench_loop_reports_durable_and_in_memory_side_by_side(tmp_path):
+    run = subprocess.run(
+        [SHOPFLOOR, "bench", "loop", "--steps", "3", "--json"],
+        env=worker_env(SHOPFLOOR_DATA_DIR=str(tmp_path), SHOPFLOOR_LOG_LEVEL="WARNING"),
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    rows = json.loads(run.stdout)["rows"]
+    assert [r["model_latency_ms"] for r in rows] == [0, 500]
+    for row in rows:
+        assert row["steps"] == 3
+        assert row["durable_ms_per_step"] > 0 and row["memory_ms_per_step"] > 0
+        assert row["history_bytes_per_step"] > 0
+    # With 500 ms of model latency both sides wait at least that long per model call.
+    slow = rows[1]
+    assert slow["memory_ms_per_step"] >= 500 and slow["durable_ms_per_step"] >= 500
