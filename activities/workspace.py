@@ -1,0 +1,368 @@
+"""Workspace checkpoints: git checkouts any worker rebuilds from a WorkspaceRef (DESIGN §4).
+
+Under this worker's own `root` (workers share no disk, only the blob store):
+
+- `mirrors/<sha256(clone_url)[:16]>.git`: a bare repository caching the target's objects, with
+  no remote configured: fetches name the URL on the command line, so nothing (no token either)
+  is written to its config. A token must come at call time as `-c http.extraHeader=...` (a later
+  issue), never inside `clone_url`. Each base commit is pinned as `refs/shopfloor/base/<sha>`
+  (branch moves and gc cannot drop it); the remote is contacted only for a missing commit or to
+  resolve a branch name. Updates hold an fcntl.flock on `mirrors/<h>.lock`.
+- `runs/<sha256(run_id)[:16]>/`: the run's checkout, `git clone --shared` from the mirror: objects
+  are read through `.git/objects/info/alternates`, nothing is copied or hard-linked, and `.git`
+  stays inside the checkout (a sandbox binding the workspace writable and the mirror read-only
+  can run git there). Runs never share a directory.
+- `<checkout>/.git/shopfloor-ref.json`: the state on disk {base_sha, patch_digest, dirty},
+  replaced atomically and only once the disk matches it; open() marks it dirty before handing
+  the checkout to a caller that may mutate it, so a worker that died between an edit and its
+  checkpoint leaves a state the next open() distrusts: it resets from the ref.
+
+A patch is `git diff --cached --binary <base>` over a private index (`.git/shopfloor-index`)
+that `git add --all` fills from the work tree: changed, new, deleted and binary files and mode
+changes, never `.git` nor files .gitignore excludes. It is replayed in index space too (applied to
+a temporary index, written as a tree, checked out with `git read-tree -u`), so clean/smudge
+attributes such as `eol=crlf` round-trip byte for byte.
+
+The agent's commands can write `.git`, so git runs with an explicit --git-dir/--work-tree (a
+planted core.worktree cannot redirect a reset), hooks and fsmonitor off, and a `.git` that is no
+longer a real directory gets the checkout re-cloned.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import re
+import shutil
+import signal
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+from shopfloor.activities.tools.confine import resolve_in_workspace
+from shopfloor.blobs import BlobStore
+from shopfloor.errors import ShopfloorError
+from shopfloor.models.agent_run import WorkspaceRef
+
+FETCH_TIMEOUT_S = 900.0
+GIT_TIMEOUT_S = 300.0
+LOCK_POLL_S = 0.05
+STATE_FILE = "shopfloor-ref.json"
+SHADOW_INDEX = "shopfloor-index"
+_SHA_RE = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
+_USERINFO_RE = re.compile(r"(?<=://)[^/@\s]+@")
+_SAFE = [
+    "-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false", "-c", "credential.helper=",
+    "-c", "gc.auto=0", "-c", "maintenance.auto=false", "-c", "core.autocrlf=false",
+    "-c", "advice.detachedHead=false", "-c", "user.name=shopfloor", "-c", "user.email=shopfloor@localhost",
+]  # fmt: skip
+_DIFF = ["--no-color", "--no-ext-diff", "--no-textconv", "--src-prefix=a/", "--dst-prefix=b/"]
+
+
+class WorkspaceError(ShopfloorError):
+    """A workspace cannot be built or read in the state a ref describes."""
+
+
+class GitError(WorkspaceError):
+    """A git command failed or timed out; the message carries its stderr."""
+
+    def __init__(self, message: str, *, stderr: str = "", returncode: int | None = None) -> None:
+        super().__init__(message)
+        self.stderr = stderr
+        self.returncode = returncode
+
+
+class PatchError(WorkspaceError):
+    """A ref's patch is missing from the blob store or does not apply to its base commit."""
+
+
+def redact(text: str) -> str:
+    """`https://user:token@host/...` -> `https://***@host/...`, for messages and logs."""
+    return _USERINFO_RE.sub("***@", text)
+
+
+class Workspaces:
+    def __init__(self, root: Path, blobs: BlobStore) -> None:
+        self.root = Path(os.path.abspath(root))
+        self.blobs = blobs
+        self._locks: dict[str, asyncio.Lock] = {}
+        home = self.root / "git-home"  # empty: no user config, credentials or templates leak in
+        home.mkdir(parents=True, exist_ok=True)
+        self._env = {
+            "PATH": os.environ.get("PATH", os.defpath), "HOME": str(home), "XDG_CONFIG_HOME": str(home),
+            "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull, "GIT_TERMINAL_PROMPT": "0",
+            "GIT_SSH_COMMAND": "ssh -o BatchMode=yes", "LC_ALL": "C",
+        }  # fmt: skip
+
+    async def base_ref(self, repo: str, clone_url: str, ref: str = "HEAD") -> WorkspaceRef:
+        """Resolve a branch, tag, `HEAD` or full sha at `clone_url` to the commit to work on."""
+        _check_arg("clone_url", clone_url)
+        _check_arg("ref", ref)
+        if _SHA_RE.fullmatch(ref):
+            await self._ensure_commit(clone_url, ref)
+            sha = ref
+        else:  # a name moves: always ask the remote
+            mirror = await self._mirror(clone_url)
+            async with self._lock(f"{mirror}.lock"):
+                await self._mgit(mirror, "fetch", "--no-tags", "--quiet", "--", clone_url, ref, timeout=FETCH_TIMEOUT_S)
+                sha = (await self._mgit(mirror, "rev-parse", "--verify", "FETCH_HEAD^{commit}")).decode().strip()
+                await self._mgit(mirror, "update-ref", f"refs/shopfloor/base/{sha}", sha)
+        return WorkspaceRef(repo=repo, clone_url=clone_url, base_sha=sha, patch_digest=None)
+
+    async def open(self, ref: WorkspaceRef, run_id: str, *, read_only: bool = False) -> Path:
+        """A checkout in exactly the state `ref` describes, reused when the disk already is.
+
+        Unless `read_only`, the checkout is marked dirty before it is returned: the caller may
+        change it, and until checkpoint() records the result no later open() trusts the disk.
+        """
+        clone_url, base = _portable(ref)
+        path = self._run_dir(run_id)
+        async with self._lock(f"{path}.lock"):
+            if _read_state(path) != {"base_sha": base, "patch_digest": ref.patch_digest, "dirty": False}:
+                patch = await self._load_patch(ref.patch_digest) if ref.patch_digest else b""
+                mirror = await self._ensure_commit(clone_url, base)
+                await asyncio.to_thread(_unlink, path / ".git" / STATE_FILE)  # distrust a half-done reset
+                try:
+                    await self._reset(path, base, mirror)
+                except GitError:  # a broken .git, a stale lock, a vanished mirror: start over once
+                    await asyncio.to_thread(shutil.rmtree, path, True)
+                    await self._reset(path, base, mirror)
+                if patch:
+                    await self._apply(path, base, patch, ref.patch_digest or "")
+                await asyncio.to_thread(_write_state, path, base, ref.patch_digest, False)
+            if not read_only:
+                await asyncio.to_thread(_write_state, path, base, ref.patch_digest, True)
+        return path
+
+    async def checkpoint(self, ref: WorkspaceRef, run_id: str) -> WorkspaceRef:
+        """Store the checkout's cumulative patch against base_sha; the ref of the new state."""
+        _, base = _portable(ref)
+        path = self._run_dir(run_id)
+        async with self._lock(f"{path}.lock"):
+            self._require_checkout(path, base, run_id)
+            patch = await self._staged(path, base, "--binary", "--full-index", "--no-renames", *_DIFF)
+            digest = await self.blobs.put(patch) if patch else None
+            await asyncio.to_thread(_write_state, path, base, digest, False)
+        return ref.model_copy(update={"patch_digest": digest})
+
+    async def diff(self, ref: WorkspaceRef, run_id: str, path: str | None = None) -> str:
+        """A readable unified diff of the checkout against base_sha, new files included.
+
+        Like checkpoint(), it reads the checkout as it is: open() it first. A `path` leaving the
+        workspace raises ToolError.
+        """
+        _, base = _portable(ref)
+        run_dir = self._run_dir(run_id)
+        async with self._lock(f"{run_dir}.lock"):
+            self._require_checkout(run_dir, base, run_id)
+            spec: list[str] = []
+            if path not in (None, "", "."):
+                rel = resolve_in_workspace(run_dir, path).relative_to(os.path.realpath(run_dir))
+                spec = ["--", f":(literal){rel.as_posix()}"]
+            text = (await self._staged(run_dir, base, "-M", *_DIFF, *spec)).decode("utf-8", "replace")
+        if not text:
+            return f"no changes{f' in {path!r}' if spec else ''} against the starting commit {base[:12]}"
+        return text
+
+    def cleanup(self, run_id: str) -> None:
+        """Remove a run's checkout from this worker (the mirror stays cached)."""
+        path = self._run_dir(run_id)
+        shutil.rmtree(path, ignore_errors=True)
+        _unlink(Path(f"{path}.lock"))
+
+    # --- mirror ------------------------------------------------------------------------------------
+
+    def _run_dir(self, run_id: str) -> Path:
+        if not run_id:
+            raise WorkspaceError("a run id is required to key the workspace checkout")
+        return self.root / "runs" / _key(run_id)
+
+    async def _mirror(self, clone_url: str) -> Path:
+        mirror = self.root / "mirrors" / f"{_key(clone_url)}.git"
+        if not (mirror / "HEAD").is_file():
+            async with self._lock(f"{mirror}.lock"):
+                if not (mirror / "HEAD").is_file():
+                    tmp = mirror.with_name(f".{mirror.name}.{uuid.uuid4().hex[:8]}")
+                    tmp.parent.mkdir(parents=True, exist_ok=True)
+                    await self._git(["init", "--bare", "--quiet", str(tmp)], self.root)
+                    await asyncio.to_thread(shutil.rmtree, mirror, True)  # a broken leftover
+                    await asyncio.to_thread(os.replace, tmp, mirror)
+        return mirror
+
+    async def _ensure_commit(self, clone_url: str, sha: str) -> Path:
+        """The mirror, holding (and pinning) `sha`; fetched only when it is missing."""
+        mirror = await self._mirror(clone_url)
+        if await self._has_commit(mirror, sha):
+            return mirror
+        async with self._lock(f"{mirror}.lock"):
+            if not await self._has_commit(mirror, sha):
+                try:
+                    await self._mgit(mirror, "fetch", "--no-tags", "--quiet", "--", clone_url, sha, timeout=FETCH_TIMEOUT_S)
+                except GitError:  # a server that refuses fetching by sha: take all branches and tags
+                    every = ["+refs/heads/*:refs/shopfloor/remote/heads/*", "+refs/tags/*:refs/shopfloor/remote/tags/*"]
+                    await self._mgit(mirror, "fetch", "--quiet", "--", clone_url, *every, timeout=FETCH_TIMEOUT_S)
+                if not await self._has_commit(mirror, sha):
+                    raise WorkspaceError(f"commit {sha} is not in the repository at {redact(clone_url)}")
+                await self._mgit(mirror, "update-ref", f"refs/shopfloor/base/{sha}", sha)
+        return mirror
+
+    async def _has_commit(self, mirror: Path, sha: str) -> bool:
+        try:
+            await self._mgit(mirror, "cat-file", "-e", f"{sha}^{{commit}}")
+        except GitError:
+            return False
+        return True
+
+    # --- checkout ----------------------------------------------------------------------------------
+
+    async def _reset(self, path: Path, base: str, mirror: Path) -> None:
+        git_dir = path / ".git"
+        if path.exists() and (git_dir.is_symlink() or not git_dir.is_dir()):
+            await asyncio.to_thread(shutil.rmtree, path, True)
+        if not path.exists():
+            tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}")
+            tmp.parent.mkdir(parents=True, exist_ok=True)
+            await self._git(["clone", "--shared", "--no-checkout", "--quiet", "--", str(mirror), str(tmp)], self.root)
+            await asyncio.to_thread(os.replace, tmp, path)
+        # Locks left by a killed git are stale: we hold the run's lock.
+        _unlink(git_dir / "index.lock", git_dir / SHADOW_INDEX, git_dir / f"{SHADOW_INDEX}.lock")
+        await self._wgit(path, "checkout", "--force", "--detach", "--quiet", base)
+        await self._wgit(path, "clean", "-ffdxq")
+        await self._wgit(path, "reset", "--hard", "--quiet")
+
+    async def _apply(self, path: Path, base: str, patch: bytes, digest: str) -> None:
+        index = path / ".git" / f"shopfloor-apply-{uuid.uuid4().hex[:8]}"
+        env = {"GIT_INDEX_FILE": str(index)}
+        try:
+            await self._wgit(path, "read-tree", base, env=env)
+            try:
+                await self._wgit(path, "apply", "--cached", "--binary", "--whitespace=nowarn", "-", env=env, stdin=patch)
+            except GitError as e:
+                raise PatchError(f"patch {digest} does not apply to {base}: {e.stderr}") from None
+            tree = (await self._wgit(path, "write-tree", env=env)).decode().strip()
+        finally:
+            _unlink(index)
+        await self._wgit(path, "read-tree", "-u", "--reset", tree)  # the work tree becomes that tree
+        await self._wgit(path, "reset", "--quiet")  # index back to base: changes show as unstaged
+
+    async def _staged(self, path: Path, base: str, *diff_args: str) -> bytes:
+        """Stage the whole work tree into the shadow index and diff that against base."""
+        index = path / ".git" / SHADOW_INDEX
+        env = {"GIT_INDEX_FILE": str(index)}
+        _unlink(Path(f"{index}.lock"))  # left by a killed checkpoint; we hold the run's lock
+        if not index.exists():
+            await self._wgit(path, "read-tree", base, env=env)
+        await self._wgit(path, "add", "--all", "--", ":/", env=env)
+        return await self._wgit(path, "diff", "--cached", *diff_args, base, env=env)
+
+    def _require_checkout(self, path: Path, base: str, run_id: str) -> None:
+        state = _read_state(path)
+        if state is None or state.get("base_sha") != base:
+            raise WorkspaceError(f"run {run_id!r} has no checkout of {base[:12]} on this worker; open() it first")
+
+    async def _load_patch(self, digest: str) -> bytes:
+        try:
+            return await self.blobs.get(digest)
+        except (ShopfloorError, ValueError) as e:
+            raise PatchError(f"cannot load workspace patch {digest!r} from the blob store: {e}") from None
+
+    # --- plumbing ----------------------------------------------------------------------------------
+
+    @contextlib.asynccontextmanager
+    async def _lock(self, lock_path: str) -> AsyncIterator[None]:
+        """Exclusive across coroutines (asyncio.Lock) and processes (a polled flock: no thread
+        is held while waiting, and a cancelled waiter leaves nothing behind)."""
+        async with self._locks.setdefault(lock_path, asyncio.Lock()):
+            os.makedirs(os.path.dirname(lock_path), exist_ok=True)
+            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            try:
+                while True:
+                    try:
+                        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                        break
+                    except BlockingIOError:
+                        await asyncio.sleep(LOCK_POLL_S)
+                yield
+            finally:
+                os.close(fd)  # releases the flock
+
+    async def _mgit(self, mirror: Path, *args: str, timeout: float = GIT_TIMEOUT_S) -> bytes:
+        return await self._git([f"--git-dir={mirror}", *args], self.root, timeout=timeout)
+
+    async def _wgit(self, path: Path, *args: str, env: dict[str, str] | None = None, stdin: bytes | None = None) -> bytes:
+        where = [f"--git-dir={path / '.git'}", f"--work-tree={path}", "-c", "core.bare=false"]
+        return await self._git([*where, *args], path, env=env, stdin=stdin)
+
+    async def _git(
+        self, args: list[str], cwd: Path, *, env: dict[str, str] | None = None, stdin: bytes | None = None,
+        timeout: float = GIT_TIMEOUT_S,
+    ) -> bytes:  # fmt: skip
+        """Run git in the clean environment: stdout, or GitError carrying stderr."""
+        proc = await asyncio.create_subprocess_exec(
+            "git", *_SAFE, *args,
+            cwd=str(cwd),
+            env={**self._env, **(env or {})},
+            stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            start_new_session=True,  # a timeout kills git and its helpers (remote-https, ssh) together
+        )  # fmt: skip
+        shown = redact(" ".join(["git", *(a for a in args if not a.startswith(("--git-dir=", "--work-tree=")))]))
+        try:
+            out, err = await asyncio.wait_for(proc.communicate(stdin), timeout)
+        except (asyncio.TimeoutError, asyncio.CancelledError) as e:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            await proc.wait()
+            if isinstance(e, asyncio.CancelledError):
+                raise
+            raise GitError(f"`{shown}` timed out after {timeout:.0f} s") from None
+        if proc.returncode != 0:
+            stderr = redact(err.decode("utf-8", "replace").strip())
+            raise GitError(f"`{shown}` failed (exit {proc.returncode}): {stderr}", stderr=stderr, returncode=proc.returncode)
+        return out
+
+
+def _key(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+def _portable(ref: WorkspaceRef) -> tuple[str, str]:
+    if not ref.clone_url or not ref.base_sha:
+        raise WorkspaceError(f"the workspace of {ref.repo} is not portable: it needs clone_url and base_sha")
+    if not _SHA_RE.fullmatch(ref.base_sha):
+        raise WorkspaceError(f"base_sha {ref.base_sha!r} is not a full commit id")
+    _check_arg("clone_url", ref.clone_url)
+    return ref.clone_url, ref.base_sha
+
+
+def _check_arg(name: str, value: str) -> None:
+    """Refuse what git could read as an option, and control characters (spaces only in a URL or path)."""
+    spaces = name == "clone_url"
+    if not value or value.startswith("-") or any(not (c.isprintable() and (spaces or not c.isspace())) for c in value):
+        raise WorkspaceError(f"{name} {redact(repr(value))} is not usable (empty, a leading '-', or whitespace)")
+
+
+def _read_state(path: Path) -> dict[str, object] | None:
+    try:
+        state = json.loads((path / ".git" / STATE_FILE).read_text("utf-8"))
+    except (OSError, ValueError):
+        return None
+    return state if isinstance(state, dict) else None
+
+
+def _write_state(path: Path, base: str, digest: str | None, dirty: bool) -> None:
+    target = path / ".git" / STATE_FILE
+    tmp = target.with_name(f"{STATE_FILE}.{uuid.uuid4().hex[:8]}.tmp")
+    tmp.write_text(json.dumps({"base_sha": base, "patch_digest": digest, "dirty": dirty}), "utf-8")
+    os.replace(tmp, target)  # readers see the old state or the new one, never half of one
+
+
+def _unlink(*paths: Path) -> None:
+    for path in paths:
+        with contextlib.suppress(FileNotFoundError, NotADirectoryError):
+            os.unlink(path)
