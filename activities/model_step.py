@@ -1,16 +1,15 @@
-"""The `model_step` activity: one model call of an agent run.
+"""The model activities: `model_step` (one model call of an agent run) and `compact_transcript`.
 
-It loads the transcript by digest from the blob store, appends the previous step's tool results,
-calls the model, stores the reply and returns references and short previews only, so workflow
-history grows by a bounded number of bytes per step however long the conversation gets.
+model_step loads the transcript by digest, appends the previous step's tool results and any
+operator or loop messages, calls the model, stores the reply and returns references and short
+previews only, so workflow history grows by a bounded number of bytes per step however long the
+conversation gets. Each requested call comes back classed allow / ask / deny.
 """
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
-from collections import OrderedDict
 from collections.abc import Callable
 from datetime import timedelta
 
@@ -20,15 +19,31 @@ from temporalio.exceptions import ApplicationError
 
 from shopfloor.activities.heartbeat import heartbeating
 from shopfloor.activities.providers.base import ModelProvider
-from shopfloor.agents.definition import AgentDefinition
+from shopfloor.activities.transcript_store import TranscriptStore
+from shopfloor.agents.compaction import (
+    compaction_message,
+    compaction_prompt,
+    estimate_tokens,
+    folded_model_turns,
+    message_meta,
+    plan_compaction,
+)
+from shopfloor.agents.permissions import PermissionPolicy, classify
 from shopfloor.agents.registry import get_agent
 from shopfloor.agents.summaries import args_preview, summarize_call
+from shopfloor.agents.text_actions import parse_text_actions, text_action_instructions
 from shopfloor.agents.tools import TOOLS
-from shopfloor.blobs import BlobStore, get_json, put_json
 from shopfloor.errors import ModelCallError
-from shopfloor.models.agent_run import ModelStepInput, ModelStepOutput, ToolCallRef, ToolResult
+from shopfloor.models.agent_run import (
+    CompactInput,
+    CompactOutput,
+    ModelStepInput,
+    ModelStepOutput,
+    PermissionRules,
+    ToolCallRef,
+)
 from shopfloor.models.model_spec import ModelSpec
-from shopfloor.models.transcript import Manifest, Message, ModelRequest
+from shopfloor.models.transcript import Message, ModelReply, ModelRequest
 
 log = structlog.get_logger(__name__)
 
@@ -54,90 +69,91 @@ def model_call_failure(exc: ModelCallError) -> ApplicationError:
     )
 
 
-class ModelStepActivities:
-    def __init__(self, blobs: BlobStore, providers: ProviderFactory, *, cache_size: int = 4096) -> None:
-        self._blobs = blobs
-        self._providers = providers
-        # Messages are content-addressed, so a cached one can never be stale.
-        self._cache: OrderedDict[str, Message] = OrderedDict()
-        self._cache_size = cache_size
+def _policy(rules: PermissionRules) -> PermissionPolicy:
+    return PermissionPolicy(**rules.model_dump(exclude_none=True))
 
-    async def _load(self, digest: str) -> Message:
-        if digest in self._cache:
-            self._cache.move_to_end(digest)
-            return self._cache[digest]
-        message = Message.model_validate(await get_json(self._blobs, digest))
-        self._remember(digest, message)
-        return message
 
-    def _remember(self, digest: str, message: Message) -> None:
-        self._cache[digest] = message
-        if len(self._cache) > self._cache_size:
-            self._cache.popitem(last=False)
-
-    async def _store(self, message: Message) -> str:
-        digest = await put_json(self._blobs, message)
-        self._remember(digest, message)
-        return digest
-
-    async def _tool_message(self, result: ToolResult, agent: AgentDefinition) -> Message:
-        if result.output_digest is None:
-            content = result.preview
+def _as_text_conversation(messages: list[Message]) -> list[Message]:
+    """For a model without tool calling: its own actions stay text, results come back as user text."""
+    out: list[Message] = []
+    for m in messages:
+        if m.role == "assistant":
+            out.append(Message(role="assistant", content=m.content or "(no text)"))
+        elif m.role == "tool":
+            out.append(Message(role="user", content=f"Observation from {m.name} ({m.tool_call_id}):\n{m.content}"))
         else:
-            content = (await self._blobs.get(result.output_digest)).decode("utf-8", errors="replace")
-        cap = agent.tool_output_cap_chars
-        if len(content) > cap:
-            content = (
-                content[:cap]
-                + f"\n[output cut at {cap} of {len(content)} characters; full output is blob {result.output_digest}]"
-            )
-        return Message(
-            role="tool", content=content, tool_call_id=result.call_id, name=result.name, is_error=not result.ok
-        )
+            out.append(m)
+    return out
+
+
+def _context_tokens(messages: list[Message]) -> int:
+    return sum(message_meta(m).tokens for m in messages)
+
+
+class ModelStepActivities:
+    def __init__(self, transcripts: TranscriptStore, providers: ProviderFactory) -> None:
+        self._transcripts = transcripts
+        self._providers = providers
+
+    async def _complete(self, spec: ModelSpec, request: ModelRequest, detail: str) -> tuple[ModelReply, str]:
+        try:
+            provider = self._providers(spec)  # a bad cassette or missing key is a non-retryable failure too
+            return await heartbeating(provider.complete(request), detail=detail), provider.label
+        except ModelCallError as exc:
+            log.warning("model call failed", model=str(spec), detail=detail, retryable=exc.retryable, error=str(exc))
+            raise model_call_failure(exc) from exc
 
     @activity.defn(name="model_step")
     async def model_step(self, inp: ModelStepInput) -> ModelStepOutput:
+        ts = self._transcripts
         agent = get_agent(inp.agent)
         spec = ModelSpec.parse(inp.model)
-        if inp.transcript is None:
-            manifest = Manifest()
-            if inp.goal is not None:
-                manifest.messages.append(await self._store(Message(role="user", content=inp.goal)))
-        else:
-            manifest = Manifest.model_validate(await get_json(self._blobs, inp.transcript))
+        manifest = await ts.manifest(inp.transcript)
+        if inp.transcript is None and inp.goal is not None:
+            manifest.messages.append(await ts.store(Message(role="user", content=inp.goal)))
         for result in inp.append:
-            manifest.messages.append(await self._store(await self._tool_message(result, agent)))
-        messages = list(await asyncio.gather(*(self._load(d) for d in manifest.messages)))
+            manifest.messages.append(await ts.store(await ts.tool_message(result, agent.tool_output_cap_chars)))
+        for text in inp.inject:
+            manifest.messages.append(await ts.store(Message(role="user", content=text)))
+        messages = await ts.messages(manifest)
 
-        request = ModelRequest(
-            model=spec.model, system=agent.system_prompt(), messages=messages, tools=agent.tool_specs()
-        )
-        try:
-            provider = self._providers(spec)  # a bad cassette or missing key is a non-retryable failure too
-            reply = await heartbeating(provider.complete(request), detail=f"{spec} step {inp.step}")
-        except ModelCallError as exc:
-            log.warning("model call failed", model=str(spec), step=inp.step, retryable=exc.retryable, error=str(exc))
-            raise model_call_failure(exc) from exc
+        system, tools = agent.system_prompt(), agent.tool_specs()
+        if inp.text_actions:
+            system = f"{system}\n\n{text_action_instructions(tools)}"
+            request = ModelRequest(model=spec.model, system=system, messages=_as_text_conversation(messages))
+        else:
+            request = ModelRequest(model=spec.model, system=system, messages=messages, tools=tools)
+        reply, label = await self._complete(spec, request, f"{spec} step {inp.step}")
+        message = reply.message
+        if inp.text_actions and not message.tool_calls:
+            # Only line-initial `Action:` lines count, so a recap quoting an old action is not re-run.
+            message = message.model_copy(update={"tool_calls": parse_text_actions(message.content, agent.tools)})
 
-        reply_digest = await self._store(reply.message)
+        reply_digest = await ts.store(message)
         manifest.messages.append(reply_digest)
-        transcript = await put_json(self._blobs, manifest)
-        text = reply.message.content
-        calls = [
-            ToolCallRef(
-                id=call.id,
-                name=call.name,
-                summary=summarize_call(call.name, call.arguments),
-                args_preview=args_preview(call.arguments) if call.arguments_error is None else "(invalid JSON)",
-                args_digest=_canonical_digest({"name": call.name, "arguments": call.arguments}),
-                risk=TOOLS[call.name].risk if call.name in TOOLS else "exec",
+        transcript = await ts.save(manifest)
+        policy = _policy(inp.permissions)
+        calls = []
+        for call in message.tool_calls:
+            verdict = classify(call.name, call.arguments, policy)
+            calls.append(
+                ToolCallRef(
+                    id=call.id,
+                    name=call.name,
+                    summary=summarize_call(call.name, call.arguments),
+                    args_preview=args_preview(call.arguments) if call.arguments_error is None else "(invalid JSON)",
+                    args_digest=_canonical_digest({"name": call.name, "arguments": call.arguments}),
+                    risk=TOOLS[call.name].risk if call.name in TOOLS else "exec",
+                    # Malformed arguments are answered by the tool with an error the model can fix.
+                    decision="allow" if call.arguments_error else verdict.decision,
+                    decision_reason=verdict.reason,
+                )
             )
-            for call in reply.message.tool_calls
-        ]
         log.info(
             "model step", model=str(spec), step=inp.step, tool_calls=len(calls),
             input_tokens=reply.usage.input_tokens, output_tokens=reply.usage.output_tokens,
         )  # fmt: skip
+        text = message.content
         return ModelStepOutput(
             transcript=transcript,
             reply_digest=reply_digest,
@@ -146,5 +162,47 @@ class ModelStepActivities:
             tool_calls=calls,
             finish_reason=reply.finish_reason,
             usage=reply.usage,
-            model_label=provider.label,
+            model_label=label,
+            context_tokens=_context_tokens([*messages, message]) + estimate_tokens(system),
         )
+
+    @activity.defn(name="compact_transcript")
+    async def compact_transcript(self, inp: CompactInput) -> CompactOutput:
+        """Fold older messages into one summary written by the model; the newest stay verbatim and
+        no tool call is parted from its result. The full messages stay in the blob store."""
+        ts = self._transcripts
+        manifest = await ts.manifest(inp.transcript)
+        messages = await ts.messages(manifest)
+        plan = plan_compaction([message_meta(m) for m in messages], budget_tokens=inp.budget_tokens)
+        if plan is None:
+            return CompactOutput(transcript=inp.transcript, context_tokens=_context_tokens(messages))
+        spec = ModelSpec.parse(inp.model)
+        folded = "\n\n".join(_render(messages[i]) for i in plan.summarize)
+        request = ModelRequest(
+            model=spec.model,
+            system=compaction_prompt(goal=messages[0].content if messages else None),
+            messages=[Message(role="user", content=f"The conversation to summarize:\n\n{folded}")],
+            purpose="compaction",
+        )
+        reply, _ = await self._complete(spec, request, f"{spec} compaction")
+        turns = sum(
+            1 if messages[i].role == "assistant" else folded_model_turns(messages[i]) for i in plan.summarize
+        )
+        summary = compaction_message(reply.message.content, len(plan.summarize), turns)
+        kept = [manifest.messages[i] for i in plan.keep]
+        new_messages = [kept[0], await ts.store(summary), *kept[1:]]
+        transcript = await ts.save(manifest.model_copy(update={"messages": new_messages}))
+        log.info("transcript compacted", folded=len(plan.summarize), kept=len(kept))
+        new = [messages[plan.keep[0]], summary, *(messages[i] for i in plan.keep[1:])]
+        return CompactOutput(
+            transcript=transcript, folded=len(plan.summarize), context_tokens=_context_tokens(new), usage=reply.usage
+        )
+
+
+def _render(m: Message) -> str:
+    if m.role == "assistant" and m.tool_calls:
+        calls = "; ".join(f"{c.name}({args_preview(c.arguments)})" for c in m.tool_calls)
+        return f"[assistant] {m.content}\n[calls] {calls}"
+    if m.role == "tool":
+        return f"[result of {m.name}{' (error)' if m.is_error else ''}] {m.content[:4000]}"
+    return f"[{m.role}] {m.content}"

@@ -23,6 +23,8 @@ Rules:
 
 from __future__ import annotations
 
+import re
+
 import json
 
 from pydantic import BaseModel, Field
@@ -153,12 +155,24 @@ Use exactly this format (markdown; write "none" under a heading with nothing to 
 """
 
 
-def compaction_message(summary: str, folded: int) -> Message:
-    """The message that stands in for the `folded` summarized messages."""
+def compaction_message(summary: str, folded: int, model_turns: int = 0) -> Message:
+    """The message that stands in for the `folded` summarized messages, `model_turns` of which
+    were the model's own replies (recorded so a turn count survives compaction)."""
     return Message(
         role="user",
         content=(
             f"{COMPACTION_MARKER} Summary of {folded} earlier messages of this run, which were "
-            f"compacted to save space:\n\n{summary.strip()}"
+            f"compacted to save space ({model_turns} model turns):\n\n{summary.strip()}"
         ),
     )
+
+
+_TURNS = re.compile(r"\((\d+) model turns\):")
+
+
+def folded_model_turns(message: Message) -> int:
+    """How many of the model's replies a compaction message stands for (0 for other messages)."""
+    if not is_compaction_message(message):
+        return 0
+    match = _TURNS.search(message.content.split("\n", 1)[0])
+    return int(match.group(1)) if match else 0

@@ -19,6 +19,8 @@ class AgentDefinition(BaseModel):
     limits: Limits = Field(default_factory=Limits)
     # Tool output longer than this is cut for the model (the full output stays in the blob store).
     tool_output_cap_chars: int = 16_000
+    # Past this estimated transcript size, older messages are summarized (DESIGN §3 compaction).
+    compaction_budget_tokens: int = 80_000
 
     def system_prompt(self) -> str:
         return resources.files("shopfloor.agents").joinpath(self.prompt_file).read_text(encoding="utf-8")

@@ -7,6 +7,7 @@ environment at import time.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import AliasChoices, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -34,6 +35,7 @@ class Settings(BaseSettings):
     s3_endpoint_url: str | None = None  # for S3-compatible stores (MinIO, moto, R2 ...)
 
     model: str = DEFAULT_MODEL
+    sandbox: Literal["auto", "bwrap", "none"] = "auto"  # how agents' commands are contained
 
     webhook_host: str = "127.0.0.1"
     webhook_port: int = 8000

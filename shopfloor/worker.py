@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from collections.abc import Callable
 from typing import Any
 
@@ -12,9 +13,12 @@ from temporalio.worker import Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from shopfloor.activities.model_step import ModelStepActivities
+from shopfloor.activities.sandbox import resolve_mode
 from shopfloor.activities.providers.base import ModelProvider
 from shopfloor.activities.providers.registry import open_provider
 from shopfloor.activities.tools.activities import ToolActivities
+from shopfloor.activities.transcript_store import TranscriptStore
+from shopfloor.activities.workspace import Workspaces
 from shopfloor.blobs import BlobStore, open_blob_store
 from shopfloor.models.model_spec import ModelSpec
 from shopfloor.settings import Settings
@@ -56,8 +60,18 @@ class ProviderCache:
         self._providers.clear()
 
 
-def activities_for(blobs: BlobStore, providers: Callable[[ModelSpec], ModelProvider]) -> list[Callable[..., Any]]:
-    return [ModelStepActivities(blobs, providers).model_step, *ToolActivities(blobs).all()]
+def activities_for(
+    settings: Settings, blobs: BlobStore, providers: Callable[[ModelSpec], ModelProvider]
+) -> list[Callable[..., Any]]:
+    model = ModelStepActivities(TranscriptStore(blobs), providers)
+    tools = ToolActivities(
+        blobs,
+        Workspaces(settings.data_dir / "workspaces", blobs),
+        sandbox=settings.sandbox,
+        # Commands never see the worker's data (blobs, other runs' checkouts) or its home.
+        hide=[settings.data_dir, Path.home()],
+    )
+    return [model.model_step, model.compact_transcript, *tools.all()]
 
 
 def build_worker(
@@ -73,7 +87,7 @@ def build_worker(
         client,
         task_queue=task_queue or settings.task_queue,
         workflows=WORKFLOWS,
-        activities=activities_for(blobs, providers),
+        activities=activities_for(settings, blobs, providers),
         workflow_runner=SANDBOX,
         max_cached_workflows=settings.max_cached_workflows,
         # Tool activities are cheap and mostly I/O; model calls wait on the network.
@@ -83,9 +97,12 @@ def build_worker(
 
 async def run_worker(client: Client, settings: Settings) -> None:
     """Run until cancelled; on cancellation, stop taking tasks and let running ones finish briefly."""
+    mode, note = resolve_mode(settings.sandbox)  # SHOPFLOOR_SANDBOX=bwrap without bubblewrap stops here
+    if note:
+        log.warning("commands will run UNSANDBOXED", sandbox=settings.sandbox, reason=note)
     providers = ProviderCache(settings)
     worker = build_worker(client, settings, providers=providers)
-    log.info("worker started", task_queue=settings.task_queue, namespace=settings.temporal_namespace)
+    log.info("worker started", task_queue=settings.task_queue, namespace=settings.temporal_namespace, sandbox=mode)
     try:
         await worker.run()
     finally:

@@ -1,8 +1,9 @@
 """AgentWorkflow: one agent run, every model call and tool call a durable activity (DESIGN §3).
 
 The workflow holds references only: the transcript is a manifest digest in the blob store, tool
-outputs are digests with short previews. A crashed worker's run resumes elsewhere from history
-without repeating a completed model call.
+outputs are digests with short previews, the workspace is a (base commit, patch digest) ref. A
+crashed worker's run resumes elsewhere from history without repeating a completed model call or
+losing an edit. Operators steer it through the query, signals and updates of AgentControls.
 """
 
 from __future__ import annotations
@@ -15,21 +16,25 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
+    from shopfloor.agents.budget import cost_usd, limit_reached
+    from shopfloor.agents.definition import AgentDefinition
+    from shopfloor.agents.doom_loop import observe
     from shopfloor.agents.registry import get_agent
+    from shopfloor.agents.run_state import AgentCarry
     from shopfloor.models.agent_run import (
         AgentInput,
         AgentResult,
-        AgentStatus,
+        CompactInput,
+        CompactOutput,
         ModelStepInput,
         ModelStepOutput,
         RunState,
-        StepEvent,
         ToolCallRef,
         ToolInput,
         ToolResult,
     )
-    from shopfloor.models.transcript import Usage
     from shopfloor.search_attributes import SHOPFLOOR_AGENT, SHOPFLOOR_ISSUE, SHOPFLOOR_REPO, SHOPFLOOR_STAGE
+    from shopfloor.workflows.controls import AgentControls
 
 MODEL_RETRY = RetryPolicy(
     initial_interval=timedelta(seconds=1),
@@ -39,7 +44,6 @@ MODEL_RETRY = RetryPolicy(
     non_retryable_error_types=["ModelCallRejected"],
 )
 TOOL_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=3)
-EVENTS_KEPT = 30
 
 
 def _cause(exc: BaseException) -> str:
@@ -53,21 +57,15 @@ def _cause(exc: BaseException) -> str:
 
 
 @workflow.defn(name="AgentWorkflow")
-class AgentWorkflow:
+class AgentWorkflow(AgentControls):
     @workflow.init
     def __init__(self, inp: AgentInput) -> None:
-        self._status = AgentStatus(
-            agent=inp.agent,
-            model=inp.model,
-            repo=inp.workspace.repo,
-            stage=inp.stage,
-            max_steps=inp.limits.max_steps,
+        carry = (
+            AgentCarry.model_validate(inp.carry)
+            if inp.carry
+            else AgentCarry(workspace=inp.workspace, limits=inp.limits)
         )
-        self._seq = 0
-
-    @workflow.query(name="status")
-    def status(self) -> AgentStatus:
-        return self._status
+        super().__init__(inp, carry)
 
     @workflow.run
     async def run(self, inp: AgentInput) -> AgentResult:
@@ -83,106 +81,193 @@ class AgentWorkflow:
         if inp.issue is not None:
             attributes.append(SHOPFLOOR_ISSUE.value_set(inp.issue))
         workflow.upsert_search_attributes(attributes)
-
-        transcript: str | None = None
-        append: list[ToolResult] = []
+        c = self.carry
+        if c.spent.started_at is None:
+            c.spent = c.spent.model_copy(update={"started_at": workflow.now().timestamp()})
         try:
-            for step in range(1, inp.limits.max_steps + 1):
-                self._status.step = step
-                out = await workflow.execute_activity(
-                    "model_step",
-                    ModelStepInput(
-                        agent=inp.agent,
-                        model=inp.model,
-                        step=step,
-                        transcript=transcript,
-                        goal=inp.goal if transcript is None else None,
-                        append=append,
-                    ),
-                    result_type=ModelStepOutput,
-                    start_to_close_timeout=timedelta(seconds=inp.timeouts.model_call_s),
-                    heartbeat_timeout=timedelta(seconds=inp.timeouts.model_heartbeat_s),
-                    retry_policy=MODEL_RETRY,
-                    summary=f"{inp.model} step {step}",
-                )
-                transcript = out.transcript
-                self._status.usage = self._status.usage + out.usage
-                asked = ", ".join(c.summary for c in out.tool_calls)
-                self._event(step, "model", f"{inp.model}: " + (asked or "final answer"), preview=out.text_preview)
-                if not out.tool_calls:
-                    return self._finish("completed", transcript, final=out.final_text, final_digest=out.reply_digest)
-                append = await self._run_tools(inp, agent.tools, out)
+            return await self._loop(inp, agent)
+        except asyncio.CancelledError:
+            # Cancelled through Temporal: end with the last checkpoint rather than lose it.
+            return self._finish("cancelled", reason="the run was cancelled")
         except ActivityError as exc:
             reason = _cause(exc)
-            self._finish("failed", transcript, reason=reason)
+            self._finish("failed", reason=reason)
             raise ApplicationError(f"{inp.agent} run failed: {reason}", type="AgentRunFailed", non_retryable=True) from exc
-        return self._finish(
-            "limit_reached", transcript, reason=f"step limit reached ({inp.limits.max_steps} steps)"
-        )
 
-    async def _run_tools(self, inp: AgentInput, allowed: list[str], out: ModelStepOutput) -> list[ToolResult]:
-        # Read-only tools only so far, so one reply's calls run concurrently; results keep call order.
-        return list(await asyncio.gather(*(self._run_tool(inp, allowed, out, c) for c in out.tool_calls)))
+    async def _loop(self, inp: AgentInput, agent: AgentDefinition) -> AgentResult:
+        c = self.carry
+        while True:
+            if self.cancel_reason is not None:
+                return self._finish("cancelled", reason=self.cancel_reason)
+            await self._wait_while_paused()
+            if self.cancel_reason is not None:
+                return self._finish("cancelled", reason=self.cancel_reason)
+            reason = limit_reached(c.spent, c.limits, workflow.now().timestamp())
+            if reason:
+                return self._finish("limit_reached", reason=reason)
+            if self._should_continue_as_new(inp):
+                await workflow.wait_condition(workflow.all_handlers_finished)
+                workflow.continue_as_new(inp.model_copy(update={"carry": c.model_dump(mode="json")}))
+            await self._compact_if_needed(inp, agent)
+            out = await self._model_step(inp, c.spent.steps + 1)
+            if not out.tool_calls:
+                return self._finish("completed", final=out.final_text, final_digest=out.reply_digest)
+            stuck = await self._run_tools(inp, agent, out)
+            if stuck:
+                return self._finish("stuck", reason=stuck)
+
+    def _should_continue_as_new(self, inp: AgentInput) -> bool:
+        info = workflow.info()
+        if inp.max_history_events is not None:
+            return info.get_current_history_length() > inp.max_history_events
+        return info.is_continue_as_new_suggested()
+
+    async def _model_step(self, inp: AgentInput, step: int) -> ModelStepOutput:
+        c = self.carry
+        self.live.step = step
+        out = await workflow.execute_activity(
+            "model_step",
+            ModelStepInput(
+                agent=inp.agent,
+                model=inp.model,
+                step=step,
+                transcript=c.transcript,
+                goal=inp.goal if c.transcript is None else None,
+                append=c.append,
+                inject=c.inject,
+                text_actions=inp.text_actions,
+                permissions=inp.permissions,
+            ),
+            result_type=ModelStepOutput,
+            start_to_close_timeout=timedelta(seconds=inp.timeouts.model_call_s),
+            heartbeat_timeout=timedelta(seconds=inp.timeouts.model_heartbeat_s),
+            retry_policy=MODEL_RETRY,
+            summary=f"{inp.model} step {step}",
+        )
+        c.transcript, c.append, c.inject, c.context_tokens = out.transcript, [], [], out.context_tokens
+        c.spent = c.spent.after_step(out.usage, cost_usd(inp.model, out.usage))
+        asked = ", ".join(c.summary for c in out.tool_calls)
+        self.event(step, "model", f"{inp.model}: " + (asked or "final answer"), preview=out.text_preview)
+        return out
+
+    async def _compact_if_needed(self, inp: AgentInput, agent: AgentDefinition) -> None:
+        c = self.carry
+        budget = inp.compaction_budget_tokens or agent.compaction_budget_tokens
+        if c.transcript is None or c.context_tokens <= budget:
+            return
+        out = await workflow.execute_activity(
+            "compact_transcript",
+            CompactInput(agent=inp.agent, model=inp.model, transcript=c.transcript, budget_tokens=budget),
+            result_type=CompactOutput,
+            start_to_close_timeout=timedelta(seconds=inp.timeouts.model_call_s),
+            heartbeat_timeout=timedelta(seconds=inp.timeouts.model_heartbeat_s),
+            retry_policy=MODEL_RETRY,
+            summary=f"compact transcript ({c.context_tokens} tokens > {budget})",
+        )
+        c.transcript, c.context_tokens = out.transcript, out.context_tokens
+        c.spent = c.spent.after_step(out.usage, cost_usd(inp.model, out.usage)).model_copy(
+            update={"steps": c.spent.steps}  # a compaction costs tokens, not a step
+        )
+        if out.folded:
+            self.event(self.live.step, "model", f"compacted {out.folded} messages into a summary")
+
+    async def _run_tools(self, inp: AgentInput, agent: AgentDefinition, out: ModelStepOutput) -> str | None:
+        """Run one reply's calls: consecutive read-only ones concurrently, the others one at a time
+        in order. Returns a reason when the run is stuck in a loop."""
+        results: list[ToolResult] = []
+        batch: list[ToolCallRef] = []
+
+        async def flush() -> None:
+            results.extend(await asyncio.gather(*(self._run_tool(inp, agent, out, c) for c in batch)))
+            batch.clear()
+
+        for call in out.tool_calls:
+            if call.risk == "read" and call.decision == "allow":
+                batch.append(call)
+                continue
+            await flush()
+            results.append(await self._run_tool(inp, agent, out, call))
+        await flush()
+        self.carry.append = results
+        return self._watch_for_loops(out.tool_calls, results)
+
+    def _watch_for_loops(self, calls: list[ToolCallRef], results: list[ToolResult]) -> str | None:
+        c = self.carry
+        for call, result in zip(calls, results, strict=True):
+            c.doom, signal, text = observe(
+                c.doom,
+                call_key=call.args_digest,
+                error_key=None if result.ok else result.preview[:200],
+                tool=call.name,
+                error_text=None if result.ok else result.preview,
+                workspace_changed=result.workspace is not None and result.workspace != c.workspace,
+            )
+            if result.workspace is not None:
+                c.workspace = result.workspace
+            if signal == "warn":
+                c.inject.append(text)
+                self.warn(text)
+            elif signal == "stuck":
+                return text
+        return None
 
     async def _run_tool(
-        self, inp: AgentInput, allowed: list[str], out: ModelStepOutput, call: ToolCallRef
+        self, inp: AgentInput, agent: AgentDefinition, out: ModelStepOutput, call: ToolCallRef
     ) -> ToolResult:
-        if call.name not in allowed:
-            result = ToolResult(
-                call_id=call.id,
-                name=call.name,
-                ok=False,
-                preview=f"error: unknown tool {call.name!r}; this agent's tools are: {', '.join(allowed)}",
-            )
+        c = self.carry
+        refusal: str | None = None
+        if call.name not in agent.tools:
+            refusal = f"error: unknown tool {call.name!r}; this agent's tools are: {', '.join(agent.tools)}"
+        elif call.decision == "deny":
+            refusal = f"denied: {call.decision_reason}"
+        elif call.decision == "ask":
+            refusal = await self.ask_operator(call, inp.approval_timeout_s)
+        if refusal is not None:
+            result = ToolResult(call_id=call.id, name=call.name, ok=False, preview=refusal)
         else:
             result = await workflow.execute_activity(
                 call.name,
-                ToolInput(workspace=inp.workspace, reply_digest=out.reply_digest, call_id=call.id, name=call.name),
+                ToolInput(
+                    workspace=c.workspace,
+                    reply_digest=out.reply_digest,
+                    call_id=call.id,
+                    name=call.name,
+                    run_id=workflow.info().workflow_id,
+                    commands=inp.commands,
+                    readable=c.readable if call.name == "read_output" else [],
+                ),
                 result_type=ToolResult,
-                start_to_close_timeout=timedelta(seconds=inp.timeouts.tool_s),
+                start_to_close_timeout=timedelta(seconds=max(inp.timeouts.tool_s, inp.commands.timeout_s + 60)),
+                heartbeat_timeout=timedelta(seconds=60),
                 retry_policy=TOOL_RETRY,
                 summary=call.summary,
             )
-        self._event(self._status.step, "tool", call.summary, ok=result.ok, preview=result.preview)
+        if result.output_digest and result.output_bytes > agent.tool_output_cap_chars:
+            c.readable.append(result.output_digest)
+        self.event(self.live.step, "tool", call.summary, ok=result.ok, preview=result.preview)
         return result
-
-    def _event(self, step: int, kind: str, summary: str, *, ok: bool = True, preview: str = "") -> None:
-        self._seq += 1
-        event = StepEvent(seq=self._seq, step=step, kind=kind, summary=summary, ok=ok, preview=preview[:160])  # type: ignore[arg-type]
-        self._status.events = [*self._status.events[-(EVENTS_KEPT - 1) :], event]
-        self._publish()
-
-    def _publish(self) -> None:
-        s = self._status
-        lines = [
-            f"**{s.agent}** on `{s.repo}` · {s.model}",
-            f"state: **{s.state}** · step {s.step}/{s.max_steps} · "
-            f"tokens in {s.usage.input_tokens} / out {s.usage.output_tokens}",
-        ]
-        if s.reason:
-            lines.append(f"reason: {s.reason}")
-        lines += [f"- {'✓' if e.ok else '✗'} step {e.step}: {e.summary}" for e in s.events[-8:]]
-        workflow.set_current_details("\n".join(lines))
 
     def _finish(
         self,
         state: RunState,
-        transcript: str | None,
         *,
         final: str | None = None,
         final_digest: str | None = None,
         reason: str | None = None,
     ) -> AgentResult:
-        self._status.state = state
-        self._status.final_answer = final
-        self._status.reason = reason
-        self._publish()
+        c = self.carry
+        self.live.state = state
+        self.live.final_answer = final
+        self.live.reason = reason
+        self.publish()
         return AgentResult(
             state=state,
-            steps=self._status.step,
-            usage=self._status.usage,
+            steps=c.spent.steps,
+            usage=self.live.usage,
             final_answer=final,
             final_digest=final_digest,
-            transcript=transcript,
+            transcript=c.transcript,
             reason=reason,
+            workspace=c.workspace if c.workspace.path is None else None,
+            cost_usd=c.spent.cost_usd,
         )

@@ -16,6 +16,7 @@ import structlog
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from shopfloor.agents.compaction import folded_model_turns
 from shopfloor.errors import ModelCallError
 from shopfloor.models.transcript import Message, ModelReply, ModelRequest, ToolCall, Usage
 
@@ -45,6 +46,7 @@ class Cassette(BaseModel):
 
     description: str = ""
     turns: list[CassetteTurn] = Field(min_length=1)
+    compaction: str = "(scripted summary) The earlier steps of this run were compacted."
 
 
 def builtin_cassettes() -> list[str]:
@@ -104,7 +106,12 @@ class ScriptedProvider:
         self.label = f"scripted:{cassette} (scripted model)"
 
     async def complete(self, request: ModelRequest) -> ModelReply:
-        turn = sum(1 for m in request.messages if m.role == "assistant") + 1  # 1-based
+        if request.purpose == "compaction":
+            return ModelReply(message=Message(role="assistant", content=self.cassette.compaction))
+        # Replies folded into a compaction summary still count, so the script stays in step.
+        turn = 1 + sum(
+            1 if m.role == "assistant" else folded_model_turns(m) for m in request.messages
+        )
         turns = self.cassette.turns
         if turn > len(turns):
             raise ModelCallError(

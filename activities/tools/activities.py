@@ -2,13 +2,16 @@
 workspace, store the full output and return a digest, a preview and ok/error.
 
 A tool failure is a result the model reads, never an exception that ends the run; only a broken
-setup (no such workspace on this worker, a reply blob without that call) raises.
+setup (no such workspace, a reply blob without that call) raises. Mutating tools checkpoint the
+workspace afterwards — even when they failed, since a failed command may still have written —
+and return the new WorkspaceRef, so another worker can carry on from exactly there.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+import shlex
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -17,18 +20,22 @@ from pydantic import BaseModel, ValidationError
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from shopfloor.activities.tools import read_only
-from shopfloor.agents.tools import TOOLS
+from shopfloor.activities.heartbeat import heartbeating
+from shopfloor.activities.sandbox import CommandOutcome, SandboxMode, detect_test_command, resolve_mode, run_command
+from shopfloor.activities.tools import editing, read_only
+from shopfloor.activities.workspace import PatchError, Workspaces, WorkspaceError
+from shopfloor.agents.tools import TOOLS, GitDiffArgs, ReadOutputArgs, RunCommandArgs, RunTestsArgs
 from shopfloor.blobs import BlobStore, get_json
-from shopfloor.errors import ToolError
-from shopfloor.models.agent_run import ToolInput, ToolResult
+from shopfloor.errors import BlobNotFound, ToolError
+from shopfloor.models.agent_run import ToolInput, ToolResult, WorkspaceRef
 from shopfloor.models.transcript import Message
 
 log = structlog.get_logger(__name__)
 
 PREVIEW_CHARS = 200
 
-ToolFn = Callable[[Path, Any], str]
+# (workspace root, arguments, the call's input) -> output text
+ToolFn = Callable[[Path, Any, ToolInput], Awaitable[str]]
 
 
 def _validation_message(exc: ValidationError) -> str:
@@ -38,12 +45,42 @@ def _validation_message(exc: ValidationError) -> str:
     return f"invalid arguments: {problems}"
 
 
-class ToolActivities:
-    def __init__(self, blobs: BlobStore) -> None:
-        self._blobs = blobs
+def _sync(fn: Callable[[Path, Any], str]) -> ToolFn:
+    async def run(root: Path, args: Any, inp: ToolInput) -> str:
+        return await asyncio.to_thread(fn, root, args)
 
-    async def _result(self, inp: ToolInput, ok: bool, output: str) -> ToolResult:
-        data = output.encode("utf-8")
+    return run
+
+
+def _command_report(outcome: CommandOutcome) -> str:
+    if outcome.timed_out:
+        head = f"stopped: {outcome.killed_reason or 'timed out'} after {outcome.duration_s:.0f} s"
+    elif outcome.killed_reason:
+        head = f"killed: {outcome.killed_reason} (exit code {outcome.exit_code})"
+    else:
+        head = f"exit code {outcome.exit_code} ({outcome.duration_s:.1f} s)"
+    note = f"\nWARNING: {outcome.sandbox_note}" if outcome.sandbox_note else ""
+    return f"{head}{note}\n{outcome.output}"
+
+
+class ToolActivities:
+    def __init__(
+        self,
+        blobs: BlobStore,
+        workspaces: Workspaces,
+        *,
+        sandbox: SandboxMode = "auto",
+        hide: Sequence[Path] = (),
+    ) -> None:
+        self._blobs = blobs
+        self._workspaces = workspaces
+        self._sandbox = sandbox
+        self._hide = tuple(hide)
+
+    async def _result(
+        self, inp: ToolInput, ok: bool, output: str, workspace: WorkspaceRef | None = None
+    ) -> ToolResult:
+        data = output.encode("utf-8", errors="replace")
         digest = await self._blobs.put(data)
         return ToolResult(
             call_id=inp.call_id,
@@ -52,19 +89,24 @@ class ToolActivities:
             preview=" ".join(output.split())[:PREVIEW_CHARS],
             output_digest=digest,
             output_bytes=len(data),
+            workspace=workspace,
         )
 
-    def _workspace(self, inp: ToolInput) -> Path:
-        if not inp.workspace.path:
-            raise ApplicationError("the workspace has no local path", type="WorkspaceMissing", non_retryable=True)
-        root = Path(inp.workspace.path)
-        if not root.is_dir():
-            raise ApplicationError(
-                f"workspace {root} is not a directory on this worker", type="WorkspaceMissing", non_retryable=True
-            )
-        return root
+    async def _open(self, inp: ToolInput, mutating: bool) -> Path:
+        ref = inp.workspace
+        if ref.path:  # a checkout on this machine, used in place (read-only agents on a local dir)
+            root = Path(ref.path)
+            if not root.is_dir():
+                raise ApplicationError(
+                    f"workspace {root} is not a directory on this worker", type="WorkspaceMissing", non_retryable=True
+                )
+            return root
+        try:
+            return await heartbeating(self._workspaces.open(ref, inp.run_id, read_only=not mutating))
+        except PatchError as exc:
+            raise ApplicationError(str(exc), type="WorkspaceBroken", non_retryable=True) from exc
 
-    async def _run(self, inp: ToolInput, fn: ToolFn) -> ToolResult:
+    async def _run(self, inp: ToolInput, fn: ToolFn, *, workspace: bool = True) -> ToolResult:
         reply = Message.model_validate(await get_json(self._blobs, inp.reply_digest))
         call = next((c for c in reply.tool_calls if c.id == inp.call_id), None)
         if call is None or call.name != inp.name:
@@ -80,29 +122,115 @@ class ToolActivities:
             args = args_model.model_validate(call.arguments)
         except ValidationError as exc:
             return await self._result(inp, False, f"error: {_validation_message(exc)}")
-        root = self._workspace(inp)
+        mutating = TOOLS[inp.name].risk != "read"
+        root = await self._open(inp, mutating) if workspace else Path("/")
         try:
-            output = await asyncio.to_thread(fn, root, args)
+            ok, output = True, await fn(root, args, inp)
         except ToolError as exc:
             log.info("tool error", tool=inp.name, call_id=inp.call_id, error=str(exc))
-            return await self._result(inp, False, f"error: {exc}")
-        return await self._result(inp, True, output)
+            ok, output = False, f"error: {exc}"
+        new_ref = None
+        if mutating and not inp.workspace.path:
+            try:
+                new_ref = await heartbeating(self._workspaces.checkpoint(inp.workspace, inp.run_id))
+            except WorkspaceError as exc:  # retried: the activity reruns the tool on a rebuilt checkout
+                raise ApplicationError(f"checkpoint failed: {exc}", type="CheckpointFailed") from exc
+        return await self._result(inp, ok, output, new_ref)
+
+    # -- read-only --------------------------------------------------------------------------
 
     @activity.defn(name="read_file")
     async def read_file(self, inp: ToolInput) -> ToolResult:
-        return await self._run(inp, read_only.read_file)
+        return await self._run(inp, _sync(read_only.read_file))
 
     @activity.defn(name="list_dir")
     async def list_dir(self, inp: ToolInput) -> ToolResult:
-        return await self._run(inp, read_only.list_dir)
+        return await self._run(inp, _sync(read_only.list_dir))
 
     @activity.defn(name="glob")
     async def glob(self, inp: ToolInput) -> ToolResult:
-        return await self._run(inp, read_only.glob)
+        return await self._run(inp, _sync(read_only.glob))
 
     @activity.defn(name="grep")
     async def grep(self, inp: ToolInput) -> ToolResult:
-        return await self._run(inp, read_only.grep)
+        return await self._run(inp, _sync(read_only.grep))
+
+    @activity.defn(name="git_diff")
+    async def git_diff(self, inp: ToolInput) -> ToolResult:
+        async def diff(root: Path, args: GitDiffArgs, inp: ToolInput) -> str:
+            if inp.workspace.path:
+                raise ToolError("git_diff needs a portable workspace; this run works on a local directory")
+            return await self._workspaces.diff(inp.workspace, inp.run_id, args.path)
+
+        return await self._run(inp, diff)
+
+    @activity.defn(name="read_output")
+    async def read_output(self, inp: ToolInput) -> ToolResult:
+        async def page(root: Path, args: ReadOutputArgs, inp: ToolInput) -> str:
+            if args.digest not in inp.readable:
+                raise ToolError(f"no cut output {args.digest[:16]}… in this run; use the digest from a cut note")
+            try:
+                text = (await self._blobs.get(args.digest)).decode("utf-8", errors="replace")
+            except BlobNotFound as exc:
+                raise ToolError(str(exc)) from exc
+            chunk = text[args.offset : args.offset + args.limit]
+            end = args.offset + len(chunk)
+            more = f"\n[{len(text) - end} more characters; offset={end}]" if end < len(text) else "\n[end of output]"
+            return chunk + more
+
+        return await self._run(inp, page, workspace=False)
+
+    # -- mutating ---------------------------------------------------------------------------
+
+    @activity.defn(name="edit_file")
+    async def edit_file(self, inp: ToolInput) -> ToolResult:
+        return await self._run(inp, _sync(editing.edit_file))
+
+    @activity.defn(name="write_file")
+    async def write_file(self, inp: ToolInput) -> ToolResult:
+        return await self._run(inp, _sync(editing.write_file))
+
+    async def _command(self, root: Path, command: str, inp: ToolInput, timeout_s: float | None) -> str:
+        outcome = await run_command(
+            root,
+            command,
+            mode=self._sandbox,
+            policy=inp.commands,
+            timeout_s=timeout_s,
+            on_progress=lambda text: activity.heartbeat(text[-200:]),
+            hide=self._hide,
+        )
+        report = _command_report(outcome)
+        if outcome.exit_code != 0:
+            raise ToolError(report)  # the model reads it as an error result, output included
+        return report
+
+    @activity.defn(name="run_command")
+    async def run_command(self, inp: ToolInput) -> ToolResult:
+        async def run(root: Path, args: RunCommandArgs, inp: ToolInput) -> str:
+            return await self._command(root, args.command, inp, args.timeout_s)
+
+        return await self._run(inp, run)
+
+    @activity.defn(name="run_tests")
+    async def run_tests(self, inp: ToolInput) -> ToolResult:
+        async def run(root: Path, args: RunTestsArgs, inp: ToolInput) -> str:
+            command = inp.commands.test_command or detect_test_command(root)
+            if command is None:
+                raise ToolError("no test command is configured and none was detected (pytest, npm, go, cargo, make)")
+            try:  # the model's arguments are words for the test command, never shell syntax
+                extra = " ".join(shlex.quote(word) for word in shlex.split(args.args))
+            except ValueError as exc:
+                raise ToolError(f"could not parse the test arguments: {exc}") from exc
+            return await self._command(root, f"{command} {extra}".strip(), inp, None)
+
+        return await self._run(inp, run)
 
     def all(self) -> list[Callable[..., Any]]:
-        return [self.read_file, self.list_dir, self.glob, self.grep]
+        return [
+            self.read_file, self.list_dir, self.glob, self.grep, self.git_diff, self.read_output,
+            self.edit_file, self.write_file, self.run_command, self.run_tests,
+        ]  # fmt: skip
+
+    def sandbox_note(self) -> str:
+        return resolve_mode(self._sandbox)[1]

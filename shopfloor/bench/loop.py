@@ -20,6 +20,8 @@ from temporalio.testing import ActivityEnvironment
 
 from shopfloor.activities.model_step import ModelStepActivities
 from shopfloor.activities.tools.activities import ToolActivities
+from shopfloor.activities.transcript_store import TranscriptStore
+from shopfloor.activities.workspace import Workspaces
 from shopfloor.blobs import BlobStore, FileBlobStore
 from shopfloor.devserver import DevServer, free_port
 from shopfloor.models.agent_run import (
@@ -89,8 +91,8 @@ async def _in_memory(
 ) -> float:
     """The workflow's loop, minus Temporal: same activities, same order, called directly."""
     env = ActivityEnvironment()
-    model = ModelStepActivities(blobs, providers)
-    tools = ToolActivities(blobs)
+    model = ModelStepActivities(TranscriptStore(blobs), providers)
+    tools = ToolActivities(blobs, Workspaces(Path(tempfile.mkdtemp(prefix="shopfloor-bench-ws-")), blobs))
     by_name = {"read_file": tools.read_file, "list_dir": tools.list_dir, "glob": tools.glob, "grep": tools.grep}
     transcript: str | None = None
     append: list[ToolResult] = []

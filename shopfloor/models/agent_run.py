@@ -6,13 +6,14 @@ previews only. New fields always get defaults: old histories must still deserial
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
 from shopfloor.models.transcript import Risk, Usage
 
-RunState = Literal["running", "completed", "limit_reached", "failed"]
+RunState = Literal["running", "completed", "limit_reached", "stuck", "cancelled", "failed"]
+Decision = Literal["allow", "ask", "deny"]
 
 
 class WorkspaceRef(BaseModel):
@@ -58,6 +59,14 @@ class Timeouts(BaseModel):
     tool_s: float = 120.0
 
 
+class PermissionRules(BaseModel):
+    """Repository overrides of the permission defaults (None: keep the default)."""
+
+    ask_commands: list[str] | None = None
+    deny_commands: list[str] | None = None
+    protected_paths: list[str] | None = None
+
+
 class AgentInput(BaseModel):
     agent: str
     model: str  # "provider:model"; never credentials
@@ -68,6 +77,13 @@ class AgentInput(BaseModel):
     stage: str = "agent"
     issue: int | None = None
     commands: CommandPolicy = Field(default_factory=CommandPolicy)
+    permissions: PermissionRules = Field(default_factory=PermissionRules)
+    text_actions: bool = False  # the model has no native tool calling: it writes `Action: tool(...)`
+    approval_timeout_s: float = 3600.0  # an unanswered approval is rejected after this
+    compaction_budget_tokens: int | None = None  # None: the agent's own
+    # Continue as new past this many history events (None: when Temporal suggests it).
+    max_history_events: int | None = None
+    carry: dict[str, Any] | None = None  # AgentCarry (shopfloor.agents.run_state) across continue-as-new
 
 
 class ToolResult(BaseModel):
@@ -90,6 +106,9 @@ class ModelStepInput(BaseModel):
     transcript: str | None = None  # manifest digest; None before the first step
     goal: str | None = None  # only on the first step: becomes the first user message
     append: list[ToolResult] = Field(default_factory=list)  # results of the previous step's calls
+    inject: list[str] = Field(default_factory=list)  # user messages after them (steering, loop warnings)
+    text_actions: bool = False
+    permissions: PermissionRules = Field(default_factory=PermissionRules)
 
 
 class ToolCallRef(BaseModel):
@@ -99,6 +118,8 @@ class ToolCallRef(BaseModel):
     args_preview: str = ""
     args_digest: str = ""  # sha256 of the canonical arguments: equal calls have equal digests
     risk: Risk = "read"
+    decision: Decision = "allow"
+    decision_reason: str = ""
 
 
 class ModelStepOutput(BaseModel):
@@ -110,6 +131,7 @@ class ModelStepOutput(BaseModel):
     finish_reason: str = "stop"
     usage: Usage = Field(default_factory=Usage)
     model_label: str = ""
+    context_tokens: int = 0  # estimated size of the transcript the next step will send
 
 
 class ToolInput(BaseModel):
@@ -119,6 +141,41 @@ class ToolInput(BaseModel):
     name: str
     run_id: str = ""  # the agent run's workflow id: keys this worker's cached workspace
     commands: CommandPolicy = Field(default_factory=CommandPolicy)
+    readable: list[str] = Field(default_factory=list)  # read_output: the digests this run may page through
+
+
+class CompactInput(BaseModel):
+    agent: str
+    model: str
+    transcript: str
+    budget_tokens: int
+
+
+class CompactOutput(BaseModel):
+    transcript: str
+    folded: int = 0  # messages summarized (0: nothing to do)
+    context_tokens: int = 0
+    usage: Usage = Field(default_factory=Usage)
+
+
+class PendingApproval(BaseModel):
+    call_id: str
+    tool: str
+    summary: str
+    reason: str
+    step: int
+
+
+class ApprovalDecision(BaseModel):
+    call_id: str | None = None  # None: the only pending call
+    note: str = ""
+
+
+class LimitsRaise(BaseModel):
+    max_steps: int | None = Field(default=None, ge=1)
+    max_tokens: int | None = Field(default=None, ge=1)
+    max_cost_usd: float | None = Field(default=None, gt=0)
+    max_wall_s: float | None = Field(default=None, gt=0)
 
 
 class StepEvent(BaseModel):
@@ -142,6 +199,11 @@ class AgentStatus(BaseModel):
     events: list[StepEvent] = Field(default_factory=list)  # the most recent ones only
     final_answer: str | None = None
     reason: str | None = None
+    cost_usd: float = 0.0
+    paused: bool = False
+    pending: list[PendingApproval] = Field(default_factory=list)
+    warnings: list[str] = Field(default_factory=list)
+    workspace: WorkspaceRef | None = None
 
 
 class AgentResult(BaseModel):
@@ -152,3 +214,5 @@ class AgentResult(BaseModel):
     final_digest: str | None = None
     transcript: str | None = None
     reason: str | None = None
+    workspace: WorkspaceRef | None = None  # the last checkpoint: nothing done is lost, whatever the outcome
+    cost_usd: float = 0.0

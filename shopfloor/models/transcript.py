@@ -62,6 +62,7 @@ class ModelRequest(BaseModel):
     messages: list[Message]
     tools: list[ToolSpec] = Field(default_factory=list)
     max_output_tokens: int = 4096
+    purpose: Literal["step", "compaction"] = "step"  # a compaction asks for a summary, not a turn
 
 
 class ModelReply(BaseModel):

@@ -18,7 +18,8 @@ ANSWER = "greet() in src/greet.py says hello."
 
 def script() -> list[ScriptTurn]:
     reads = ["README.md", "src/greet.py"]
-    turns = [ScriptTurn.tool("read_file", f"step {i}", path=reads[i % 2]) for i in range(TURNS)]
+    # Distinct calls: the same call three times would (rightly) trip the doom-loop rule.
+    turns = [ScriptTurn.tool("read_file", f"step {i}", path=reads[i % 2], limit=10 + i) for i in range(TURNS)]
     return turns + [ScriptTurn(content=ANSWER)]
 
 
@@ -34,7 +35,7 @@ async def test_sigkilled_worker_run_is_finished_by_another_without_repeating_mod
     temporal_client, temporal_server, settings, tmp_path
 ):
     repo = sample_repo(tmp_path / "repo")
-    with FakeModelServer(script(), latency_s=0.5) as fake:
+    with FakeModelServer(script(), latency_s=1.0) as fake:
         env = worker_env(
             SHOPFLOOR_TEMPORAL_ADDRESS=temporal_server.address,
             SHOPFLOOR_TASK_QUEUE=settings.task_queue,
@@ -48,8 +49,11 @@ async def test_sigkilled_worker_run_is_finished_by_another_without_repeating_mod
             inp = agent_input(repo, "openai:fake-model", heartbeat_s=3)
             handle = await start_agent(temporal_client, inp, settings.task_queue)
             # Kill while a model call is in flight, after three have completed.
+            # Well inside the call's 1 s of latency, so the worker cannot have its answer yet.
             await wait_for(
-                lambda: sum(r.completed for r in fake.requests) >= 3 and not fake.requests[-1].completed,
+                lambda: sum(r.completed for r in fake.requests) >= 3
+                and not fake.requests[-1].completed
+                and time.time() - fake.requests[-1].started > 0.2,
                 60, "three completed model calls and a fourth in flight",
             )
             first.kill()

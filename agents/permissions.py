@@ -1,0 +1,199 @@
+"""Permissions: every tool call is classed allow / ask / deny before it runs (DESIGN §3, §6).
+
+Pure: no I/O, deterministic, safe to call from a workflow. `classify` never raises; a call it
+cannot judge is denied with a reason the model can read and act on.
+
+- Read-only tools (read_file, list_dir, glob, grep, git_diff, read_output) are allowed, except on
+  credential locations (~/.ssh, private keys, ~/.aws, .netrc, .git-credentials, gh's hosts.yml,
+  /etc/shadow, … see path_rules.CREDENTIALS). A `.env` file in the repository is allowed: the
+  workspace is a fresh checkout, so a `.env` there was committed and is repository content, and
+  the worker's own environment never reaches tools or the sandbox.
+- edit_file / write_file are denied for absolute paths, `~` paths, paths escaping with `..`,
+  anything inside `.git/`, and paths matching the repository's `protected_paths`; the tools also
+  confine paths themselves, so this is defence in depth with a clear reason.
+- run_command is judged by command_judge: denied for rm -r of /, ~, the workspace itself or
+  anything outside it; sudo/su/doas; a download piped or substituted into a shell; any git push;
+  touching credentials; printing the environment; writes outside the workspace and /tmp; mkfs,
+  dd to devices, fork bombs, kill -1. Segments matching `ask_commands` (package installs, network
+  tools, containers, recursive chmod/chown, …) need an operator's yes; `deny_commands` adds the
+  repository's own refusals. Quoted text given to a program that does not run it is data.
+- run_tests is allowed when its `args` are plain arguments (no operators, redirections or
+  substitutions, which would run more than the tests).
+- Any other tool name is denied.
+"""
+
+from __future__ import annotations
+
+import functools
+import posixpath
+import re
+from typing import Any
+
+from pydantic import BaseModel, Field, ValidationError, field_validator
+
+from shopfloor.agents.command_judge import Decision, Rule, judge_command
+from shopfloor.agents.path_rules import credential
+from shopfloor.agents.shell_parse import ShellParseError, parse
+from shopfloor.agents.tools import TOOLS
+
+__all__ = ["DEFAULT_ASK_COMMANDS", "Decision", "PermissionPolicy", "Verdict", "classify"]
+
+_END = r"(?=\s|$)"  # a word ends here ("apt" must not match "apt-cache")
+
+# Regexes over one command segment: the program's base name and its arguments joined by single
+# spaces, after prefixes such as `env X=1`, `timeout 5` or `nice` are taken off. Each says why.
+DEFAULT_ASK_COMMANDS: dict[str, str] = {
+    rf"^((python|pypy)[0-9.]* -m )?pip[0-9.]* (install|uninstall|download){_END}": "installs Python packages",
+    rf"^uv (add|remove|sync|pip (install|uninstall|sync)|tool install){_END}": "installs Python packages",
+    rf"^(poetry|pdm|pipenv|conda|mamba|micromamba) (add|install|remove|update|sync|create){_END}":
+        "installs packages",
+    rf"^(npm|pnpm|yarn|bun) (install|i|add|ci|update|upgrade|remove|uninstall|link){_END}|^yarn$":
+        "installs JavaScript packages",
+    rf"^(npx|bunx|pnpx){_END}|^(pnpm|yarn) dlx{_END}": "downloads and runs a package",
+    rf"^(gem|cargo|go) install{_END}|^go get{_END}": "installs packages",
+    rf"^(apt|apt-get|aptitude|dpkg|dnf|yum|rpm|apk|pacman|zypper|brew|snap|flatpak){_END}":
+        "changes system packages",
+    rf"^(curl|wget|aria2c|http|https|xh|nc|ncat|netcat|socat|ssh|scp|sftp|ftp|telnet){_END}": "reaches the network",
+    rf"^(docker|podman|nerdctl|buildah|docker-compose|kubectl|helm){_END}": "controls containers or clusters",
+    rf"^(chmod|chown|chgrp) (\S+ )*(-[a-zA-Z]*R[a-zA-Z]*|--recursive){_END}": "changes permissions recursively",
+    rf"^(pkill|killall){_END}": "kills processes by name",
+    rf"^(crontab|systemctl|service|launchctl){_END}": "changes system services",
+}
+
+READ_ONLY = ("read_file", "list_dir", "glob", "grep", "git_diff", "read_output")
+
+
+class Verdict(BaseModel):
+    decision: Decision
+    reason: str = ""
+
+
+class PermissionPolicy(BaseModel):
+    """The repository's permission rules (from its policy file; never from the model)."""
+
+    ask_commands: list[str] = Field(default_factory=lambda: list(DEFAULT_ASK_COMMANDS))
+    deny_commands: list[str] = Field(default_factory=list)
+    protected_paths: list[str] = Field(default_factory=list)  # globs from the repo root, gitignore-like
+
+    @field_validator("ask_commands", "deny_commands")
+    @classmethod
+    def _regexes(cls, patterns: list[str]) -> list[str]:
+        for p in patterns:
+            try:
+                re.compile(p)
+            except re.error as e:
+                raise ValueError(f"invalid regular expression {p!r}: {e}") from None
+        return patterns
+
+
+def classify(tool: str, arguments: dict[str, Any], policy: PermissionPolicy | None = None) -> Verdict:
+    """Allow, ask or deny one tool call, with a reason the model can read. Never raises."""
+    try:
+        decision, reason = _classify(tool, arguments, policy or PermissionPolicy())
+    except Exception as e:  # a bug here must cost one refused call, not the run
+        decision, reason = "deny", f"internal error while checking this call ({type(e).__name__}); try another way."
+    return Verdict(decision=decision, reason=reason)
+
+
+def _classify(tool: str, arguments: dict[str, Any], policy: PermissionPolicy) -> tuple[Decision, str]:
+    spec = TOOLS.get(tool)
+    if spec is None:
+        return "deny", f"there is no tool named {tool!r}; the tools are {', '.join(sorted(TOOLS))}."
+    try:
+        args = spec.args.model_validate(arguments)
+    except ValidationError as e:
+        problems = "; ".join(f"{'.'.join(map(str, err['loc'])) or '(arguments)'}: {err['msg']}" for err in e.errors())
+        return "deny", f"invalid arguments for {tool}: {problems}."
+    values = args.model_dump()
+    if tool in READ_ONLY:
+        for key in ("path", "pattern", "glob"):
+            value = values.get(key) if tool != "grep" or key != "pattern" else None
+            what = credential(value) if isinstance(value, str) else None
+            if what is not None:
+                return "deny", f"{tool} of {value!r} is not allowed: it holds {what}, and agents may not read credentials."
+        return "allow", ""
+    if tool in ("edit_file", "write_file"):
+        return _write(tool, values["path"], policy)
+    if tool == "run_command":
+        ask, deny = _rules(tuple(policy.ask_commands), tuple(policy.deny_commands))
+        return judge_command(values["command"], ask, deny)
+    if tool == "run_tests":
+        return _test_args(values["args"])
+    return "deny", f"there are no permission rules for {tool!r}, so it may not run."
+
+
+def _write(tool: str, path: str, policy: PermissionPolicy) -> tuple[Decision, str]:
+    if not path.strip():
+        return "deny", f"{tool} needs a file path; the path is empty."
+    if path.startswith("/"):
+        return "deny", f"{tool} takes a path relative to the repository root, not the absolute path {path!r}."
+    if path.startswith("~"):
+        return "deny", f"{tool} may not write to {path!r}: '~' is a home directory, outside the workspace."
+    norm = posixpath.normpath(path)
+    if norm == ".." or norm.startswith("../"):
+        return "deny", f"{tool} may not write to {path!r}: '..' leads outside the workspace."
+    if ".git" in norm.lower().split("/"):
+        return "deny", f"{tool} may not write to {path!r}: .git is managed by shopfloor; change working-tree files."
+    for glob in policy.protected_paths:
+        if _glob(glob).fullmatch(norm):
+            return "deny", f"{path!r} is protected by the repository's policy ({glob!r}); leave it unchanged."
+    return "allow", ""
+
+
+def _test_args(text: str) -> tuple[Decision, str]:
+    if not text.strip():
+        return "allow", ""
+    refuse = ("run_tests takes plain arguments for the test command (no ;, |, &&, redirections or $(...)); "
+              "use run_command for anything more.")
+    try:
+        script = parse("test-command " + text)  # as appended to the command: a leading ';' counts
+    except ShellParseError as e:
+        return "deny", f"could not parse the run_tests arguments: {e}."
+    if len(script) != 1 or len(script[0].commands) != 1:
+        return "deny", refuse
+    cmd = script[0].commands[0]
+    if cmd.redirects or cmd.group is not None or any(w.subs or w.expanded for w in cmd.words):
+        return "deny", refuse
+    return "allow", ""
+
+
+@functools.lru_cache(maxsize=64)
+def _rules(ask: tuple[str, ...], deny: tuple[str, ...]) -> tuple[list[Rule], list[Rule]]:
+    return (
+        [(re.compile(p), DEFAULT_ASK_COMMANDS.get(p, "")) for p in ask],
+        [(re.compile(p), "") for p in deny],
+    )
+
+
+@functools.lru_cache(maxsize=256)
+def _glob(pattern: str) -> re.Pattern[str]:
+    """A gitignore-like glob: '*' and '?' stay within a component, '**' spans them, a pattern
+    without '/' matches at any depth, and a match on a directory covers everything below it."""
+    p = pattern.strip()
+    p = p[2:] if p.startswith("./") else p
+    anchored = "/" in p.rstrip("/")
+    p = p.strip("/")
+    out, i = [], 0
+    while i < len(p):
+        if p.startswith("**/", i):
+            out.append("(?:.*/)?")
+            i += 3
+        elif p.startswith("**", i):
+            out.append(".*")
+            i += 2
+        elif p[i] == "*":
+            out.append("[^/]*")
+            i += 1
+        elif p[i] == "?":
+            out.append("[^/]")
+            i += 1
+        elif p[i] == "[" and (close := p.find("]", i + 2)) > 0:
+            inner = p[i + 1 : close]
+            inner = inner.replace("\\", "\\\\")
+            out.append("[" + ("^" + inner[1:] if inner.startswith("!") else inner) + "]")
+            i = close + 1
+        else:
+            out.append(re.escape(p[i]))
+            i += 1
+    prefix = "" if anchored else "(?:.*/)?"
+    return re.compile(prefix + "".join(out) + "(?:/.*)?", re.S)

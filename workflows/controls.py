@@ -1,0 +1,172 @@
+"""The operator's side of an agent run: status query, pause/resume/cancel/steer signals and
+approve/reject/raise_limits updates, plus the live status they read and write."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from shopfloor.agents.run_state import AgentCarry
+    from shopfloor.models.agent_run import (
+        AgentInput,
+        AgentStatus,
+        ApprovalDecision,
+        Limits,
+        LimitsRaise,
+        PendingApproval,
+        StepEvent,
+        ToolCallRef,
+    )
+    from shopfloor.models.transcript import Usage
+
+EVENTS_KEPT = 30
+
+
+class AgentControls:
+    def __init__(self, inp: AgentInput, carry: AgentCarry) -> None:
+        self.carry = carry
+        self.cancel_reason: str | None = None
+        self._pending: dict[str, PendingApproval] = {}
+        self._answers: dict[str, tuple[bool, str]] = {}  # call id -> (approved, note)
+        self.live = AgentStatus(
+            agent=inp.agent,
+            model=inp.model,
+            repo=inp.workspace.repo,
+            stage=inp.stage,
+            max_steps=carry.limits.max_steps,
+            paused=carry.paused,
+        )
+
+    # -- what operators read ------------------------------------------------------------------
+
+    @workflow.query(name="status")
+    def status(self) -> AgentStatus:
+        return self.live
+
+    # -- signals: fire and forget (also what webhooks send with signal-with-start) -------------
+
+    @workflow.signal(name="pause")
+    def pause(self) -> None:
+        self.carry.paused = True
+        self.publish()
+
+    @workflow.signal(name="resume")
+    def resume(self) -> None:
+        self.carry.paused = False
+        self.publish()
+
+    @workflow.signal(name="cancel")
+    def cancel(self, reason: str = "") -> None:
+        self.cancel_reason = reason or "cancelled by an operator"
+        for call_id in self._pending:
+            self._answers.setdefault(call_id, (False, "the run is being cancelled"))
+
+    @workflow.signal(name="steer")
+    def steer(self, text: str) -> None:
+        """A message from the operator, given to the model before its next step."""
+        if text.strip():
+            self.carry.inject.append(f"Message from the operator: {text.strip()}")
+            self.event(self.live.step, "model", f"operator: {text.strip()[:80]}")
+
+    # -- updates: the caller learns whether it took effect -------------------------------------
+
+    def _pending_call(self, decision: ApprovalDecision) -> str:
+        if decision.call_id is not None:
+            if decision.call_id not in self._pending or decision.call_id in self._answers:
+                raise ValueError(f"no call {decision.call_id!r} is waiting for approval")
+            return decision.call_id
+        waiting = [c for c in self._pending if c not in self._answers]
+        if len(waiting) != 1:
+            raise ValueError(
+                "no call is waiting for approval" if not waiting else f"several calls wait: name one of {waiting}"
+            )
+        return waiting[0]
+
+    @workflow.update(name="approve")
+    def approve(self, decision: ApprovalDecision) -> str:
+        call_id = self._pending_call(decision)
+        self._answers[call_id] = (True, decision.note)
+        return call_id
+
+    @approve.validator
+    def _validate_approve(self, decision: ApprovalDecision) -> None:
+        self._pending_call(decision)
+
+    @workflow.update(name="reject")
+    def reject(self, decision: ApprovalDecision) -> str:
+        call_id = self._pending_call(decision)
+        self._answers[call_id] = (False, decision.note or "rejected by an operator")
+        return call_id
+
+    @reject.validator
+    def _validate_reject(self, decision: ApprovalDecision) -> None:
+        self._pending_call(decision)
+
+    @workflow.update(name="raise_limits")
+    def raise_limits(self, change: LimitsRaise) -> Limits:
+        raised = {k: v for k, v in change.model_dump().items() if v is not None}
+        self.carry.limits = self.carry.limits.model_copy(update=raised)
+        self.live.max_steps = self.carry.limits.max_steps
+        self.publish()
+        return self.carry.limits
+
+    @raise_limits.validator
+    def _validate_raise(self, change: LimitsRaise) -> None:
+        if all(v is None for v in change.model_dump().values()):
+            raise ValueError("name at least one limit to raise")
+
+    # -- used by the loop ---------------------------------------------------------------------
+
+    async def _wait_while_paused(self) -> None:
+        if self.carry.paused:
+            self.publish()
+            await workflow.wait_condition(lambda: not self.carry.paused or self.cancel_reason is not None)
+
+    async def ask_operator(self, call: ToolCallRef, timeout_s: float) -> str | None:
+        """Wait for an operator's answer on `call`; None when approved, else the refusal text."""
+        self._pending[call.id] = PendingApproval(
+            call_id=call.id, tool=call.name, summary=call.summary, reason=call.decision_reason, step=self.live.step
+        )
+        self.publish()
+        try:
+            await workflow.wait_condition(lambda: call.id in self._answers, timeout=timedelta(seconds=timeout_s))
+            approved, note = self._answers[call.id]
+        except TimeoutError:
+            approved, note = False, f"no operator answered within {timeout_s:.0f} s"
+        finally:
+            del self._pending[call.id]
+            self.publish()
+        self.event(self.live.step, "tool", f"{'approved' if approved else 'rejected'}: {call.summary}", ok=approved)
+        return None if approved else f"rejected: {note} (the call was not run)"
+
+    def warn(self, text: str) -> None:
+        self.live.warnings = [*self.live.warnings[-4:], text]
+        self.publish()
+
+    def event(self, step: int, kind: str, summary: str, *, ok: bool = True, preview: str = "") -> None:
+        self.carry.seq += 1
+        event = StepEvent(seq=self.carry.seq, step=step, kind=kind, summary=summary, ok=ok, preview=preview[:160])  # type: ignore[arg-type]
+        self.live.events = [*self.live.events[-(EVENTS_KEPT - 1) :], event]
+        self.publish()
+
+    def publish(self) -> None:
+        s, c = self.live, self.carry
+        s.usage = Usage(input_tokens=c.spent.input_tokens, output_tokens=c.spent.output_tokens)
+        s.cost_usd = c.spent.cost_usd
+        s.paused = c.paused
+        s.pending = list(self._pending.values())
+        s.workspace = c.workspace if c.workspace.path is None else None
+        state = "paused" if c.paused and s.state == "running" else s.state
+        lines = [
+            f"**{s.agent}** on `{s.repo}` · {s.model}",
+            f"state: **{state}** · step {s.step}/{c.limits.max_steps} · "
+            f"tokens {c.spent.tokens} · ${c.spent.cost_usd:.4f}",
+        ]
+        if s.reason:
+            lines.append(f"reason: {s.reason}")
+        lines += [f"waiting for approval: `{p.summary}` ({p.reason})" for p in s.pending]
+        lines += [f"warning: {w}" for w in s.warnings[-2:]]
+        lines += [f"- {'✓' if e.ok else '✗'} step {e.step}: {e.summary}" for e in s.events[-8:]]
+        workflow.set_current_details("\n".join(lines))
