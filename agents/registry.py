@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from shopfloor.agents.definition import AgentDefinition
-from shopfloor.agents.tools import READ_ONLY_TOOLS
+from shopfloor.agents.tools import READ_ONLY_TOOLS, TOOLS
 from shopfloor.models.agent_run import Limits
 
 AGENTS: dict[str, AgentDefinition] = {
@@ -15,6 +15,13 @@ AGENTS: dict[str, AgentDefinition] = {
             prompt_file="explore.md",
             tools=list(READ_ONLY_TOOLS),
             limits=Limits(max_steps=40),
+        ),
+        AgentDefinition(
+            name="code",
+            description="Changes a repository: reads, edits, runs commands and tests in a sandbox.",
+            prompt_file="code.md",
+            tools=list(TOOLS),
+            limits=Limits(max_steps=60),
         ),
     ]
 }
