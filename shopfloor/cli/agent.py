@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import subprocess
 import uuid
 from pathlib import Path
 
@@ -17,6 +18,8 @@ from temporalio.service import RPCError
 
 from shopfloor.activities.providers.registry import check_credentials
 from shopfloor.agents.registry import AGENTS, get_agent
+from shopfloor.agents.tools import TOOLS
+from shopfloor.blobs import open_blob_store
 from shopfloor.cli.common import EXIT_FAILURE, command, fail, load_settings
 from shopfloor.errors import UsageError
 from shopfloor.models.agent_run import AgentInput, AgentResult, AgentStatus, StepEvent, WorkspaceRef
@@ -50,6 +53,34 @@ def validate_agent_args(name: str, repo: Path, goal: str, model: str, settings: 
     if problem:
         raise UsageError(problem)
     return repo.resolve(), spec
+
+
+def workspace_for(name: str, root: Path) -> WorkspaceRef:
+    """Read-only agents look at the checkout in place; agents that change things work on a
+    portable copy of its HEAD commit, so your files are never touched and any worker can help."""
+    repo = f"local/{_slug(root.name)}"
+    if all(TOOLS[t].risk == "read" for t in get_agent(name).tools):
+        return WorkspaceRef(repo=repo, path=str(root))
+    head = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True)
+    if head.returncode != 0:
+        raise UsageError(
+            f"agent {name} changes files, so --repo must be a git repository with a commit "
+            f"(it works on a copy of HEAD): {root} is not"
+        )
+    dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain"], capture_output=True, text=True)
+    if dirty.stdout.strip():
+        typer.echo("note: uncommitted changes are not part of the run: it starts from HEAD", err=True)
+    return WorkspaceRef(repo=repo, clone_url=str(root), base_sha=head.stdout.strip())
+
+
+async def _save_patch(settings: Settings, workflow_id: str, ref: WorkspaceRef) -> Path | None:
+    if ref.patch_digest is None:
+        return None
+    blobs = open_blob_store(url=settings.blob_url, data_dir=settings.data_dir, s3_endpoint_url=settings.s3_endpoint_url)
+    out = settings.data_dir / "patches" / f"{_slug(workflow_id)}.patch"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_bytes(await blobs.get(ref.patch_digest))
+    return out
 
 
 def _slug(text: str) -> str:
@@ -124,7 +155,7 @@ def register(app: typer.Typer) -> None:
             agent=name,
             model=str(spec),
             goal=goal.strip(),
-            workspace=WorkspaceRef(repo=f"local/{_slug(root.name)}", path=str(root)),
+            workspace=workspace_for(name, root),
             limits=limits,
         )
         if not detach and not await _has_pollers(client, settings):
@@ -163,6 +194,9 @@ def register(app: typer.Typer) -> None:
         typer.echo(
             f"\n{result.steps} steps · tokens in {result.usage.input_tokens} / out {result.usage.output_tokens}"
         )
+        if result.workspace is not None:
+            patch = await _save_patch(settings, workflow_id, result.workspace)
+            typer.echo(f"changes: git -C {root} apply {patch}" if patch else "changes: none")
         typer.echo(settings.workflow_url(workflow_id))
 
     @app.command()

@@ -8,7 +8,7 @@ import sys
 
 import typer
 
-from shopfloor.cli import agent, bench, dev, replay
+from shopfloor.cli import agent, bench, control, dev, replay
 
 app = typer.Typer(
     name="shopfloor",
@@ -21,6 +21,7 @@ dev.register(app)
 agent.register(app)
 bench.register(app)
 replay.register(app)
+control.register(app)
 
 
 def main() -> None:
