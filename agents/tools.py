@@ -142,4 +142,4 @@ TOOLS: dict[str, ToolDef] = {
     ]
 }
 
-READ_ONLY_TOOLS = ("read_file", "list_dir", "glob", "grep")
+READ_ONLY_TOOLS = ("read_file", "list_dir", "glob", "grep", "read_output")

@@ -23,13 +23,14 @@ def register(app: typer.Typer) -> None:
     @command
     async def loop(
         steps: int = typer.Option(20, "--steps", min=2, help="Steps per run."),
+        concurrent: int = typer.Option(50, "--concurrent", min=0, help="Concurrent runs for the throughput row (0: skip)."),
         as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a markdown table."),
     ) -> None:
         """Durable agent loop vs the same loop in memory: time per step and history bytes per step."""
         from shopfloor.bench.loop import bench_loop
 
         load_settings()  # logging as configured; the bench starts its own Temporal and model server
-        report = await bench_loop(steps=steps)
+        report = await bench_loop(steps=steps, concurrent=concurrent)
         if as_json:
             typer.echo(report.model_dump_json(indent=2))
             return

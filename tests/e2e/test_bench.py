@@ -14,12 +14,16 @@ SHOPFLOOR = str(Path(sys.executable).parent / "shopfloor")
 
 def test_bench_loop_reports_durable_and_in_memory_side_by_side(tmp_path):
     run = subprocess.run(
-        [SHOPFLOOR, "bench", "loop", "--steps", "3", "--json"],
+        [SHOPFLOOR, "bench", "loop", "--steps", "3", "--concurrent", "4", "--json"],
         env=worker_env(SHOPFLOOR_DATA_DIR=str(tmp_path), SHOPFLOOR_LOG_LEVEL="WARNING"),
         capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert run.returncode == 0, run.stderr
-    rows = json.loads(run.stdout)["rows"]
+    report = json.loads(run.stdout)
+    rows = report["rows"]
+    together = report["concurrency"]
+    assert together["runs"] == 4 and together["steps"] == 3
+    assert together["durable_steps_per_s"] > 0 and together["memory_steps_per_s"] > 0
     assert [r["model_latency_ms"] for r in rows] == [0, 500]
     for row in rows:
         assert row["steps"] == 3
