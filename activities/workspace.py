@@ -25,7 +25,11 @@ attributes such as `eol=crlf` round-trip byte for byte.
 
 The agent's commands can write `.git`, so git runs with an explicit --git-dir/--work-tree (a
 planted core.worktree cannot redirect a reset), hooks and fsmonitor off, and a `.git` that is no
-longer a real directory gets the checkout re-cloned.
+longer a real directory gets the checkout re-cloned. Before git runs in a checkout, and before a
+command's sandbox is set up from it, `.git/config` and `.git/objects/info/alternates` are
+rewritten to what shopfloor made them and `.git/commondir` is removed: a planted filter driver
+(run by `git add` outside the sandbox), include or commondir, or alternates naming a directory
+the sandbox hides (it mounts the alternates back read-only), would otherwise escape the sandbox.
 """
 
 from __future__ import annotations
@@ -61,6 +65,9 @@ _SAFE = [
     "-c", "advice.detachedHead=false", "-c", "user.name=shopfloor", "-c", "user.email=shopfloor@localhost",
 ]  # fmt: skip
 _DIFF = ["--no-color", "--no-ext-diff", "--no-textconv", "--src-prefix=a/", "--dst-prefix=b/"]
+# A checkout's whole .git/config (the mirror, made by `git init --bare` without user config, is
+# sha1): nothing in it names a program, a file to include or a remote.
+_CHECKOUT_CONFIG = "[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = false\n"
 
 
 class WorkspaceError(ShopfloorError):
@@ -122,7 +129,13 @@ class Workspaces:
         clone_url, base = _portable(ref)
         path = self._run_dir(run_id)
         async with self._lock(f"{path}.lock"):
-            if _read_state(path) != {"base_sha": base, "patch_digest": ref.patch_digest, "dirty": False}:
+            trusted = _read_state(path) == {"base_sha": base, "patch_digest": ref.patch_digest, "dirty": False}
+            if trusted:  # the disk is right, but a command may have planted things in .git since
+                try:
+                    await asyncio.to_thread(_pin_git_dir, path, self._mirror_path(clone_url))
+                except GitError:
+                    trusted = False
+            if not trusted:
                 patch = await self._load_patch(ref.patch_digest) if ref.patch_digest else b""
                 mirror = await self._ensure_commit(clone_url, base)
                 await asyncio.to_thread(_unlink, path / ".git" / STATE_FILE)  # distrust a half-done reset
@@ -140,10 +153,11 @@ class Workspaces:
 
     async def checkpoint(self, ref: WorkspaceRef, run_id: str) -> WorkspaceRef:
         """Store the checkout's cumulative patch against base_sha; the ref of the new state."""
-        _, base = _portable(ref)
+        clone_url, base = _portable(ref)
         path = self._run_dir(run_id)
         async with self._lock(f"{path}.lock"):
             self._require_checkout(path, base, run_id)
+            await asyncio.to_thread(_pin_git_dir, path, self._mirror_path(clone_url))
             patch = await self._staged(path, base, "--binary", "--full-index", "--no-renames", *_DIFF)
             digest = await self.blobs.put(patch) if patch else None
             await asyncio.to_thread(_write_state, path, base, digest, False)
@@ -155,10 +169,11 @@ class Workspaces:
         Like checkpoint(), it reads the checkout as it is: open() it first. A `path` leaving the
         workspace raises ToolError.
         """
-        _, base = _portable(ref)
+        clone_url, base = _portable(ref)
         run_dir = self._run_dir(run_id)
         async with self._lock(f"{run_dir}.lock"):
             self._require_checkout(run_dir, base, run_id)
+            await asyncio.to_thread(_pin_git_dir, run_dir, self._mirror_path(clone_url))
             spec: list[str] = []
             if path not in (None, "", "."):
                 rel = resolve_in_workspace(run_dir, path).relative_to(os.path.realpath(run_dir))
@@ -181,8 +196,11 @@ class Workspaces:
             raise WorkspaceError("a run id is required to key the workspace checkout")
         return self.root / "runs" / _key(run_id)
 
+    def _mirror_path(self, clone_url: str) -> Path:
+        return self.root / "mirrors" / f"{_key(clone_url)}.git"
+
     async def _mirror(self, clone_url: str) -> Path:
-        mirror = self.root / "mirrors" / f"{_key(clone_url)}.git"
+        mirror = self._mirror_path(clone_url)
         if not (mirror / "HEAD").is_file():
             async with self._lock(f"{mirror}.lock"):
                 if not (mirror / "HEAD").is_file():
@@ -228,6 +246,7 @@ class Workspaces:
             tmp.parent.mkdir(parents=True, exist_ok=True)
             await self._git(["clone", "--shared", "--no-checkout", "--quiet", "--", str(mirror), str(tmp)], self.root)
             await asyncio.to_thread(os.replace, tmp, path)
+        await asyncio.to_thread(_pin_git_dir, path, mirror)
         # Locks left by a killed git are stale: we hold the run's lock.
         _unlink(git_dir / "index.lock", git_dir / SHADOW_INDEX, git_dir / f"{SHADOW_INDEX}.lock")
         await self._wgit(path, "checkout", "--force", "--detach", "--quiet", base)
@@ -360,6 +379,33 @@ def _write_state(path: Path, base: str, digest: str | None, dirty: bool) -> None
     tmp = target.with_name(f"{STATE_FILE}.{uuid.uuid4().hex[:8]}.tmp")
     tmp.write_text(json.dumps({"base_sha": base, "patch_digest": digest, "dirty": dirty}), "utf-8")
     os.replace(tmp, target)  # readers see the old state or the new one, never half of one
+
+
+def _pin_git_dir(path: Path, mirror: Path) -> None:
+    """Put back what the agent's commands may have changed in the checkout's .git that git, run
+    outside the sandbox, would act on: its config, its alternates (the sandbox mounts the
+    directories they name back, read-only), a commondir or per-worktree config redirecting it.
+    GitError when the object store itself is no longer a real directory (the caller re-clones)."""
+    git_dir = path / ".git"
+    for d in (git_dir, git_dir / "objects"):
+        if d.is_symlink() or not d.is_dir():
+            raise GitError(f"{d} is not a directory: the checkout was tampered with")
+    info = git_dir / "objects" / "info"
+    if info.is_symlink() or (info.exists() and not info.is_dir()):
+        _unlink(info)
+    info.mkdir(exist_ok=True)
+    _unlink(git_dir / "commondir", git_dir / "config.worktree")
+    _replace_file(git_dir / "config", _CHECKOUT_CONFIG)
+    _replace_file(info / "alternates", f"{mirror / 'objects'}\n")
+
+
+def _replace_file(target: Path, text: str) -> None:
+    """Write `target` anew (a symlink there is replaced, never followed)."""
+    if target.is_dir() and not target.is_symlink():
+        shutil.rmtree(target)
+    tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex[:8]}.tmp")
+    tmp.write_text(text, "utf-8")
+    os.replace(tmp, target)
 
 
 def _unlink(*paths: Path) -> None:

@@ -83,7 +83,9 @@ def resolve_in_workspace(root: Path, relative: str) -> Path:
         real = Path(os.path.realpath(candidate))
     except (OSError, ValueError) as e:
         raise ToolError(f"cannot resolve path {shown(relative)}: {e}") from None
-    if ".." in real.parts:
+    # After a symlink loop, realpath gives up and may leave later components unresolved
+    # ('loop/../link' -> '<root>/link', link itself pointing outside): a second pass tells.
+    if ".." in real.parts or os.path.realpath(real) != str(real):
         raise ToolError(f"path {shown(relative)} cannot be resolved (symlink loop)")
     if not is_inside(real, real_root):
         raise ToolError(f"path {shown(relative)} is outside the workspace")
