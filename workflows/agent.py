@@ -13,7 +13,7 @@ from datetime import timedelta
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.exceptions import ActivityError, ApplicationError, is_cancelled_exception
 
 with workflow.unsafe.imports_passed_through():
     from shopfloor.agents.budget import cost_usd, limit_reached
@@ -90,6 +90,8 @@ class AgentWorkflow(AgentControls):
             # Cancelled through Temporal: end with the last checkpoint rather than lose it.
             return self._finish("cancelled", reason="the run was cancelled")
         except ActivityError as exc:
+            if is_cancelled_exception(exc):  # cancelled while an activity ran: it comes back as its error
+                return self._finish("cancelled", reason="the run was cancelled")
             reason = _cause(exc)
             self._finish("failed", reason=reason)
             raise ApplicationError(f"{inp.agent} run failed: {reason}", type="AgentRunFailed", non_retryable=True) from exc
@@ -125,6 +127,7 @@ class AgentWorkflow(AgentControls):
     async def _model_step(self, inp: AgentInput, step: int) -> ModelStepOutput:
         c = self.carry
         self.live.step = step
+        sent = len(c.inject)  # a message steered in while the model is called goes with the next step
         out = await workflow.execute_activity(
             "model_step",
             ModelStepInput(
@@ -134,7 +137,7 @@ class AgentWorkflow(AgentControls):
                 transcript=c.transcript,
                 goal=inp.goal if c.transcript is None else None,
                 append=c.append,
-                inject=c.inject,
+                inject=c.inject[:sent],
                 text_actions=inp.text_actions,
                 permissions=inp.permissions,
             ),
@@ -144,7 +147,7 @@ class AgentWorkflow(AgentControls):
             retry_policy=MODEL_RETRY,
             summary=f"{inp.model} step {step}",
         )
-        c.transcript, c.append, c.inject, c.context_tokens = out.transcript, [], [], out.context_tokens
+        c.transcript, c.append, c.inject, c.context_tokens = out.transcript, [], c.inject[sent:], out.context_tokens
         c.spent = c.spent.after_step(out.usage, cost_usd(inp.model, out.usage))
         asked = ", ".join(c.summary for c in out.tool_calls)
         self.event(step, "model", f"{inp.model}: " + (asked or "final answer"), preview=out.text_preview)

@@ -126,13 +126,18 @@ class AgentControls:
 
     async def ask_operator(self, call: ToolCallRef, timeout_s: float) -> str | None:
         """Wait for an operator's answer on `call`; None when approved, else the refusal text."""
+        # Call ids may come again in a later reply (text actions number theirs per reply): an
+        # answer given for an earlier call must not answer this one.
+        self._answers.pop(call.id, None)
         self._pending[call.id] = PendingApproval(
             call_id=call.id, tool=call.name, summary=call.summary, reason=call.decision_reason, step=self.live.step
         )
         self.publish()
         try:
-            await workflow.wait_condition(lambda: call.id in self._answers, timeout=timedelta(seconds=timeout_s))
-            approved, note = self._answers[call.id]
+            await workflow.wait_condition(
+                lambda: call.id in self._answers or self.cancel_reason is not None, timeout=timedelta(seconds=timeout_s)
+            )
+            approved, note = self._answers.get(call.id, (False, "the run is being cancelled"))
         except TimeoutError:
             approved, note = False, f"no operator answered within {timeout_s:.0f} s"
         finally:
