@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import timedelta
 
 import structlog
@@ -28,6 +28,7 @@ from shopfloor.agents.compaction import (
     message_meta,
     plan_compaction,
 )
+from shopfloor.agents.budget import Price, cost_usd, price_table
 from shopfloor.agents.permissions import PermissionPolicy, classify
 from shopfloor.agents.registry import get_agent
 from shopfloor.agents.summaries import args_preview, summarize_call
@@ -91,9 +92,12 @@ def _context_tokens(messages: list[Message]) -> int:
 
 
 class ModelStepActivities:
-    def __init__(self, transcripts: TranscriptStore, providers: ProviderFactory) -> None:
+    def __init__(
+        self, transcripts: TranscriptStore, providers: ProviderFactory, prices: Mapping[str, Price] | None = None
+    ) -> None:
         self._transcripts = transcripts
         self._providers = providers
+        self._prices = price_table(prices)
 
     async def _complete(self, spec: ModelSpec, request: ModelRequest, detail: str) -> tuple[ModelReply, str]:
         try:
@@ -164,6 +168,8 @@ class ModelStepActivities:
             usage=reply.usage,
             model_label=label,
             context_tokens=_context_tokens([*messages, message]) + estimate_tokens(system),
+            priced=True,
+            cost_usd=cost_usd(inp.model, reply.usage, self._prices),
         )
 
     @activity.defn(name="compact_transcript")
@@ -195,8 +201,9 @@ class ModelStepActivities:
         log.info("transcript compacted", folded=len(plan.summarize), kept=len(kept))
         new = [messages[plan.keep[0]], summary, *(messages[i] for i in plan.keep[1:])]
         return CompactOutput(
-            transcript=transcript, folded=len(plan.summarize), context_tokens=_context_tokens(new), usage=reply.usage
-        )
+            transcript=transcript, folded=len(plan.summarize), context_tokens=_context_tokens(new), usage=reply.usage,
+            priced=True, cost_usd=cost_usd(inp.model, reply.usage, self._prices),
+        )  # fmt: skip
 
 
 def _render(m: Message) -> str:

@@ -35,6 +35,8 @@ class Settings(BaseSettings):
     s3_endpoint_url: str | None = None  # for S3-compatible stores (MinIO, moto, R2 ...)
 
     model: str = DEFAULT_MODEL
+    # Price overrides, USD per million tokens: {"my-model": [input, output]} (JSON in SHOPFLOOR_PRICES).
+    prices: dict[str, tuple[float, float]] = Field(default_factory=dict)
     sandbox: Literal["auto", "bwrap", "none"] = "auto"  # how agents' commands are contained
 
     webhook_host: str = "127.0.0.1"

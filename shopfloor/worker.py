@@ -19,6 +19,7 @@ from shopfloor.activities.providers.registry import open_provider
 from shopfloor.activities.tools.activities import ToolActivities
 from shopfloor.activities.transcript_store import TranscriptStore
 from shopfloor.activities.workspace import Workspaces
+from shopfloor.agents.budget import Price
 from shopfloor.blobs import BlobStore, open_blob_store
 from shopfloor.models.model_spec import ModelSpec
 from shopfloor.settings import Settings
@@ -63,7 +64,8 @@ class ProviderCache:
 def activities_for(
     settings: Settings, blobs: BlobStore, providers: Callable[[ModelSpec], ModelProvider]
 ) -> list[Callable[..., Any]]:
-    model = ModelStepActivities(TranscriptStore(blobs), providers)
+    prices = {name: Price(input_per_mtok=i, output_per_mtok=o) for name, (i, o) in settings.prices.items()}
+    model = ModelStepActivities(TranscriptStore(blobs), providers, prices)
     tools = ToolActivities(
         blobs,
         Workspaces(settings.data_dir / "workspaces", blobs),

@@ -148,7 +148,7 @@ class AgentWorkflow(AgentControls):
             summary=f"{inp.model} step {step}",
         )
         c.transcript, c.append, c.inject, c.context_tokens = out.transcript, [], c.inject[sent:], out.context_tokens
-        c.spent = c.spent.after_step(out.usage, cost_usd(inp.model, out.usage))
+        c.spent = c.spent.after_step(out.usage, out.cost_usd if out.priced else cost_usd(inp.model, out.usage))
         asked = ", ".join(c.summary for c in out.tool_calls)
         self.event(step, "model", f"{inp.model}: " + (asked or "final answer"), preview=out.text_preview)
         return out
@@ -168,7 +168,8 @@ class AgentWorkflow(AgentControls):
             summary=f"compact transcript ({c.context_tokens} tokens > {budget})",
         )
         c.transcript, c.context_tokens = out.transcript, out.context_tokens
-        c.spent = c.spent.after_step(out.usage, cost_usd(inp.model, out.usage)).model_copy(
+        cost = out.cost_usd if out.priced else cost_usd(inp.model, out.usage)
+        c.spent = c.spent.after_step(out.usage, cost).model_copy(
             update={"steps": c.spent.steps}  # a compaction costs tokens, not a step
         )
         if out.folded:
@@ -245,6 +246,8 @@ class AgentWorkflow(AgentControls):
                 retry_policy=TOOL_RETRY,
                 summary=call.summary,
             )
+        if result.warning and result.warning not in self.live.warnings:
+            self.warn(result.warning)
         if result.output_digest and result.output_bytes > agent.tool_output_cap_chars:
             c.readable.append(result.output_digest)
         self.event(self.live.step, "tool", call.summary, ok=result.ok, preview=result.preview)

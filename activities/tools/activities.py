@@ -135,7 +135,11 @@ class ToolActivities:
                 new_ref = await heartbeating(self._workspaces.checkpoint(inp.workspace, inp.run_id))
             except WorkspaceError as exc:  # retried: the activity reruns the tool on a rebuilt checkout
                 raise ApplicationError(f"checkpoint failed: {exc}", type="CheckpointFailed") from exc
-        return await self._result(inp, ok, output, new_ref)
+        result = await self._result(inp, ok, output, new_ref)
+        if TOOLS[inp.name].risk == "exec":
+            note = resolve_mode(self._sandbox)[1]  # probed once per process
+            result = result.model_copy(update={"warning": note or None})
+        return result
 
     # -- read-only --------------------------------------------------------------------------
 

@@ -97,6 +97,7 @@ class ToolResult(BaseModel):
     output_digest: str | None = None
     output_bytes: int = 0
     workspace: WorkspaceRef | None = None  # the checkpoint after a mutating call
+    warning: str | None = None  # e.g. the command ran UNSANDBOXED: shown in the run's status
 
 
 class ModelStepInput(BaseModel):
@@ -132,6 +133,10 @@ class ModelStepOutput(BaseModel):
     usage: Usage = Field(default_factory=Usage)
     model_label: str = ""
     context_tokens: int = 0  # estimated size of the transcript the next step will send
+    # Priced by the worker with its price table (settings may override it); histories written
+    # before `priced` existed are priced by the workflow with the default table.
+    priced: bool = False
+    cost_usd: float | None = None  # None when priced: no price is known for the model
 
 
 class ToolInput(BaseModel):
@@ -156,6 +161,8 @@ class CompactOutput(BaseModel):
     folded: int = 0  # messages summarized (0: nothing to do)
     context_tokens: int = 0
     usage: Usage = Field(default_factory=Usage)
+    priced: bool = False
+    cost_usd: float | None = None
 
 
 class PendingApproval(BaseModel):
