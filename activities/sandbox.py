@@ -188,7 +188,8 @@ def _bwrap_args(ws: Path, env: dict[str, str], network: bool, hide: Sequence[Pat
     seen: set[str] = set()
     for p in back:
         real = _real_dir(p)
-        if real and real not in seen and any(_under(real, h) for h in hidden) and not _under(real, str(ws)):
+        # /tmp is a fresh tmpfs too: a worker (or its venv) living under it needs its parts back.
+        if real and real not in seen and any(_under(real, h) for h in [*hidden, "/tmp"]) and not _under(real, str(ws)):
             seen.add(real)
             args += ["--ro-bind", real, real]
     args += ["--bind", str(ws), str(ws), "--dir", SANDBOX_HOME, "--chdir", str(ws),

@@ -72,6 +72,18 @@ async def test_the_workspace_is_writable(bwrap, ws):
     assert out.output.strip() == os.path.realpath(ws)
 
 
+async def test_tools_of_a_worker_living_under_tmp_stay_usable(bwrap, ws, tmp_path):
+    # /tmp is a fresh tmpfs in the sandbox; a worker installed under it (a CI checkout's venv)
+    # must still find its own programs there, read-only.
+    tools = tmp_path / "venv" / "bin"
+    tools.mkdir(parents=True)
+    (tools / "worker-tool").write_text("#!/bin/sh\necho tool-ran\n")
+    (tools / "worker-tool").chmod(0o755)
+    out = await sh(ws, "worker-tool && touch " + str(tools / "x") + " 2>/dev/null; echo rc=$?", path_prepend=[str(tools)])
+    assert "tool-ran" in out.output, out.output
+    assert "rc=1" in out.output and not (tools / "x").exists()  # read-only
+
+
 @pytest.mark.parametrize("command", [
     "touch /usr/shopfloor-probe", "echo x > /etc/shopfloor-probe", "mkdir /opt/shopfloor-probe",
 ])
