@@ -31,10 +31,11 @@ class TranscriptStore:
             self._cache.popitem(last=False)
 
     async def store(self, message: Message) -> str:
-        digest = await put_json(self.blobs, message)
+        data = canonical_json(message)
+        digest = await self.blobs.put(data)
         # Remember the stored (canonical, key-sorted) form: every worker then sends the model
         # byte-identical requests, whether it wrote the message or loaded it.
-        self._remember(digest, Message.model_validate_json(canonical_json(message)))
+        self._remember(digest, Message.model_validate_json(data))
         return digest
 
     async def manifest(self, digest: str | None) -> Manifest:

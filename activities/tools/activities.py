@@ -235,6 +235,3 @@ class ToolActivities:
             self.read_file, self.list_dir, self.glob, self.grep, self.git_diff, self.read_output,
             self.edit_file, self.write_file, self.run_command, self.run_tests,
         ]  # fmt: skip
-
-    def sandbox_note(self) -> str:
-        return resolve_mode(self._sandbox)[1]

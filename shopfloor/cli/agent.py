@@ -8,12 +8,13 @@ import re
 import subprocess
 import uuid
 from pathlib import Path
+from typing import Any
 
 import typer
 from temporalio.api.enums.v1 import TaskQueueType
 from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
-from temporalio.client import Client, WorkflowFailureError
+from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 from temporalio.service import RPCError
 
 from shopfloor.activities.providers.registry import check_credentials
@@ -108,28 +109,28 @@ def _print_event(event: StepEvent) -> None:
         typer.echo(f"              {event.preview[:140]}")
 
 
+async def _print_new_events(handle: WorkflowHandle[Any, Any], seen: int) -> int:
+    """Print the run's events after `seen`; return the last one printed."""
+    try:
+        status = await handle.query(AgentWorkflow.status)
+    except RPCError:
+        return seen  # no worker has picked the run up yet
+    for event in status.events:
+        if event.seq > seen:
+            _print_event(event)
+            seen = event.seq
+    return seen
+
+
 async def _follow(client: Client, workflow_id: str) -> AgentResult:
     handle = client.get_workflow_handle_for(AgentWorkflow.run, workflow_id)
     result_task = asyncio.create_task(handle.result())
     seen = 0
     while True:
-        try:
-            status = await handle.query(AgentWorkflow.status)
-            for event in status.events:
-                if event.seq > seen:
-                    _print_event(event)
-                    seen = event.seq
-        except RPCError:
-            pass  # no worker has picked the run up yet
+        seen = await _print_new_events(handle, seen)
         done, _ = await asyncio.wait({result_task}, timeout=POLL_S)
         if done:
-            try:
-                final = await handle.query(AgentWorkflow.status)
-                for event in final.events:
-                    if event.seq > seen:
-                        _print_event(event)
-            except RPCError:
-                pass
+            await _print_new_events(handle, seen)
             return result_task.result()
 
 

@@ -43,6 +43,7 @@ async def _signal(workflow_id: str, name: str, *args: Any) -> None:
 
 
 WORKFLOW_ID = typer.Argument(..., metavar="ID", help="The agent run's workflow id.")
+CALL_ID = typer.Option(None, "--call", help="Call id (default: the only pending one).")
 
 
 def register(app: typer.Typer) -> None:
@@ -50,7 +51,7 @@ def register(app: typer.Typer) -> None:
     @command
     async def approve(
         workflow_id: str = WORKFLOW_ID,
-        call: str | None = typer.Option(None, "--call", help="Call id (default: the only pending one)."),
+        call: str | None = CALL_ID,
         note: str = typer.Option("", "--note", help="A note for the record."),
     ) -> None:
         """Approve a tool call the run is waiting on."""
@@ -61,7 +62,7 @@ def register(app: typer.Typer) -> None:
     @command
     async def reject(
         workflow_id: str = WORKFLOW_ID,
-        call: str | None = typer.Option(None, "--call", help="Call id (default: the only pending one)."),
+        call: str | None = CALL_ID,
         reason: str = typer.Option("", "--reason", help="Why: the model reads it."),
     ) -> None:
         """Reject a tool call the run is waiting on; the model is told it was not run."""
