@@ -41,6 +41,20 @@ class Settings(BaseSettings):
 
     webhook_host: str = "127.0.0.1"
     webhook_port: int = 8000
+    webhook_secret: SecretStr | None = None  # GitHub webhooks' HMAC key (X-Hub-Signature-256)
+
+    # GitHub. With neither a token nor an App configured, `shopfloor dev` starts the GitHub
+    # simulator and points everything at it.
+    github_api_url: str = "https://api.github.com"
+    github_token: SecretStr | None = None
+    github_app_id: int | None = None
+    github_app_private_key: SecretStr | None = None  # PEM text; or a file, below
+    github_app_private_key_file: Path | None = None
+    github_bot_login: str = "shopfloor[bot]"  # our own events carry this sender; they are ignored
+
+    # The GitHub simulator (`shopfloor simulator`, and inside `shopfloor dev` without credentials).
+    simulator_host: str = "127.0.0.1"
+    simulator_port: int = 8100
 
     log_level: str = "INFO"
     log_json: bool | None = None  # default: JSON unless stderr is a terminal
@@ -54,6 +68,11 @@ class Settings(BaseSettings):
     anthropic_base_url: str | None = Field(
         default=None, validation_alias=AliasChoices("ANTHROPIC_BASE_URL")
     )
+
+    @property
+    def github_configured(self) -> bool:
+        """Credentials for a real GitHub (or GitHub Enterprise) are present."""
+        return self.github_token is not None or self.github_app_id is not None
 
     @property
     def effective_temporal_address(self) -> str:
@@ -70,5 +89,12 @@ class Settings(BaseSettings):
 
     def secret_values(self) -> list[str]:
         """Every configured secret, so logs can scrub them wherever they appear."""
-        secrets = [self.openai_api_key, self.anthropic_api_key, self.temporal_api_key]
+        secrets = [
+            self.openai_api_key,
+            self.anthropic_api_key,
+            self.temporal_api_key,
+            self.webhook_secret,
+            self.github_token,
+            self.github_app_private_key,
+        ]
         return [s.get_secret_value() for s in secrets if s and s.get_secret_value()]

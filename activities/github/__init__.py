@@ -1,0 +1,1 @@
+"""GitHub operations as activities: PyGithub with Temporal owning retries, every write idempotent."""
