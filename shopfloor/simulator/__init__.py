@@ -1,1 +1,1 @@
-"""The GitHub simulator: GitHub\x27s REST subset, real git over smart HTTP, signed webhooks and simulated CI, offline."""
+"""The GitHub simulator: GitHub's REST subset, real git over smart HTTP, signed webhooks and simulated CI, offline."""
