@@ -66,3 +66,12 @@ async def running_worker(temporal_client: Client, settings: Settings, blobs: Blo
         await providers.aclose()
 
     return run
+
+
+@pytest.fixture
+def simulator(tmp_path: Path):
+    """A GitHub simulator on a free port for this test (tests/support/simulator_runs.py)."""
+    from simulator_runs import running_simulator
+
+    with running_simulator(tmp_path / "sim") as handle:
+        yield handle

@@ -1,0 +1,114 @@
+"""`create_app(config)`: the simulator as one FastAPI app.
+
+- `/api/v3/...`: GitHub's REST subset (auth, rate limits, injected faults, request log here);
+- `/{owner}/{repo}.git/...`: real git over smart HTTP (git_http);
+- `/_sim/...`: control endpoints for what GitHub has no API for (control.py).
+"""
+
+from __future__ import annotations
+
+import traceback
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+
+import structlog
+from fastapi import FastAPI, Request, Response
+from starlette.concurrency import run_in_threadpool
+
+from shopfloor.simulator import errors
+from shopfloor.simulator.auth import authenticate, can, login_for_git
+from shopfloor.simulator.config import SimulatorConfig
+from shopfloor.simulator.core import Simulator
+from shopfloor.simulator.errors import GitHubError
+
+log = structlog.get_logger(__name__)
+API = "/api/v3"
+# Endpoints authenticated by an app JWT instead of a token (auth happens in the route).
+_JWT_PATHS = ("/api/v3/app", "/api/v3/app/")
+_JWT_SUFFIX = "/installation"
+
+
+def _uses_jwt(path: str) -> bool:
+    return path in _JWT_PATHS or path.startswith("/api/v3/app/") or (
+        path.startswith("/api/v3/repos/") and path.endswith(_JWT_SUFFIX)
+    )
+
+
+def create_app(config: SimulatorConfig) -> FastAPI:
+    sim = Simulator(config)
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        sim.start()
+        log.info("simulator_started", base_url=config.base_url, data_dir=str(config.data_dir))
+        try:
+            yield
+        finally:
+            await run_in_threadpool(sim.stop)
+            log.info("simulator_stopped")
+
+    app = FastAPI(title="shopfloor GitHub simulator", lifespan=lifespan, docs_url=None, redoc_url=None,
+                  openapi_url=None)  # fmt: skip
+    app.state.sim = sim
+    errors.install(app)
+
+    @app.middleware("http")
+    async def api_gate(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
+        path = request.url.path
+        if not path.startswith(API):
+            return await call_next(request)
+        login, headers = None, {}
+        try:
+            if not _uses_jwt(path):
+                actor = authenticate(sim.store, request.headers.get("authorization"))
+                request.state.actor = actor
+                login = actor.login
+                resource = "search" if path.startswith(API + "/search/") else "core"
+                headers, allowed = sim.limits.charge(actor.token_key, resource)
+                if not allowed:
+                    kind = "installation" if actor.kind == "bot" else "user"
+                    raise GitHubError(403, f"API rate limit exceeded for {kind} ID {actor.user.id}.",
+                                      docs="https://docs.github.com/rest/overview/rate-limits-for-the-rest-api")
+            fault = sim.faults.take(request.method, path)
+            if fault is not None and fault.spec.when == "before":
+                raise fault.error()
+            response = await call_next(request)
+            if fault is not None:  # "after": the request was applied, its response is lost
+                response = fault.error().response()
+        except GitHubError as exc:
+            response = exc.response()
+        except Exception:  # noqa: BLE001 - a bug answers GitHub's 500 body, still logged and counted
+            log.error("simulator_unexpected_error", path=path, error=traceback.format_exc())
+            response = GitHubError(500, "Server Error").response()
+        for key, value in headers.items():
+            response.headers[key] = value
+        response.headers.setdefault("x-github-media-type", "github.v3; format=json")
+        response.headers["x-github-request-id"] = f"SIM:{id(request):x}"
+        with sim.store.lock:
+            sim.store.requests.append({"method": request.method, "path": path, "query": request.url.query,
+                                       "status": response.status_code, "login": login})  # fmt: skip
+        return response
+
+    from shopfloor.simulator.control import router as control_router
+    from shopfloor.simulator.routes import api_routers
+
+    app.include_router(control_router)
+    for router in api_routers():
+        app.include_router(router, prefix=API)
+
+    from shopfloor.simulator.git_http import git_router
+
+    def can_push(login: str, owner: str, name: str) -> bool:
+        repo = sim.store.repo(owner, name)
+        user = sim.store.find_user(login)
+        return repo is not None and user is not None and can(repo, user, "write")
+
+    def resolve(owner: str, name: str):
+        repo = sim.store.repo(owner, name)
+        return repo.git if repo is not None else None
+
+    app.include_router(git_router(
+        resolve=resolve, authenticate=lambda header: login_for_git(sim.store, header),
+        can_push=can_push, on_push=sim.on_git_push,
+    ))  # fmt: skip
+    return app

@@ -1,0 +1,88 @@
+"""`/_sim/*`: control endpoints, only for what GitHub has no API for.
+
+Acting as a named person needs no control endpoint: call the normal API with
+`Authorization: token user:<login>` (the user is created on first use). Permissions are set with
+GitHub's own collaborator API, hooks with GitHub's hooks API.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, Field
+from starlette.concurrency import run_in_threadpool
+
+from shopfloor.simulator.deps import sim_of
+from shopfloor.simulator.faults import FaultSpec
+from shopfloor.simulator.serialize import iso
+
+router = APIRouter(prefix="/_sim")
+
+
+class NewRepo(BaseModel):
+    owner: str = Field(min_length=1)
+    name: str = Field(min_length=1)
+    source_dir: Path | None = None
+    default_branch: str = "main"
+    ci_command: str | None = None
+    private: bool = False
+    description: str | None = None
+
+
+@router.post("/repos", status_code=201)
+def create_repo(body: NewRepo, request: Request) -> JSONResponse:
+    sim = sim_of(request)
+    repo = sim.create_repo(body.owner, body.name, source_dir=body.source_dir, default_branch=body.default_branch,
+                           ci_command=body.ci_command, private=body.private, description=body.description)  # fmt: skip
+    with sim.store.lock:
+        return JSONResponse(sim.shapes.repo(repo, full=True), status_code=201)
+
+
+@router.post("/reset", status_code=204)
+def reset(request: Request) -> None:
+    sim_of(request).reset()
+
+
+@router.get("/deliveries")
+def deliveries(request: Request) -> list[dict]:
+    sim = sim_of(request)
+    with sim.store.lock:
+        return [{
+            "id": d.id, "guid": d.guid, "hook_id": d.hook_id, "event": d.event, "action": d.action,
+            "url": d.url, "status": d.status, "status_code": d.status_code, "redelivery": d.redelivery,
+            "delivered_at": iso(d.delivered_at), "repository_id": d.repository_id, "payload": d.payload,
+        } for d in sim.store.deliveries]  # fmt: skip
+
+
+@router.get("/requests")
+def requests(request: Request) -> list[dict]:
+    sim = sim_of(request)
+    with sim.store.lock:
+        return list(sim.store.requests)
+
+
+@router.post("/faults", status_code=201)
+def add_fault(spec: FaultSpec, request: Request) -> dict:
+    sim_of(request).faults.add(spec)
+    return spec.model_dump()
+
+
+@router.get("/faults")
+def list_faults(request: Request) -> list[dict]:
+    return sim_of(request).faults.list()
+
+
+@router.delete("/faults", status_code=204)
+def clear_faults(request: Request) -> None:
+    sim_of(request).faults.clear()
+
+
+@router.post("/wait-idle")
+async def wait_idle(request: Request, timeout: float = Query(default=60, gt=0, le=3600)) -> JSONResponse:
+    """Returns when every queued webhook delivery and CI run is done (tests wait on this, not sleeps)."""
+    idle = await run_in_threadpool(sim_of(request).wait_idle, timeout)
+    if not idle:
+        return JSONResponse({"idle": False, "message": f"still busy after {timeout}s"}, status_code=408)
+    return JSONResponse({"idle": True})

@@ -1,0 +1,154 @@
+"""The simulator's composition root: state, shapes, webhooks, CI, and the effects of ref moves.
+
+Routes reach it as `request.app.state.sim`. Anything that moves a branch (a git push, the refs or
+contents API, a merge) goes through `refs_moved`, so webhooks and CI behave the same whichever
+way the code arrived.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+import structlog
+
+from shopfloor.simulator.config import SimulatorConfig
+from shopfloor.simulator.errors import GitHubError, invalid
+from shopfloor.simulator.events import Events
+from shopfloor.simulator.faults import Faults, RateLimits
+from shopfloor.simulator.git_repos import BareRepo, GitError, RefUpdate
+from shopfloor.simulator.serialize import Shapes
+from shopfloor.simulator.serialize_checks import CheckShapes
+from shopfloor.simulator.serialize_git import GitShapes
+from shopfloor.simulator.serialize_pulls import PullShapes
+from shopfloor.simulator.store import Hook, Issue, Repo, Store, User, now
+from shopfloor.simulator.webhooks import Busy, Dispatcher
+
+log = structlog.get_logger(__name__)
+NAME_RE = re.compile(r"^[A-Za-z0-9_.-]{1,100}$")
+LOGIN_RE = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})$|^[A-Za-z0-9-]+\[bot\]$")
+
+
+class Simulator:
+    def __init__(self, config: SimulatorConfig) -> None:
+        from shopfloor.simulator.ci_runner import (
+            CiRunner,  # ci_runner imports this module's types
+        )
+
+        self.config = config
+        self.store = Store()
+        self.shapes = Shapes(config.base_url, self.store)
+        self.git_shapes = GitShapes(self.shapes)
+        self.pulls = PullShapes(self.shapes)
+        self.checks = CheckShapes(self.shapes, config.app_id)
+        self.busy = Busy()
+        self.dispatcher = Dispatcher(self.store, self.busy, timeout_s=config.delivery_timeout_s)
+        self.events = Events(self)
+        self.faults = Faults()
+        self.limits = RateLimits(config.rate_limit, config.search_rate_limit)
+        self.ci = CiRunner(self)
+
+    @property
+    def repos_dir(self) -> Path:
+        return self.config.data_dir / "repos"
+
+    # ---- lifecycle ---------------------------------------------------------------------------
+    def start(self) -> None:
+        self.repos_dir.mkdir(parents=True, exist_ok=True)
+        self.ci.start()
+
+    def stop(self) -> None:
+        self.dispatcher.stop()
+        self.ci.stop()
+
+    def wait_idle(self, timeout: float) -> bool:
+        return self.busy.wait_idle(timeout)
+
+    def reset(self) -> None:
+        """Empty everything: stop deliveries and CI, forget all state, delete repos on disk."""
+        self.dispatcher.restart()
+        self.ci.stop()
+        self.busy.reset()
+        self.store.clear()
+        self.faults.clear()
+        self.limits.clear()
+        shutil.rmtree(self.repos_dir, ignore_errors=True)
+        self.repos_dir.mkdir(parents=True, exist_ok=True)
+        self.ci.start()
+
+    # ---- repositories --------------------------------------------------------------------------
+    def create_repo(self, owner: str, name: str, *, source_dir: Path | None = None, default_branch: str = "main",
+                    ci_command: str | None = None, private: bool = False, description: str | None = None) -> Repo:  # fmt: skip
+        if not LOGIN_RE.match(owner):
+            raise invalid("Repository", "owner")
+        if not NAME_RE.match(name) or name in (".", "..") or name.endswith(".git"):
+            raise invalid("Repository", "name")
+        if source_dir is not None and not Path(source_dir).is_dir():
+            raise invalid("Repository", "source_dir", message=f"{source_dir} is not a directory")
+        with self.store.lock:
+            if self.store.repo(owner, name) is not None:
+                raise GitHubError(422, "Repository creation failed.", errors=[{
+                    "resource": "Repository", "code": "custom", "field": "name",
+                    "message": "name already exists on this account"}])  # fmt: skip
+            path = self.repos_dir / owner / f"{name}.git"
+            try:
+                git = BareRepo.create(path, default_branch=default_branch, source_dir=source_dir)
+            except GitError as exc:
+                shutil.rmtree(path, ignore_errors=True)
+                raise invalid("Repository", "default_branch", message=str(exc)) from None
+            t = now()
+            repo = Repo(id=self.store.new_id(), owner=self.store.user(owner), name=name, git=git,
+                        default_branch=default_branch, private=private, ci_command=ci_command, created_at=t,
+                        updated_at=t, pushed_at=t, description=description)  # fmt: skip
+            self.store.repos[f"{owner}/{name}".lower()] = repo
+            self.store.installation_id(owner)
+            if self.config.default_hook_url:
+                secret = self.config.default_hook_secret
+                self.add_hook(repo, url=self.config.default_hook_url,
+                              secret=secret.get_secret_value() if secret else None, events=["*"])  # fmt: skip
+        log.info("sim_repo_ready", repo=repo.full_name, ci=bool(ci_command))
+        return repo
+
+    def add_hook(self, repo: Repo, *, url: str, secret: str | None, events: list[str],
+                 content_type: str = "json", active: bool = True, insecure_ssl: str = "0") -> Hook:  # fmt: skip
+        with self.store.lock:
+            hook = Hook(id=self.store.new_id(), repo_id=repo.id, url=url, secret=secret or None,
+                        content_type=content_type, events=events, active=active, insecure_ssl=insecure_ssl)  # fmt: skip
+            repo.hooks[hook.id] = hook
+            sender = self.store.user(repo.owner.login)
+            ping = {
+                "zen": "Keep it logically awesome.", "hook_id": hook.id,
+                "hook": {**self.checks.hook(repo, hook), "app_id": self.config.app_id},
+            }
+            self.events.send(repo, "ping", ping, sender, only_hook=hook)
+        return hook
+
+    # ---- ref moves -------------------------------------------------------------------------------
+    def refs_moved(self, repo: Repo, pusher: User, updates: list[RefUpdate]) -> None:
+        """A push (by git or by the API): push webhooks, PR synchronize, CI for PR heads."""
+        with self.store.lock:
+            repo.pushed_at = repo.updated_at = now()
+            for update in updates:
+                self.events.push(repo, update, pusher)
+                if not update.ref.startswith("refs/heads/") or update.after == "0" * 40:
+                    continue
+                branch = update.ref.removeprefix("refs/heads/")
+                for issue in self.open_prs(repo, head=branch):
+                    assert issue.pr is not None
+                    issue.pr.head_sha = update.after
+                    issue.updated_at = now()
+                    self.events.pull_request(repo, issue, "synchronize", pusher,
+                                             before=update.before, after=update.after)  # fmt: skip
+                    self.ci.trigger(repo, issue)
+
+    def on_git_push(self, owner: str, name: str, pusher_login: str, updates: list[RefUpdate]) -> None:
+        repo = self.store.repo(owner, name)
+        if repo is None or not updates:
+            return
+        self.refs_moved(repo, self.store.user(pusher_login), updates)
+
+    @staticmethod
+    def open_prs(repo: Repo, *, head: str | None = None, base: str | None = None) -> list[Issue]:
+        return [i for i in repo.issues.values() if i.pr and i.state == "open"
+                and (head is None or i.pr.head_ref == head) and (base is None or i.pr.base_ref == base)]  # fmt: skip

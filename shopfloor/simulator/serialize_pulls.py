@@ -1,0 +1,105 @@
+"""GitHub-shaped JSON for pull requests and reviews, with git-derived fields computed live."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from shopfloor.simulator.serialize import Shapes, iso, node_id
+from shopfloor.simulator.store import Issue, Repo, Review
+
+FAILING = {"failure", "timed_out", "cancelled", "action_required", "startup_failure"}
+
+
+class PullShapes:
+    def __init__(self, shapes: Shapes) -> None:
+        self.s = shapes
+
+    def base_sha(self, r: Repo, i: Issue) -> str:
+        assert i.pr is not None
+        if i.pr.frozen_base_sha:
+            return i.pr.frozen_base_sha
+        return r.git.branches().get(i.pr.base_ref) or i.pr.frozen_base_sha or i.pr.head_sha
+
+    def mergeable(self, r: Repo, i: Issue) -> tuple[bool | None, str]:
+        pr = i.pr
+        assert pr is not None
+        if i.state != "open":
+            return None, "unknown"
+        base = r.git.branches().get(pr.base_ref)
+        if base is None or not r.git.can_merge(base, pr.head_sha):
+            return (False, "dirty") if base else (None, "unknown")
+        if pr.draft:
+            return True, "draft"
+        runs = [c for c in r.check_runs.values() if c.head_sha == pr.head_sha]
+        statuses = {s.context: s for s in r.statuses if s.sha == pr.head_sha}  # latest per context wins
+        if any(c.status != "completed" for c in runs) or any(s.state == "pending" for s in statuses.values()):
+            return True, "unstable"
+        if any(c.conclusion in FAILING for c in runs) or any(s.state in ("failure", "error")
+                                                             for s in statuses.values()):  # fmt: skip
+            return True, "unstable"
+        return True, "clean"
+
+    def _side(self, r: Repo, ref: str, sha: str) -> dict[str, Any]:
+        return {"label": f"{r.owner.login}:{ref}", "ref": ref, "sha": sha, "user": self.s.user(r.owner),
+                "repo": self.s.repo(r)}  # fmt: skip
+
+    def simple(self, r: Repo, i: Issue) -> dict[str, Any]:
+        pr = i.pr
+        assert pr is not None
+        api = f"{self.s.api}/repos/{r.full_name}"
+        url = f"{api}/pulls/{i.number}"
+        html = f"{self.s.base}/{r.full_name}/pull/{i.number}"
+        issue_url = f"{api}/issues/{i.number}"
+        statuses = f"{api}/statuses/{pr.head_sha}"
+        return {
+            "url": url, "id": pr.id, "node_id": node_id("PullRequest", pr.id), "html_url": html,
+            "diff_url": html + ".diff", "patch_url": html + ".patch", "issue_url": issue_url,
+            "commits_url": url + "/commits", "review_comments_url": url + "/comments",
+            "review_comment_url": f"{api}/pulls/comments{{/number}}", "comments_url": issue_url + "/comments",
+            "statuses_url": statuses, "number": i.number, "state": i.state, "locked": False,
+            "title": i.title, "user": self.s.user(i.user), "body": i.body,
+            "labels": [self.s.label(r, lab) for lab in i.labels], "milestone": None,
+            "active_lock_reason": None, "created_at": iso(i.created_at), "updated_at": iso(i.updated_at),
+            "closed_at": iso(i.closed_at), "merged_at": iso(pr.merged_at),
+            "merge_commit_sha": pr.merge_commit_sha,
+            "assignee": self.s.user(i.assignees[0]) if i.assignees else None,
+            "assignees": [self.s.user(a) for a in i.assignees], "requested_reviewers": [],
+            "requested_teams": [], "head": self._side(r, pr.head_ref, pr.head_sha),
+            "base": self._side(r, pr.base_ref, self.base_sha(r, i)),
+            "_links": {k: {"href": v} for k, v in {
+                "self": url, "html": html, "issue": issue_url, "comments": issue_url + "/comments",
+                "review_comments": url + "/comments", "review_comment": f"{api}/pulls/comments{{/number}}",
+                "commits": url + "/commits", "statuses": statuses}.items()},
+            "author_association": self.s.author_association(r, i.user), "auto_merge": None,
+            "draft": pr.draft,
+        }  # fmt: skip
+
+    def full(self, r: Repo, i: Issue) -> dict[str, Any]:
+        pr = i.pr
+        assert pr is not None
+        data = self.simple(r, i)
+        base_sha = data["base"]["sha"]
+        merge_base = r.git.merge_base(base_sha, pr.head_sha) or base_sha
+        commits = r.git.commits_between(merge_base, pr.head_sha)
+        files = r.git.changed_files(merge_base, pr.head_sha)
+        mergeable, state = self.mergeable(r, i)
+        data.update({
+            "merged": pr.merged, "mergeable": mergeable, "rebaseable": mergeable,
+            "mergeable_state": state, "merged_by": self.s.user(pr.merged_by), "comments": len(i.comments),
+            "review_comments": sum(len(rv.comments) for rv in pr.reviews),
+            "maintainer_can_modify": pr.maintainer_can_modify, "commits": len(commits),
+            "additions": sum(f.additions for f in files), "deletions": sum(f.deletions for f in files),
+            "changed_files": len(files),
+        })  # fmt: skip
+        return data
+
+    def review(self, r: Repo, i: Issue, rv: Review) -> dict[str, Any]:
+        url = f"{self.s.api}/repos/{r.full_name}/pulls/{i.number}"
+        html = f"{self.s.base}/{r.full_name}/pull/{i.number}#pullrequestreview-{rv.id}"
+        return {
+            "id": rv.id, "node_id": node_id("PullRequestReview", rv.id), "user": self.s.user(rv.user),
+            "body": rv.body, "state": rv.state, "html_url": html, "pull_request_url": url,
+            "_links": {"html": {"href": html}, "pull_request": {"href": url}},
+            "submitted_at": iso(rv.submitted_at), "commit_id": rv.commit_id,
+            "author_association": self.s.author_association(r, rv.user),
+        }  # fmt: skip

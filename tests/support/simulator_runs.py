@@ -1,0 +1,149 @@
+"""The GitHub simulator in tests: `create_app` served by uvicorn on a free port in a thread.
+
+    with running_simulator(tmp_path / "sim") as sim:
+        sim.create_repo("alice", "demo", source_dir=src, ci_command="python -m pytest -q")
+        gh = sim.api("alice")            # an httpx client acting as user alice
+        ...
+        sim.wait_idle()                  # every webhook delivered and CI run finished
+
+Humans act through the normal API with `token user:<login>`; `api()` with no login acts as the
+installed bot (`shopfloor[bot]`) with the token "test-bot-token".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote, urlsplit
+
+import httpx
+import uvicorn
+
+from shopfloor.devserver import free_port
+from shopfloor.simulator.app import create_app
+from shopfloor.simulator.config import SimulatorConfig
+
+BOT_TOKEN = "test-bot-token"
+
+__all__ = ["BOT_TOKEN", "SimulatorHandle", "running_simulator", "user_token"]
+
+
+def user_token(login: str) -> str:
+    """The token that makes the simulator act as the human `login`."""
+    return f"user:{login}"
+
+
+@dataclass
+class SimulatorHandle:
+    base_url: str
+    api_url: str
+    data_dir: Path
+    _clients: list[httpx.Client] = field(default_factory=list, repr=False)
+
+    def _control(self) -> httpx.Client:
+        client = httpx.Client(base_url=self.base_url, timeout=120)
+        self._clients.append(client)
+        return client
+
+    def _check(self, resp: httpx.Response, what: str) -> httpx.Response:
+        if resp.is_error:
+            raise AssertionError(f"simulator: {what} failed with {resp.status_code}: {resp.text}")
+        return resp
+
+    def git_url(self, owner: str, repo: str, token: str | None = None) -> str:
+        if token is None:
+            return f"{self.base_url}/{owner}/{repo}.git"
+        parts = urlsplit(self.base_url)
+        return f"{parts.scheme}://x-access-token:{quote(token, safe='')}@{parts.netloc}/{owner}/{repo}.git"
+
+    def create_repo(self, owner: str, name: str, *, source_dir: Path | None = None, ci_command: str | None = None,
+                    default_branch: str = "main", private: bool = False) -> dict[str, Any]:  # fmt: skip
+        body = {"owner": owner, "name": name, "default_branch": default_branch, "ci_command": ci_command,
+                "private": private, "source_dir": str(source_dir) if source_dir is not None else None}  # fmt: skip
+        with httpx.Client(base_url=self.base_url, timeout=120) as c:
+            return self._check(c.post("/_sim/repos", json=body), f"creating {owner}/{name}").json()
+
+    def set_permission(self, owner: str, repo: str, login: str, permission: str) -> None:
+        with self.api(owner) as c:
+            self._check(c.put(f"/repos/{owner}/{repo}/collaborators/{login}", json={"permission": permission}),
+                        f"giving {login} {permission} on {owner}/{repo}")  # fmt: skip
+
+    def inject_fault(self, method: str, path_regex: str, status: int, *, retry_after: int | None = None,
+                     times: int = 1, when: str = "before", message: str | None = None) -> None:  # fmt: skip
+        body = {"method": method.upper(), "path_regex": path_regex, "status": status, "retry_after": retry_after,
+                "times": times, "when": when, "message": message}  # fmt: skip
+        with httpx.Client(base_url=self.base_url, timeout=30) as c:
+            self._check(c.post("/_sim/faults", json=body), "injecting a fault")
+
+    def clear_faults(self) -> None:
+        with httpx.Client(base_url=self.base_url, timeout=30) as c:
+            self._check(c.delete("/_sim/faults"), "clearing faults")
+
+    def deliveries(self) -> list[dict[str, Any]]:
+        with httpx.Client(base_url=self.base_url, timeout=30) as c:
+            return self._check(c.get("/_sim/deliveries"), "listing deliveries").json()
+
+    def requests(self) -> list[dict[str, Any]]:
+        with httpx.Client(base_url=self.base_url, timeout=30) as c:
+            return self._check(c.get("/_sim/requests"), "listing requests").json()
+
+    def wait_idle(self, timeout: float = 60) -> None:
+        with httpx.Client(base_url=self.base_url, timeout=timeout + 10) as c:
+            self._check(c.post("/_sim/wait-idle", params={"timeout": timeout}), "waiting for idle")
+
+    def api(self, login: str | None = None) -> httpx.Client:
+        """An httpx client on the REST API as `login` (None: the bot). Close it, or use `with`."""
+        token = BOT_TOKEN if login is None else user_token(login)
+        client = httpx.Client(base_url=self.api_url, timeout=120, headers={
+            "Authorization": f"token {token}", "Accept": "application/vnd.github+json"})  # fmt: skip
+        self._clients.append(client)
+        return client
+
+    def reset(self) -> None:
+        with httpx.Client(base_url=self.base_url, timeout=120) as c:
+            self._check(c.post("/_sim/reset"), "resetting")
+
+    def close(self) -> None:
+        for client in self._clients:
+            client.close()
+        self._clients.clear()
+
+
+class _Server(uvicorn.Server):
+    def install_signal_handlers(self) -> None:  # uvicorn < 0.29
+        pass
+
+    @contextmanager
+    def capture_signals(self) -> Iterator[None]:  # the test process keeps its own signal handling
+        yield
+
+
+@contextmanager
+def running_simulator(data_dir: Path, **config_overrides: Any) -> Iterator[SimulatorHandle]:
+    port = free_port()
+    base_url = f"http://127.0.0.1:{port}"
+    config = SimulatorConfig(**{"base_url": base_url, "data_dir": Path(data_dir), **config_overrides})
+    app = create_app(config)
+    server = _Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_config=None, access_log=False,
+                                    lifespan="on"))  # fmt: skip
+    thread = threading.Thread(target=lambda: asyncio.run(server.serve()), name="simulator", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            server.should_exit = True
+            raise RuntimeError(f"the simulator did not start on {base_url}")
+        time.sleep(0.02)
+    handle = SimulatorHandle(base_url=base_url, api_url=base_url + "/api/v3", data_dir=Path(data_dir))
+    try:
+        yield handle
+    finally:
+        handle.close()
+        server.should_exit = True
+        thread.join(timeout=30)
