@@ -27,3 +27,16 @@ async def serve_until(app: Any, host: str, port: int, stop: asyncio.Event) -> No
     server.should_exit = True
     stopper.cancel()
     await task
+
+
+async def serve_as_job(app: Any, host: str, port: int, stop: asyncio.Event) -> None:
+    """`serve_until` as one job among several (`run_until`): cancelling the job sets `stop` and lets
+    uvicorn finish its own shutdown, lifespan included. Cancelling uvicorn mid-way leaves its
+    lifespan task pending and logs a CancelledError traceback on exit."""
+    serving = asyncio.ensure_future(serve_until(app, host, port, stop))
+    try:
+        await asyncio.shield(serving)
+    except asyncio.CancelledError:
+        stop.set()
+        await serving
+        raise

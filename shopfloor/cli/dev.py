@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import asyncio
-import signal
-from contextlib import suppress
 
 import structlog
 import typer
 from temporalio.client import Client
 
 from shopfloor.cli.common import command, load_settings
+from shopfloor.cli.signals import run_until, stop_on_signals
+from shopfloor.cli.simulator import EmbeddedSimulator, serve_simulator, simulator_for, webhook_target
 from shopfloor.devserver import DevServer, ensure_port_free
-from shopfloor.http_server import serve_until
+from shopfloor.http_server import serve_as_job
 from shopfloor.settings import Settings
 from shopfloor.temporal import connect, ensure_search_attributes
 from shopfloor.webhooks.app import create_app
@@ -21,34 +21,19 @@ from shopfloor.worker import run_worker
 log = structlog.get_logger(__name__)
 
 
-def _stop_on_signals() -> asyncio.Event:
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
-    return stop
-
-
-async def _run_until(stop: asyncio.Event, *jobs: asyncio.Task[None]) -> None:
-    """Run jobs until a signal or until one of them ends (a crash stops the rest too)."""
-    waiter = asyncio.create_task(stop.wait())
-    done, _ = await asyncio.wait({waiter, *jobs}, return_when=asyncio.FIRST_COMPLETED)
-    stop.set()
-    for job in jobs:
-        job.cancel()
-    for job in jobs:
-        with suppress(asyncio.CancelledError):
-            await job
-    waiter.cancel()
-
-
 def register(app: typer.Typer) -> None:
     @app.command()
     @command
     async def dev() -> None:
-        """Run the whole factory on this machine: Temporal dev server with UI, worker, webhook server."""
+        """Run the whole factory on this machine: Temporal dev server with UI, worker, webhook server, and
+        the GitHub simulator when no GitHub credentials are configured."""
         settings = load_settings()
         ensure_port_free(settings.webhook_host, settings.webhook_port, "webhook server", "SHOPFLOOR_WEBHOOK_PORT")
+        # No GitHub credentials: run against the simulator, wired to our own webhook server.
+        sim = None
+        if not settings.github_configured:
+            sim = simulator_for(settings, webhook_url=webhook_target(settings), invent_secret=True)
+            settings = sim.settings
         server: DevServer | None = None
         if settings.temporal_address is None:
             settings.data_dir.mkdir(parents=True, exist_ok=True)
@@ -62,17 +47,19 @@ def register(app: typer.Typer) -> None:
             )
             server.start()
         try:
-            stop = _stop_on_signals()
+            stop = stop_on_signals()
             if server is not None:
                 await server.wait_ready()
             client = await connect(settings)
             await ensure_search_attributes(client, settings.temporal_namespace)
-            _banner(settings, embedded=server is not None)
-            await _run_until(
-                stop,
+            _banner(settings, embedded=server is not None, sim=sim)
+            jobs = [
                 asyncio.create_task(run_worker(client, settings)),
                 asyncio.create_task(_serve_webhooks(client, settings, stop)),
-            )
+            ]
+            if sim is not None:
+                jobs.append(asyncio.create_task(serve_simulator(sim, stop)))
+            await run_until(stop, *jobs)
         finally:
             if server is not None:
                 server.stop()
@@ -84,9 +71,9 @@ def register(app: typer.Typer) -> None:
         """Run a worker alone, against SHOPFLOOR_TEMPORAL_ADDRESS (default: the `shopfloor dev` server)."""
         settings = load_settings()
         client = await connect(settings)
-        stop = _stop_on_signals()
+        stop = stop_on_signals()
         typer.echo(f"worker on {settings.effective_temporal_address}, task queue {settings.task_queue}")
-        await _run_until(stop, asyncio.create_task(run_worker(client, settings)))
+        await run_until(stop, asyncio.create_task(run_worker(client, settings)))
 
     @app.command()
     @command
@@ -95,8 +82,8 @@ def register(app: typer.Typer) -> None:
         settings = load_settings()
         ensure_port_free(settings.webhook_host, settings.webhook_port, "webhook server", "SHOPFLOOR_WEBHOOK_PORT")
         client = await connect(settings)
-        stop = _stop_on_signals()
-        await _run_until(stop, asyncio.create_task(_serve_webhooks(client, settings, stop)))
+        stop = stop_on_signals()
+        await run_until(stop, asyncio.create_task(_serve_webhooks(client, settings, stop)))
 
     @app.command()
     @command
@@ -112,26 +99,17 @@ async def _serve_webhooks(client: Client, settings: Settings, stop: asyncio.Even
     async def get_client() -> Client:
         return client
 
-    serving = asyncio.ensure_future(
-        serve_until(create_app(get_client), settings.webhook_host, settings.webhook_port, stop)
-    )
-    try:
-        await asyncio.shield(serving)
-    except asyncio.CancelledError:
-        # Let uvicorn finish its own shutdown (lifespan included) once `stop` is set: cancelling
-        # it mid-way leaves its lifespan task pending and logs a CancelledError traceback on exit.
-        stop.set()
-        await serving
-        raise
+    await serve_as_job(create_app(get_client), settings.webhook_host, settings.webhook_port, stop)
 
 
-def _banner(settings: Settings, *, embedded: bool) -> None:
+def _banner(settings: Settings, *, embedded: bool, sim: EmbeddedSimulator | None) -> None:
     where = "embedded dev server" if embedded else "external server"
     lines = [
         "shopfloor dev is running (Ctrl-C stops everything)",
         f"  Temporal    {settings.effective_temporal_address} ({where})",
         f"  Temporal UI {settings.ui_url}" if embedded else "",
         f"  webhooks    http://{settings.webhook_host}:{settings.webhook_port} (GET /healthz, /readyz)",
+        *(sim.describe() if sim else [f"  GitHub API  {settings.github_api_url}"]),
         f"  task queue  {settings.task_queue} · model {settings.model}",
         f"  data        {settings.data_dir}",
         "  try:        shopfloor agent explore --repo . --goal 'What does this project do?'",

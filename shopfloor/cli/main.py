@@ -8,7 +8,7 @@ import sys
 
 import typer
 
-from shopfloor.cli import agent, bench, control, dev, replay
+from shopfloor.cli import agent, bench, control, dev, replay, simulator
 
 app = typer.Typer(
     name="shopfloor",
@@ -22,6 +22,7 @@ agent.register(app)
 bench.register(app)
 replay.register(app)
 control.register(app)
+simulator.register(app)
 
 
 def main() -> None:

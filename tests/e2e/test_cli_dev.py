@@ -80,7 +80,7 @@ def assert_clean_stop(dev: LongRunning, code: int, took: float) -> None:
 
 
 async def test_dev_runs_the_whole_stack_and_ctrl_c_stops_it(tmp_path):
-    temporal_port, ui_port, webhook_port = distinct_ports(3)
+    temporal_port, ui_port, webhook_port, sim_port = distinct_ports(4)
     data = tmp_path / "data"
     db = data / "temporal.sqlite"
     env = cli_env(
@@ -88,6 +88,7 @@ async def test_dev_runs_the_whole_stack_and_ctrl_c_stops_it(tmp_path):
         SHOPFLOOR_TEMPORAL_PORT=str(temporal_port),
         SHOPFLOOR_TEMPORAL_UI_PORT=str(ui_port),
         SHOPFLOOR_WEBHOOK_PORT=str(webhook_port),
+        SHOPFLOOR_SIMULATOR_PORT=str(sim_port),
         SHOPFLOOR_MODEL="scripted:explore-demo",
     )
     repo = sample_repo(tmp_path / "sample")
@@ -118,6 +119,13 @@ async def test_dev_runs_the_whole_stack_and_ctrl_c_stops_it(tmp_path):
         assert f"Temporal    127.0.0.1:{temporal_port} (embedded dev server)" in banner
         assert f"Temporal UI http://localhost:{ui_port}" in banner
         assert f"webhooks    http://127.0.0.1:{webhook_port}" in banner
+        # No GitHub credentials: the simulator runs too, its hooks aimed at our webhook server.
+        assert f"GitHub API  http://127.0.0.1:{sim_port}/api/v3 (simulator" in banner
+        assert f"git         http://127.0.0.1:{sim_port}/{{owner}}/{{repo}}.git" in banner
+        assert f"webhooks -> http://127.0.0.1:{webhook_port}/webhooks/github (signed" in banner
+        async with httpx.AsyncClient(trust_env=False, timeout=5) as http:
+            me = await http.get(f"http://127.0.0.1:{sim_port}/api/v3/user", headers={"Authorization": "token user:ada"})
+            assert me.status_code == 200 and me.json()["login"] == "ada"
 
         # The embedded worker runs agents (the CLI finds the server from SHOPFLOOR_TEMPORAL_PORT).
         workflow_id, status = await run_detached_until_completed(env, repo)
@@ -126,15 +134,16 @@ async def test_dev_runs_the_whole_stack_and_ctrl_c_stops_it(tmp_path):
         code, took = dev.interrupt(timeout_s=20)
         assert_clean_stop(dev, code, took)
         assert not pid_alive(temporal_pid), "the Temporal dev server outlived shopfloor dev"
-        for port in (temporal_port, ui_port, webhook_port):
+        for port in (temporal_port, ui_port, webhook_port, sim_port):
             assert not port_open(port), f"port {port} still open after shopfloor dev stopped"
 
     # Persistent: a new `shopfloor dev` on the same data dir (other ports) still has the run.
-    temporal_port2, ui_port2, webhook_port2 = distinct_ports(3)
+    temporal_port2, ui_port2, webhook_port2, sim_port2 = distinct_ports(4)
     env2 = env | {
         "SHOPFLOOR_TEMPORAL_PORT": str(temporal_port2),
         "SHOPFLOOR_TEMPORAL_UI_PORT": str(ui_port2),
         "SHOPFLOOR_WEBHOOK_PORT": str(webhook_port2),
+        "SHOPFLOOR_SIMULATOR_PORT": str(sim_port2),
     }
     with LongRunning(["dev"], env2, tmp_path / "dev-2.log", reap_marker=str(db)) as dev2:
         await wait_ready(dev2, webhook_port2)
@@ -148,8 +157,8 @@ async def test_dev_runs_the_whole_stack_and_ctrl_c_stops_it(tmp_path):
         assert pids_with_arg(str(db)) == []
 
 
-async def test_dev_with_a_temporal_address_uses_that_server(temporal_server, temporal_client, tmp_path):
-    temporal_port, ui_port, webhook_port = distinct_ports(3)  # set, and must stay unused
+async def test_dev_with_a_temporal_address_and_github_credentials_uses_those(temporal_server, temporal_client, tmp_path):
+    temporal_port, ui_port, webhook_port, sim_port = distinct_ports(4)  # all but the webhook port must stay unused
     data = tmp_path / "data"
     queue = f"test-dev-external-{uuid.uuid4().hex[:10]}"
     env = cli_env(
@@ -159,6 +168,9 @@ async def test_dev_with_a_temporal_address_uses_that_server(temporal_server, tem
         SHOPFLOOR_TEMPORAL_PORT=str(temporal_port),
         SHOPFLOOR_TEMPORAL_UI_PORT=str(ui_port),
         SHOPFLOOR_WEBHOOK_PORT=str(webhook_port),
+        SHOPFLOOR_SIMULATOR_PORT=str(sim_port),
+        SHOPFLOOR_GITHUB_API_URL="https://github.example.com/api/v3",
+        SHOPFLOOR_GITHUB_TOKEN="ghp_not-a-real-token",
         SHOPFLOOR_MODEL="scripted:explore-demo",
     )
     with LongRunning(["dev"], env, tmp_path / "dev.log", reap_marker=str(data)) as dev:
@@ -169,6 +181,10 @@ async def test_dev_with_a_temporal_address_uses_that_server(temporal_server, tem
         assert not (data / "temporal.sqlite").exists()
         assert pids_with_arg(str(data)) == [], "a Temporal server of its own was started"
         assert not port_open(temporal_port) and not port_open(ui_port)
+        # GitHub credentials are configured: no simulator, and the token is never printed.
+        assert "GitHub API  https://github.example.com/api/v3" in dev.output()
+        assert "simulator" not in dev.output() and not port_open(sim_port)
+        assert "ghp_not-a-real-token" not in dev.output()
 
         # Its worker serves the external server's queue.
         started = await arun_cli(
@@ -210,13 +226,14 @@ async def test_setup_registers_search_attributes_once(tmp_path):
 
 
 async def test_ctrl_c_while_dev_is_starting_leaves_no_temporal_server(tmp_path):
-    temporal_port, ui_port, webhook_port = distinct_ports(3)
+    temporal_port, ui_port, webhook_port, sim_port = distinct_ports(4)
     db = tmp_path / "data" / "temporal.sqlite"
     env = cli_env(
         SHOPFLOOR_DATA_DIR=str(db.parent),
         SHOPFLOOR_TEMPORAL_PORT=str(temporal_port),
         SHOPFLOOR_TEMPORAL_UI_PORT=str(ui_port),
         SHOPFLOOR_WEBHOOK_PORT=str(webhook_port),
+        SHOPFLOOR_SIMULATOR_PORT=str(sim_port),
     )
     with LongRunning(["dev"], env, tmp_path / "dev.log", reap_marker=str(db)) as dev:
         async def server_started():
@@ -228,7 +245,7 @@ async def test_ctrl_c_while_dev_is_starting_leaves_no_temporal_server(tmp_path):
         assert code in (0, 130), f"exit status {code}:\n{dev.output()}"  # 130: before its handler was set
         assert "Traceback" not in dev.output(), dev.output()
         assert not pid_alive(temporal_pid), "Ctrl-C during startup left the Temporal dev server running"
-        assert not port_open(temporal_port) and not port_open(webhook_port)
+        assert not port_open(temporal_port) and not port_open(webhook_port) and not port_open(sim_port)
 
 
 async def test_worker_alone_polls_its_queue_and_ctrl_c_stops_it(temporal_server, temporal_client, tmp_path):

@@ -162,16 +162,18 @@ def _listening_socket(port: int) -> socket.socket:
         ("webhook", "SHOPFLOOR_WEBHOOK_PORT"),
         ("temporal", "SHOPFLOOR_TEMPORAL_PORT"),
         ("ui", "SHOPFLOOR_TEMPORAL_UI_PORT"),
+        ("simulator", "SHOPFLOOR_SIMULATOR_PORT"),
     ],
 )
 def test_dev_with_a_port_in_use_names_the_port_and_the_setting(taken, setting, tmp_path):
-    ports = {"webhook": free_port(), "temporal": free_port(), "ui": free_port()}
+    ports = {"webhook": free_port(), "temporal": free_port(), "ui": free_port(), "simulator": free_port()}
     data = tmp_path / "data"
     env = cli_env(
         SHOPFLOOR_DATA_DIR=str(data),
         SHOPFLOOR_WEBHOOK_PORT=str(ports["webhook"]),
         SHOPFLOOR_TEMPORAL_PORT=str(ports["temporal"]),
         SHOPFLOOR_TEMPORAL_UI_PORT=str(ports["ui"]),
+        SHOPFLOOR_SIMULATOR_PORT=str(ports["simulator"]),
         SHOPFLOOR_MODEL="scripted:explore-demo",
     )
     holder = _listening_socket(ports[taken])
@@ -198,6 +200,7 @@ def test_a_bad_setting_is_one_line_and_status_2(command, value, tmp_path):
         SHOPFLOOR_TEMPORAL_PORT=str(free_port()),
         SHOPFLOOR_TEMPORAL_UI_PORT=str(free_port()),
         SHOPFLOOR_WEBHOOK_PORT=str(free_port()),
+        SHOPFLOOR_SIMULATOR_PORT=str(free_port()),
     )
     result = run_cli(command.split(), env, timeout_s=60)
     line = assert_usage_error(result, ["bad setting", "SHOPFLOOR_MAX_CACHED_WORKFLOWS"])
