@@ -103,12 +103,19 @@ def create_app(config: SimulatorConfig) -> FastAPI:
         user = sim.store.find_user(login)
         return repo is not None and user is not None and can(repo, user, "write")
 
+    def can_read(login: str | None, owner: str, name: str) -> bool:
+        repo = sim.store.repo(owner, name)
+        if repo is None or not repo.private:
+            return True
+        user = sim.store.find_user(login) if login else None
+        return user is not None and can(repo, user, "read")
+
     def resolve(owner: str, name: str):
         repo = sim.store.repo(owner, name)
         return repo.git if repo is not None else None
 
     app.include_router(git_router(
         resolve=resolve, authenticate=lambda header: login_for_git(sim.store, header),
-        can_push=can_push, on_push=sim.on_git_push,
+        can_push=can_push, on_push=sim.on_git_push, can_read=can_read,
     ))  # fmt: skip
     return app

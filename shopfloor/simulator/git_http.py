@@ -31,6 +31,7 @@ log = structlog.get_logger(__name__)
 
 Authenticate = Callable[[str | None], str | None]  # Authorization header → login, or None (→ 401)
 CanPush = Callable[[str, str, str], bool]  # (login, owner, repo) → allowed
+CanRead = Callable[[str | None, str, str], bool]  # (login or None when anonymous, owner, repo) → may fetch
 OnPush = Callable[[str, str, str, list[RefUpdate]], None]  # (owner, repo, pusher login, updates)
 Resolve = Callable[[str, str], BareRepo | None]  # (owner, repo) → the repository, or None (→ 404)
 
@@ -39,7 +40,9 @@ _CHUNK = 64 * 1024
 _CHALLENGE = {"WWW-Authenticate": 'Basic realm="GitHub"'}
 
 
-def git_router(*, resolve: Resolve, authenticate: Authenticate, can_push: CanPush, on_push: OnPush) -> APIRouter:
+def git_router(
+    *, resolve: Resolve, authenticate: Authenticate, can_push: CanPush, on_push: OnPush, can_read: CanRead | None = None
+) -> APIRouter:
     """Routes for `/{owner}/{repo}.git/...` (the `.git` suffix is optional, as on GitHub).
 
     `on_push` runs after receive-pack has finished and before the push's HTTP answer is sent, so
@@ -65,6 +68,19 @@ def git_router(*, resolve: Resolve, authenticate: Authenticate, can_push: CanPus
             return PlainTextResponse(msg, 403)
         return login
 
+    def reader(request: Request, owner: str, repo: str) -> Response | None:
+        """None when this caller may fetch; else GitHub's answers for a private repository: a
+        credential challenge to anonymous callers, "not found" to everyone else."""
+        if can_read is None:
+            return None
+        header = request.headers.get("authorization")
+        login = authenticate(_as_token(header)) if header else None
+        if can_read(login, owner, repo.removesuffix(".git")):
+            return None
+        if login is None:
+            return PlainTextResponse("Authentication required.\n", 401, headers=_CHALLENGE)
+        return PlainTextResponse("Repository not found.\n", 404)
+
     @router.get("/{owner}/{repo}/info/refs")
     async def info_refs(owner: str, repo: str, request: Request) -> Response:
         service = request.query_params.get("service")
@@ -74,6 +90,8 @@ def git_router(*, resolve: Resolve, authenticate: Authenticate, can_push: CanPus
         if service not in _SERVICES:
             return PlainTextResponse("Only the smart HTTP protocol is served: give ?service=.\n", 403)
         user = None
+        if service == "git-upload-pack" and (refused := reader(request, owner, repo)) is not None:
+            return refused
         if service == "git-receive-pack":
             who = pusher(request, owner, repo)
             if isinstance(who, Response):
@@ -86,6 +104,8 @@ def git_router(*, resolve: Resolve, authenticate: Authenticate, can_push: CanPus
         found = lookup(owner, repo)
         if found is None:
             return PlainTextResponse("Repository not found.\n", 404)
+        if (refused := reader(request, owner, repo)) is not None:
+            return refused
         return await _stream(found, "git-upload-pack", request, home, None)
 
     @router.post("/{owner}/{repo}/git-receive-pack")

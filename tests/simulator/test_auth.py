@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import subprocess
 import time
 
 import httpx
 import jwt
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
-from simulator_runs import SimulatorHandle, running_simulator
+from simulator_runs import SimulatorHandle, running_simulator, user_token
+from webhook_receiver import git_env
 
 API = "/repos/alice/demo"
 
@@ -59,6 +61,24 @@ def test_private_repo_is_invisible_to_strangers(simulator: SimulatorHandle):
     assert simulator.api("bob").get("/repos/alice/secret").status_code == 404
     assert simulator.api("alice").get("/repos/alice/secret").status_code == 200
     assert simulator.api().get("/repos/alice/secret").status_code == 200  # the app is installed
+
+
+def test_private_repo_cannot_be_cloned_by_strangers(simulator: SimulatorHandle, tmp_path):
+    simulator.create_repo("alice", "secret", private=True)
+    env = git_env(tmp_path)
+
+    def clone(url: str, to: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["git", "clone", url, str(tmp_path / to)], env=env, capture_output=True, text=True,
+                              timeout=60, check=False)
+
+    anonymous = clone(simulator.git_url("alice", "secret"), "anon")
+    # A 401 challenge: git asks for credentials, which a non-interactive client cannot give.
+    assert anonymous.returncode != 0 and "could not read Username" in anonymous.stderr
+    stranger = clone(simulator.git_url("alice", "secret", token=user_token("bob")), "bob")
+    assert stranger.returncode != 0 and "not found" in (stranger.stderr + stranger.stdout).lower()
+    owner = clone(simulator.git_url("alice", "secret", token=user_token("alice")), "alice")
+    assert owner.returncode == 0, owner.stderr
+    assert (tmp_path / "alice" / "README.md").is_file()
 
 
 def _app_jwt(key: rsa.RSAPrivateKey, app_id: int, *, exp_in: int = 540) -> str:
