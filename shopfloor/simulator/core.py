@@ -55,6 +55,8 @@ class Simulator:
 
     # ---- lifecycle ---------------------------------------------------------------------------
     def start(self) -> None:
+        # State lives in memory, so repositories left on disk by an earlier run belong to nothing.
+        shutil.rmtree(self.repos_dir, ignore_errors=True)
         self.repos_dir.mkdir(parents=True, exist_ok=True)
         self.ci.start()
 
