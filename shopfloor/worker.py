@@ -12,6 +12,8 @@ from temporalio.client import Client
 from temporalio.worker import Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
+from shopfloor.activities.github.clients import GitHubClients
+from shopfloor.activities.github.operations import GitHubActivities
 from shopfloor.activities.model_step import ModelStepActivities
 from shopfloor.activities.sandbox import resolve_mode
 from shopfloor.activities.providers.base import ModelProvider
@@ -73,7 +75,10 @@ def activities_for(
         # Commands never see the worker's data (blobs, other runs' checkouts) or its home.
         hide=[settings.data_dir, Path.home()],
     )
-    return [model.model_step, model.compact_transcript, *tools.all()]
+    # Without credentials the client still targets settings.github_api_url; calls then fail with
+    # a clear "no GitHub credentials are configured" (401) instead of at startup.
+    github = GitHubActivities(GitHubClients(settings))
+    return [model.model_step, model.compact_transcript, *tools.all(), *github.all()]
 
 
 def build_worker(

@@ -1,0 +1,80 @@
+"""GitHub's REST endpoints, called through PyGithub's requester (blocking; run in a thread).
+
+Paths are spelled out rather than reached through PyGithub's object graph, so each step is
+exactly one documented request, and a failure names the request that failed ("GET /repos/...").
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+from typing import Any
+from urllib.parse import quote
+
+from github import GithubException
+from shopfloor.activities.github.clients import PER_PAGE, Session
+
+_NEXT_LINK = re.compile(r'<([^>]+)>;\s*rel="next"')
+MAX_PAGES = 50  # 5,000 items: past that an issue is not one shopfloor should be editing
+
+
+def q(segment: str) -> str:
+    """One path segment, escaped (labels and logins may hold spaces, '/' or '#')."""
+    return quote(segment, safe="")
+
+
+class GitHubApi:
+    def __init__(self, session: Session, own_login: Callable[[], str] | None = None) -> None:
+        self.session = session
+        self._requester = session.github.requester
+        self._own_login = own_login
+        self.last = ""  # the request in flight, for error messages
+
+    def own_login(self) -> str:
+        """Who our comments and reviews are authored by (asked of GitHub once per worker)."""
+        if self._own_login is None:
+            raise RuntimeError("this GitHubApi was built without an identity")
+        return self._own_login()
+
+    def request(self, verb: str, path: str, *, params: dict[str, Any] | None = None, body: Any = None) -> Any:
+        self.last = f"{verb} {path}"
+        _, data = self._requester.requestJsonAndCheck(verb, path, parameters=params, input=body)
+        return data
+
+    def get(self, path: str, **params: Any) -> Any:
+        return self.request("GET", path, params=params or None)
+
+    def get_or_none(self, path: str, **params: Any) -> Any:
+        """GET, with 404 meaning "absent" rather than an error."""
+        try:
+            return self.get(path, **params)
+        except GithubException as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    def post(self, path: str, body: Any) -> Any:
+        return self.request("POST", path, body=body)
+
+    def patch(self, path: str, body: Any) -> Any:
+        return self.request("PATCH", path, body=body)
+
+    def put(self, path: str, body: Any) -> Any:
+        return self.request("PUT", path, body=body)
+
+    def delete(self, path: str) -> Any:
+        return self.request("DELETE", path)
+
+    def paginate(self, path: str, *, items: str | None = None, **params: Any) -> Iterator[dict[str, Any]]:
+        """Every item of a listing, following `Link: rel="next"` (`items`: the key of the list
+        inside an object page, as for check runs)."""
+        url: str | None = path
+        query: dict[str, Any] | None = {"per_page": PER_PAGE, **params}
+        for _ in range(MAX_PAGES):
+            if url is None:
+                return
+            self.last = f"GET {path}"
+            headers, data = self._requester.requestJsonAndCheck("GET", url, parameters=query)
+            yield from (data.get(items) or []) if items else (data or [])
+            match = _NEXT_LINK.search(headers.get("link", ""))
+            url, query = (match.group(1), None) if match else (None, None)

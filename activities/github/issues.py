@@ -1,0 +1,89 @@
+"""Issues: read one, upsert shopfloor's marked comments, labels, and close.
+
+Writes are idempotent: a comment is found by its hidden marker (and our authorship) and edited
+in place; labels are set-like on GitHub's side; closing a closed issue changes nothing.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from github import GithubException
+from shopfloor.activities.github.api import GitHubApi, q
+
+from shopfloor.models.github_ops import (
+    CloseIssueInput,
+    CloseIssueOutput,
+    CommentOutput,
+    IssueOutput,
+    IssueRef,
+    LabelsInput,
+    LabelsOutput,
+    RemoveLabelInput,
+    UpsertCommentInput,
+    comment_marker,
+    with_marker,
+)
+
+
+def _names(labels: Any) -> list[str]:
+    return [label["name"] if isinstance(label, dict) else str(label) for label in labels or []]
+
+
+def get_issue(api: GitHubApi, inp: IssueRef) -> IssueOutput:
+    issue = api.get(f"/repos/{inp.repo}/issues/{inp.number}")
+    user = issue.get("user") or {}
+    return IssueOutput(
+        number=issue["number"],
+        title=issue.get("title") or "",
+        body=issue.get("body") or "",
+        state=issue["state"],
+        state_reason=issue.get("state_reason"),
+        labels=_names(issue.get("labels")),
+        author=user.get("login", ""),
+        author_type=user.get("type", ""),
+        author_association=issue.get("author_association"),
+        is_pull_request="pull_request" in issue,
+        url=issue.get("html_url") or "",
+    )
+
+
+def upsert_comment(api: GitHubApi, inp: UpsertCommentInput) -> CommentOutput:
+    marker = comment_marker(inp.workflow_id, inp.kind)
+    body = with_marker(inp.body, inp.workflow_id, inp.kind)
+    me = api.own_login()
+    for comment in api.paginate(f"/repos/{inp.repo}/issues/{inp.issue_number}/comments"):
+        # Ours only: a marker pasted into someone else's comment must not capture our updates.
+        if (comment.get("user") or {}).get("login") != me or marker not in (comment.get("body") or ""):
+            continue
+        url = comment.get("html_url") or ""
+        if comment.get("body") == body:
+            return CommentOutput(id=comment["id"], url=url, action="unchanged")
+        api.patch(f"/repos/{inp.repo}/issues/comments/{comment['id']}", {"body": body})
+        return CommentOutput(id=comment["id"], url=url, action="updated")
+    created = api.post(f"/repos/{inp.repo}/issues/{inp.issue_number}/comments", {"body": body})
+    return CommentOutput(id=created["id"], url=created.get("html_url") or "", action="created")
+
+
+def add_labels(api: GitHubApi, inp: LabelsInput) -> LabelsOutput:
+    labels = api.post(f"/repos/{inp.repo}/issues/{inp.issue_number}/labels", {"labels": inp.labels})
+    return LabelsOutput(labels=_names(labels))
+
+
+def remove_label(api: GitHubApi, inp: RemoveLabelInput) -> LabelsOutput:
+    path = f"/repos/{inp.repo}/issues/{inp.issue_number}/labels"
+    try:
+        return LabelsOutput(labels=_names(api.delete(f"{path}/{q(inp.label)}")))
+    except GithubException as exc:
+        if exc.status != 404:  # "Label does not exist": it is not there, as asked
+            raise
+    return LabelsOutput(labels=_names(api.paginate(path)))
+
+
+def close_issue(api: GitHubApi, inp: CloseIssueInput) -> CloseIssueOutput:
+    path = f"/repos/{inp.repo}/issues/{inp.issue_number}"
+    issue = api.get(path)
+    if issue["state"] == "closed":
+        return CloseIssueOutput(state_reason=issue.get("state_reason"), already_closed=True)
+    closed = api.patch(path, {"state": "closed", "state_reason": inp.state_reason})
+    return CloseIssueOutput(state_reason=closed.get("state_reason"), already_closed=False)

@@ -1,0 +1,149 @@
+"""The GitHub activities: one pydantic model in, one out, every write idempotent under retries.
+
+PyGithub blocks, so each runs in a worker thread. Writes take the per-installation lock first
+(one write at a time per installation, per worker); reads do not. Any failure leaves here as
+an ApplicationError that says whether Temporal should retry (see errors.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import structlog
+from pydantic import BaseModel
+from shopfloor.activities.github import branches, issues, pulls, reads
+from shopfloor.activities.github.api import GitHubApi
+from shopfloor.activities.github.clients import GitHubClients
+from shopfloor.activities.github.errors import github_failure
+from temporalio import activity
+
+from shopfloor.models.github_ops import (
+    CiStatusInput,
+    CiStatusOutput,
+    CloseIssueInput,
+    CloseIssueOutput,
+    CommentOutput,
+    DeleteBranchInput,
+    DeleteBranchOutput,
+    EnsureBranchInput,
+    EnsureBranchOutput,
+    FileOutput,
+    FindOrCreatePrInput,
+    IssueOutput,
+    IssueRef,
+    LabelsInput,
+    LabelsOutput,
+    MergeOutput,
+    MergePrInput,
+    PermissionInput,
+    PermissionOutput,
+    PrOutput,
+    ReadFileInput,
+    RemoveLabelInput,
+    ReviewOutput,
+    SubmitReviewInput,
+    UpsertCommentInput,
+)
+
+log = structlog.get_logger(__name__)
+
+In = TypeVar("In", bound=BaseModel)
+Out = TypeVar("Out", bound=BaseModel)
+
+
+class GitHubActivities:
+    def __init__(self, clients: GitHubClients) -> None:
+        self._clients = clients
+
+    def _call(self, fn: Callable[[GitHubApi, In], Out], inp: In) -> Out:
+        """Blocking: one operation in this thread, every failure mapped for Temporal."""
+        api: GitHubApi | None = None
+        try:
+            session = self._clients.session(inp.repo)  # type: ignore[attr-defined]
+            api = GitHubApi(session, own_login=lambda: self._clients.own_login(session))
+            return fn(api, inp)
+        except Exception as exc:  # noqa: BLE001 - every failure leaves as one mapped ApplicationError
+            raise github_failure(exc, api.last if api else "", auth_hint=self._clients.auth_hint) from None
+
+    async def _read(self, fn: Callable[[GitHubApi, In], Out], inp: In) -> Out:
+        return await asyncio.to_thread(self._call, fn, inp)
+
+    async def _write(self, fn: Callable[[GitHubApi, In], Out], inp: In) -> Out:
+        repo: str = inp.repo  # type: ignore[attr-defined]
+        try:
+            key = await asyncio.to_thread(self._clients.write_key, repo)
+        except Exception as exc:  # noqa: BLE001 - mapped like any other failure
+            raise github_failure(exc, auth_hint=self._clients.auth_hint) from None
+        async with self._clients.write_lock(key):
+            out = await asyncio.to_thread(self._call, fn, inp)
+        log.info("github write", op=fn.__name__, repo=repo, result=_brief(out))
+        return out
+
+    @activity.defn(name="github_ensure_branch")
+    async def ensure_branch(self, inp: EnsureBranchInput) -> EnsureBranchOutput:
+        return await self._write(branches.ensure_branch, inp)
+
+    @activity.defn(name="github_delete_branch")
+    async def delete_branch(self, inp: DeleteBranchInput) -> DeleteBranchOutput:
+        return await self._write(branches.delete_branch, inp)
+
+    @activity.defn(name="github_find_or_create_pr")
+    async def find_or_create_pr(self, inp: FindOrCreatePrInput) -> PrOutput:
+        return await self._write(pulls.find_or_create_pr, inp)
+
+    @activity.defn(name="github_submit_review")
+    async def submit_review(self, inp: SubmitReviewInput) -> ReviewOutput:
+        return await self._write(pulls.submit_review, inp)
+
+    @activity.defn(name="github_merge_pr")
+    async def merge_pr(self, inp: MergePrInput) -> MergeOutput:
+        return await self._write(pulls.merge_pr, inp)
+
+    @activity.defn(name="github_upsert_comment")
+    async def upsert_comment(self, inp: UpsertCommentInput) -> CommentOutput:
+        return await self._write(issues.upsert_comment, inp)
+
+    @activity.defn(name="github_add_labels")
+    async def add_labels(self, inp: LabelsInput) -> LabelsOutput:
+        return await self._write(issues.add_labels, inp)
+
+    @activity.defn(name="github_remove_label")
+    async def remove_label(self, inp: RemoveLabelInput) -> LabelsOutput:
+        return await self._write(issues.remove_label, inp)
+
+    @activity.defn(name="github_close_issue")
+    async def close_issue(self, inp: CloseIssueInput) -> CloseIssueOutput:
+        return await self._write(issues.close_issue, inp)
+
+    @activity.defn(name="github_get_issue")
+    async def get_issue(self, inp: IssueRef) -> IssueOutput:
+        return await self._read(issues.get_issue, inp)
+
+    @activity.defn(name="github_permission")
+    async def permission(self, inp: PermissionInput) -> PermissionOutput:
+        return await self._read(reads.permission, inp)
+
+    @activity.defn(name="github_read_file")
+    async def read_file(self, inp: ReadFileInput) -> FileOutput:
+        return await self._read(reads.read_file, inp)
+
+    @activity.defn(name="github_ci_status")
+    async def ci_status(self, inp: CiStatusInput) -> CiStatusOutput:
+        return await self._read(reads.ci_status, inp)
+
+    def all(self) -> list[Callable[..., Any]]:
+        return [
+            self.ensure_branch, self.delete_branch, self.find_or_create_pr, self.submit_review, self.merge_pr,
+            self.upsert_comment, self.add_labels, self.remove_label, self.close_issue,
+            self.get_issue, self.permission, self.read_file, self.ci_status,
+        ]  # fmt: skip
+
+
+def _brief(out: BaseModel) -> dict[str, Any]:
+    """What a log line needs of a result: short scalars only (never bodies or file contents)."""
+    def short(v: Any) -> bool:
+        return isinstance(v, (bool, int)) or (isinstance(v, str) and len(v) <= 80)
+
+    return {k: v for k, v in out.model_dump().items() if short(v)}

@@ -1,0 +1,121 @@
+"""Pull requests: find-or-create, one review per (workflow, round), merge behind a head-SHA guard.
+
+Each is idempotent under retries: a PR is found by its head branch before one is created, a
+review carries a hidden marker and is listed before one is submitted, and a merge that already
+happened (the response was lost) is recognized by the PR's own state.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from github import GithubException
+from shopfloor.activities.github.api import GitHubApi
+from temporalio.exceptions import ApplicationError
+
+from shopfloor.models.github_ops import (
+    FindOrCreatePrInput,
+    MergeOutput,
+    MergePrInput,
+    PrOutput,
+    ReviewOutput,
+    SubmitReviewInput,
+    comment_marker,
+    with_marker,
+)
+
+
+def _pr_output(pr: dict[str, Any], *, created: bool) -> PrOutput:
+    return PrOutput(number=pr["number"], url=pr.get("html_url") or "", head_sha=pr["head"]["sha"], created=created)
+
+
+def find_open_pr(api: GitHubApi, repo: str, head: str) -> dict[str, Any] | None:
+    owner = repo.split("/", 1)[0]
+    for pr in api.paginate(f"/repos/{repo}/pulls", state="open", head=f"{owner}:{head}"):
+        # Filter again: the `head` filter is the server's, the guarantee should be ours.
+        if pr["head"]["ref"] == head and (pr["head"].get("repo") or {}).get("full_name") in (repo, None):
+            return pr
+    return None
+
+
+def find_or_create_pr(api: GitHubApi, inp: FindOrCreatePrInput) -> PrOutput:
+    found = find_open_pr(api, inp.repo, inp.head)
+    if found is not None:
+        return _pr_output(found, created=False)
+    body = {"title": inp.title, "head": inp.head, "base": inp.base, "body": inp.body, "draft": inp.draft}
+    try:
+        return _pr_output(api.post(f"/repos/{inp.repo}/pulls", body), created=True)
+    except GithubException as exc:
+        failed = api.last
+        # 422 "A pull request already exists for owner:head": another attempt won the race.
+        if exc.status == 422 and (found := find_open_pr(api, inp.repo, inp.head)) is not None:
+            return _pr_output(found, created=False)
+        api.last = failed  # the error names the create, not the look-up after it
+        raise
+
+
+def submit_review(api: GitHubApi, inp: SubmitReviewInput) -> ReviewOutput:
+    kind = f"review-{inp.round}"
+    marker = comment_marker(inp.workflow_id, kind)
+    me = api.own_login()
+    for review in api.paginate(f"/repos/{inp.repo}/pulls/{inp.pr_number}/reviews"):
+        if (review.get("user") or {}).get("login") == me and marker in (review.get("body") or ""):
+            return _review_output(review, created=False)
+    payload: dict[str, Any] = {
+        "event": inp.event,
+        "body": with_marker(inp.body, inp.workflow_id, kind),
+        "comments": [c.model_dump() for c in inp.comments],
+    }
+    if inp.commit_id:
+        payload["commit_id"] = inp.commit_id
+    return _review_output(api.post(f"/repos/{inp.repo}/pulls/{inp.pr_number}/reviews", payload), created=True)
+
+
+def _review_output(review: dict[str, Any], *, created: bool) -> ReviewOutput:
+    url = review.get("html_url") or ""
+    return ReviewOutput(id=review["id"], state=review.get("state", ""), url=url, created=created)
+
+
+def _head_changed(api: GitHubApi, inp: MergePrInput, actual: str, *, merged: bool) -> ApplicationError:
+    done = "was merged" if merged else "is"
+    return ApplicationError(
+        f"{api.last}: pull request #{inp.pr_number} {done} at head {actual[:12]}, not the reviewed {inp.head_sha[:12]}",
+        type="GitHubHeadChanged",
+        non_retryable=True,
+    )
+
+
+def _already_merged(api: GitHubApi, inp: MergePrInput, pr: dict[str, Any]) -> MergeOutput:
+    if pr["head"]["sha"] != inp.head_sha:
+        raise _head_changed(api, inp, pr["head"]["sha"], merged=True)
+    return MergeOutput(sha=pr["merge_commit_sha"], already_merged=True)
+
+
+def merge_pr(api: GitHubApi, inp: MergePrInput) -> MergeOutput:
+    path = f"/repos/{inp.repo}/pulls/{inp.pr_number}"
+    pr = api.get(path)
+    if pr.get("merged"):
+        return _already_merged(api, inp, pr)  # a retry after a lost response
+    if pr["state"] != "open":
+        raise ApplicationError(
+            f"{api.last}: pull request #{inp.pr_number} was closed without merging",
+            type="GitHubNotMergeable",
+            non_retryable=True,
+        )
+    if pr["head"]["sha"] != inp.head_sha:
+        raise _head_changed(api, inp, pr["head"]["sha"], merged=False)
+    body: dict[str, Any] = {"sha": inp.head_sha, "merge_method": inp.method}
+    if inp.title is not None:
+        body["commit_title"] = inp.title
+    if inp.message is not None:
+        body["commit_message"] = inp.message
+    try:
+        return MergeOutput(sha=api.put(f"{path}/merge", body)["sha"])
+    except GithubException as exc:
+        failed = api.last
+        if exc.status in (405, 409):  # maybe merged meanwhile by a concurrent attempt
+            pr = api.get(path)
+            if pr.get("merged"):
+                return _already_merged(api, inp, pr)
+        api.last = failed  # the error names the merge, not the re-check after it
+        raise

@@ -1,0 +1,91 @@
+"""Reads the factory decides on: a user's permission, a file, and a commit's CI status."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from typing import get_args
+from urllib.parse import quote
+
+from shopfloor.activities.github.api import GitHubApi, q
+from temporalio.exceptions import ApplicationError
+
+from shopfloor.models.github_ops import (
+    CiCheck,
+    CiState,
+    CiStatusInput,
+    CiStatusOutput,
+    FileOutput,
+    Permission,
+    PermissionInput,
+    PermissionOutput,
+    ReadFileInput,
+)
+
+_PERMISSIONS = set(get_args(Permission))
+_STATUS_STATES: dict[str, CiState] = {
+    "success": "success", "pending": "pending", "failure": "failure", "error": "failure",
+}  # fmt: skip
+_PASSING_CONCLUSIONS = {"success", "neutral", "skipped"}
+
+
+def permission(api: GitHubApi, inp: PermissionInput) -> PermissionOutput:
+    data = api.get_or_none(f"/repos/{inp.repo}/collaborators/{q(inp.login)}/permission")
+    if data is None:  # no such user
+        return PermissionOutput(permission="none")
+    # `permission` folds maintain into write and triage into read; `role_name` keeps them apart
+    # (for custom roles it is the role's own name, so fall back then).
+    role = data.get("role_name")
+    level = role if role in _PERMISSIONS else data.get("permission")
+    return PermissionOutput(permission=level if level in _PERMISSIONS else "none")
+
+
+def read_file(api: GitHubApi, inp: ReadFileInput) -> FileOutput:
+    params = {"ref": inp.ref} if inp.ref else {}
+    data = api.get_or_none(f"/repos/{inp.repo}/contents/{quote(inp.path.lstrip('/'), safe='/')}", **params)
+    if data is None:
+        return FileOutput(found=False)
+    if not isinstance(data, dict) or data.get("type") != "file":
+        raise ApplicationError(f"{api.last}: {inp.path!r} is not a file", type="GitHubNotAFile", non_retryable=True)
+    if int(data.get("size") or 0) > inp.max_bytes:
+        raise ApplicationError(
+            f"{api.last}: {inp.path!r} is {data['size']} bytes, over the {inp.max_bytes}-byte limit",
+            type="GitHubFileTooLarge",
+            non_retryable=True,
+        )
+    try:
+        text = base64.b64decode(data.get("content") or "").decode("utf-8")
+    except (binascii.Error, UnicodeDecodeError):
+        raise ApplicationError(
+            f"{api.last}: {inp.path!r} is not UTF-8 text", type="GitHubNotAFile", non_retryable=True
+        ) from None
+    return FileOutput(found=True, content=text, sha=data.get("sha"))
+
+
+def ci_status(api: GitHubApi, inp: CiStatusInput) -> CiStatusOutput:
+    """Commit statuses (latest per context) and check runs (latest per name) in one verdict:
+    any failure -> failure; else anything running, or nothing reported yet -> pending."""
+    checks: list[CiCheck] = []
+    combined = api.get(f"/repos/{inp.repo}/commits/{inp.sha}/status")
+    for status in combined.get("statuses") or []:
+        checks.append(
+            CiCheck(
+                name=status.get("context") or "default",
+                kind="status",
+                state=_STATUS_STATES.get(status.get("state", ""), "pending"),
+                url=status.get("target_url"),
+            )
+        )
+    for run in api.paginate(f"/repos/{inp.repo}/commits/{inp.sha}/check-runs", items="check_runs", filter="latest"):
+        if run.get("status") != "completed":
+            state: CiState = "pending"
+        else:
+            state = "success" if run.get("conclusion") in _PASSING_CONCLUSIONS else "failure"
+        checks.append(CiCheck(name=run["name"], kind="check_run", state=state, url=run.get("html_url")))
+    states = {c.state for c in checks}
+    overall: CiState = "success"
+    if "failure" in states:
+        overall = "failure"
+    elif "pending" in states or not checks:
+        overall = "pending"
+    return CiStatusOutput(state=overall, total=len(checks), checks=checks)
