@@ -42,6 +42,18 @@ class Settings(BaseSettings):
     webhook_host: str = "127.0.0.1"
     webhook_port: int = 8000
     webhook_secret: SecretStr | None = None  # GitHub webhooks' HMAC key (X-Hub-Signature-256)
+    webhook_max_body_bytes: int = Field(default=25 * 1024 * 1024, ge=1024)  # GitHub caps payloads at 25 MB
+    trigger_label: str = "shopfloor"  # an issue with this label is worked on (and reconciled)
+
+    # Alert sources: Alertmanager and generic JSON send `Authorization: Bearer <alert_token>`;
+    # Sentry signs with its integration's client secret (Sentry-Hook-Signature).
+    alert_token: SecretStr | None = None
+    sentry_client_secret: SecretStr | None = None
+    # Which repository an alert belongs to, first match wins (JSON):
+    # {"service=checkout": "acme/shop", "job=api": "acme/api", "*": "acme/ops"}
+    # Keys are `<label>=<value>` matched against the alert's labels (Sentry: its project slug is the
+    # label `project`), or "*" as the fallback.
+    alert_routes: dict[str, str] = Field(default_factory=dict)
 
     # GitHub. With neither a token nor an App configured, `shopfloor dev` starts the GitHub
     # simulator and points everything at it.
@@ -94,6 +106,8 @@ class Settings(BaseSettings):
             self.anthropic_api_key,
             self.temporal_api_key,
             self.webhook_secret,
+            self.alert_token,
+            self.sentry_client_secret,
             self.github_token,
             self.github_app_private_key,
         ]

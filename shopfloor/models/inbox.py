@@ -1,0 +1,128 @@
+"""What the factory workflows receive from the edge (DESIGN §5): GitHub events and alerts as
+signals, and the ids and inputs of the workflows they start.
+
+The webhook server builds these from verified deliveries; they travel through Temporal history, so
+long text (issue and comment bodies, alert descriptions) is sanitized, snapshotted into the blob
+store and carried as a digest plus a short preview. New fields always get defaults.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+# Workflow type names and signal names: the edge starts workflows by name (it never imports
+# `shopfloor.workflows`), so these strings are the contract between the two.
+ISSUE_WORKFLOW = "IssueWorkflow"
+PULL_REQUEST_WORKFLOW = "PullRequestWorkflow"
+ALERT_WORKFLOW = "AlertWorkflow"
+GITHUB_EVENT_SIGNAL = "github_event"
+ALERT_SIGNAL = "alert"
+
+REPO_PATTERN = r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})/[A-Za-z0-9._-]{1,100}$"
+CommandName = Literal["fix", "review", "approve", "stop", "pause", "resume", "retry"]
+# Commands that change code or merge: the sender needs write access to the repository.
+WRITE_COMMANDS: frozenset[str] = frozenset({"fix", "approve", "retry", "review"})
+
+
+def issue_workflow_id(repo: str, number: int) -> str:
+    return f"issue/{repo}/{number}"
+
+
+def pr_workflow_id(repo: str, number: int) -> str:
+    return f"pr/{repo}/{number}"
+
+
+_SAFE_FINGERPRINT = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
+
+
+def safe_fingerprint(raw: str) -> str:
+    """A fingerprint usable in a workflow id: kept when plain, else its sha256 (stable)."""
+    return raw if _SAFE_FINGERPRINT.match(raw) else "sha256-" + hashlib.sha256(raw.encode()).hexdigest()[:32]
+
+
+def alert_workflow_id(source: str, fingerprint: str) -> str:
+    return f"alert/{source}/{safe_fingerprint(fingerprint)}"
+
+
+class CommentCommand(BaseModel):
+    """`/shopfloor <name> [args]` from a comment (the first such line wins)."""
+
+    name: CommandName
+    args: str = ""
+
+    @property
+    def needs_write(self) -> bool:
+        return self.name in WRITE_COMMANDS
+
+
+class TextSnapshot(BaseModel):
+    """Untrusted text as it was when the event arrived, stripped of hidden content."""
+
+    digest: str  # blob store key of {"title": ..., "body": ...} (sanitized)
+    preview: str = ""  # first ~200 characters of the body, for status views
+    chars: int = 0
+
+
+class RepoEvent(BaseModel):
+    """One GitHub delivery about an issue or pull request, as the workflow for it receives it."""
+
+    delivery_id: str  # X-GitHub-Delivery: the same event delivered again has the same id
+    event: str  # X-GitHub-Event
+    action: str | None = None
+    repo: str = Field(pattern=REPO_PATTERN)
+    number: int | None = None  # issue or PR number, when the event is about one
+    is_pull_request: bool = False
+    sender: str
+    sender_type: str = "User"
+    title: str | None = None  # sanitized; GitHub caps titles at 256 characters
+    text: TextSnapshot | None = None  # issue/PR body, or the comment for comment events
+    labels: list[str] = Field(default_factory=list)
+    label: str | None = None  # the label added/removed, for labeled/unlabeled
+    command: CommentCommand | None = None
+    comment_id: int | None = None
+    head_sha: str | None = None  # PR head, check run / suite / status sha
+    state: str | None = None  # review state, status state, check conclusion
+    check_name: str | None = None
+    installation_id: int | None = None
+    received_at: datetime | None = None
+
+
+AlertStatus = Literal["firing", "resolved"]
+
+
+class Alert(BaseModel):
+    """An alert from any source, normalized (Alertmanager, Sentry, generic JSON)."""
+
+    source: Literal["alertmanager", "sentry", "generic"]
+    fingerprint: str
+    status: AlertStatus
+    repo: str | None = Field(default=None, pattern=REPO_PATTERN)  # from SHOPFLOOR_ALERT_ROUTES; None: unrouted
+    labels: dict[str, str] = Field(default_factory=dict)
+    summary: str = ""  # one line
+    description: str = ""  # sanitized, capped at 4000 characters
+    links: list[str] = Field(default_factory=list)
+    first_seen: datetime | None = None
+    last_seen: datetime | None = None
+    occurrences: int = Field(default=1, ge=1)
+    delivery_id: str = ""  # a stable id of this notification, for de-duplication in the workflow
+
+
+class IssueWorkflowInput(BaseModel):
+    repo: str = Field(pattern=REPO_PATTERN)
+    number: int = Field(ge=1)
+
+
+class PullRequestWorkflowInput(BaseModel):
+    repo: str = Field(pattern=REPO_PATTERN)
+    number: int = Field(ge=1)
+
+
+class AlertWorkflowInput(BaseModel):
+    source: str
+    fingerprint: str
+    repo: str | None = Field(default=None, pattern=REPO_PATTERN)
