@@ -1,0 +1,141 @@
+"""`/shopfloor <command>` comments: who may give them, and the reply to those who may not
+(DESIGN §6).
+
+Every command needs write access (write, maintain or admin) to the repository. DESIGN §6 names
+fix, review-on-request, approve and merge; stop, pause and resume need it too, because otherwise
+anyone able to comment could halt a maintainer's run. Permissions come from GitHub through the
+`github_permission` activity and are cached per (repo, login) for PERMISSION_TTL of workflow
+time, so a burst of comments costs one call. A refused command gets one reply on the issue/PR
+(an upserted marker comment per comment id, so a retry or a second delivery never posts twice);
+the reply quotes the command name only, never the user's text.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError
+
+with workflow.unsafe.imports_passed_through():
+    from shopfloor.models.factory import CachedPermission, CommandRecord, InboxCarry
+    from shopfloor.models.github_ops import CommentOutput, PermissionInput, PermissionOutput, UpsertCommentInput
+    from shopfloor.models.inbox import RepoEvent
+
+PERMISSION_TTL = timedelta(minutes=5)
+WRITE_LEVELS = frozenset({"write", "maintain", "admin"})
+COMMANDS_KEPT = 50
+COMMENTS_KEPT = 200
+GITHUB_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=1),
+    backoff_coefficient=2.0,
+    maximum_interval=timedelta(seconds=60),
+    maximum_attempts=6,
+)
+GITHUB_TIMEOUT = timedelta(seconds=60)
+
+
+def safe_login(login: str) -> str:
+    """A login fit to quote in a comment: GitHub logins are letters, digits and hyphens."""
+    return re.sub(r"[^A-Za-z0-9-]", "", login)[:39] or "there"
+
+
+def _marker_kind(e: RepoEvent) -> str:
+    ref = str(e.comment_id) if e.comment_id is not None else re.sub(r"[^A-Za-z0-9_.-]", "", e.delivery_id)[:64]
+    return f"refused-{ref or 'command'}"
+
+
+class CommandHandling:
+    c: InboxCarry
+    repo: str
+    number: int
+
+    async def handle_command(self, e: RepoEvent) -> str:
+        """Check and record `e.command`; returns a note for the event log."""
+        assert e.command is not None
+        c, name = self.c, e.command.name
+        if e.comment_id is not None:
+            if e.comment_id in c.handled_comments:  # an edit of the comment must not act again
+                return f"ignored: comment {e.comment_id} was handled already"
+            c.handled_comments.append(e.comment_id)
+            del c.handled_comments[:-COMMENTS_KEPT]
+        permission = await self.permission_of(e.sender)
+        record = CommandRecord(
+            name=name, sender=e.sender, comment_id=e.comment_id, delivery_id=e.delivery_id,
+            permission=permission, text=e.text, at=workflow.now(),
+        )  # fmt: skip
+        if permission not in WRITE_LEVELS:
+            record.reason = (
+                "could not check the sender's permission" if permission == "unknown" else "needs write access"
+            )
+            record.replied = await self._refuse(e, permission)
+            self._keep(record)
+            return f"command {name} refused ({permission})"
+        record.accepted = True
+        self._keep(record)
+        if name == "stop":
+            c.state, c.stopped_by = "stopped", e.sender
+        elif name == "pause":
+            c.paused = True
+        elif name == "resume":
+            c.paused = False
+        elif c.trigger_text is None and e.text is not None:
+            # A maintainer's command on an issue shopfloor never saw opened: that comment is the trigger.
+            c.trigger_text, c.trigger_title, c.trigger_delivery_id = e.text, e.title, e.delivery_id
+        return f"command {name} accepted"
+
+    def _keep(self, record: CommandRecord) -> None:
+        self.c.commands.append(record)
+        del self.c.commands[:-COMMANDS_KEPT]
+
+    async def permission_of(self, login: str) -> str:
+        """The sender's permission on the repo: from the cache while fresh, else from GitHub."""
+        now = workflow.now().timestamp()
+        ttl = PERMISSION_TTL.total_seconds()
+        cache = self.c.permissions
+        for key in [k for k, v in cache.items() if now - v.checked_at >= ttl]:
+            del cache[key]  # expired entries go, so the cache stays small
+        key = f"{self.repo}:{login.lower()}"
+        if key in cache:
+            return cache[key].permission
+        try:
+            out = await workflow.execute_activity(
+                "github_permission",
+                PermissionInput(repo=self.repo, login=login),
+                result_type=PermissionOutput,
+                start_to_close_timeout=GITHUB_TIMEOUT,
+                retry_policy=GITHUB_RETRY,
+                summary=f"permission of {safe_login(login)} on {self.repo}",
+            )
+        except ActivityError:
+            return "unknown"  # not cached: the next comment asks again
+        cache[key] = CachedPermission(permission=out.permission, checked_at=workflow.now().timestamp())
+        return out.permission
+
+    async def _refuse(self, e: RepoEvent, permission: str) -> bool:
+        assert e.command is not None
+        who, cmd = safe_login(e.sender), f"`/shopfloor {e.command.name}`"
+        if permission == "unknown":
+            body = f"@{who} {cmd} was not run: shopfloor could not check your access to {self.repo}. Try again later."
+        else:
+            body = f"@{who} {cmd} needs write access to {self.repo} (you have: {permission}). Ask a maintainer."
+        try:
+            await workflow.execute_activity(
+                "github_upsert_comment",
+                UpsertCommentInput(
+                    repo=self.repo,
+                    issue_number=self.number,
+                    workflow_id=workflow.info().workflow_id,
+                    kind=_marker_kind(e),
+                    body=body,
+                ),
+                result_type=CommentOutput,
+                start_to_close_timeout=GITHUB_TIMEOUT,
+                retry_policy=GITHUB_RETRY,
+                summary=f"refuse /shopfloor {e.command.name} from {who}",
+            )
+        except ActivityError:
+            return False  # the refusal is recorded either way; the reply is a courtesy
+        return True

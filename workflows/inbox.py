@@ -1,0 +1,190 @@
+"""The event inbox shared by IssueWorkflow and PullRequestWorkflow (DESIGN §5, §6).
+
+GitHub deliveries arrive as `github_event` signals (signal-with-start from the edge). The signal
+handler only de-duplicates by delivery id and queues; the run loop handles one event at a time
+in arrival order, so a command's permission check (an activity) never races the next event.
+The same delivery through two webhook replicas, or redelivered by GitHub or the reconciler, has
+one effect. The first triggering event fixes the text the agents will read; later edits never
+replace it.
+
+Lifetime: until the issue/PR is closed, a maintainer's `/shopfloor stop`, or IDLE_TIMEOUT with
+no event. It continues as new when Temporal suggests it or after `continue_after_events`
+deliveries, carrying the dedupe window, snapshot, commands and state (InboxCarry).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import timedelta
+from typing import ClassVar
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from shopfloor.models.factory import EventRecord, InboxCarry, InboxSummary
+    from shopfloor.models.inbox import GITHUB_EVENT_SIGNAL, RepoEvent
+    from shopfloor.search_attributes import SHOPFLOOR_ISSUE, SHOPFLOOR_REPO, SHOPFLOOR_STAGE
+    from shopfloor.workflows.commands import CommandHandling
+
+# No event for this long: the inbox ends as "idle" (an issue nobody touches for a month is not
+# worth a running workflow; the next event starts a fresh one through signal-with-start).
+IDLE_TIMEOUT = timedelta(days=30)
+DEDUPE_KEPT = 500  # delivery ids remembered; redeliveries come within hours, not 500 events later
+EVENTS_KEPT = 20
+
+# (event, action) pairs whose text is what the agents act on: the first one fixes the snapshot.
+TRIGGERS = {
+    ("issues", "opened"),
+    ("issues", "reopened"),
+    ("issues", "labeled"),
+    ("pull_request", "opened"),
+    ("pull_request", "reopened"),
+    ("pull_request", "ready_for_review"),
+    ("pull_request", "labeled"),
+}
+EDITS = {("issues", "edited"), ("pull_request", "edited"), ("issue_comment", "edited")}
+
+
+def remember(window: list, item: object, keep: int) -> None:
+    """Append to a bounded, oldest-first window in place."""
+    window.append(item)
+    del window[:-keep]
+
+
+def is_bot(event: RepoEvent) -> bool:
+    # The edge filters bots already; a loop through our own comments must be impossible anyway.
+    return event.sender_type == "Bot" or event.sender.lower().endswith("[bot]")
+
+
+def idle_left(last_activity: float) -> timedelta:
+    return IDLE_TIMEOUT - timedelta(seconds=workflow.now().timestamp() - last_activity)
+
+
+class GitHubInbox(CommandHandling):
+    KIND: ClassVar[str] = "issue"
+    CLOSE_EVENT: ClassVar[str] = "issues"  # this event with action "closed" ends the inbox
+
+    def __init__(self, repo: str, number: int, carry: InboxCarry | None) -> None:
+        self.repo = repo
+        self.number = number
+        self.c = carry or InboxCarry()
+        self._queue: list[RepoEvent] = list(self.c.pending)
+        self.c.pending = []
+        self._handled_this_run = 0
+
+    # -- what the edge sends -------------------------------------------------------------------
+
+    @workflow.signal(name=GITHUB_EVENT_SIGNAL)
+    def github_event(self, event: RepoEvent) -> None:
+        if event.delivery_id:
+            if event.delivery_id in self.c.seen:
+                return  # a redelivery, or the same delivery through another replica
+            remember(self.c.seen, event.delivery_id, DEDUPE_KEPT)
+        self._queue.append(event)
+
+    # -- what operators read -------------------------------------------------------------------
+
+    @workflow.query(name="inbox")
+    def inbox(self) -> InboxSummary:
+        c = self.c
+        return InboxSummary(
+            kind=self.KIND,  # type: ignore[arg-type]
+            repo=self.repo,
+            number=self.number,
+            state=c.state,
+            paused=c.paused,
+            events_seen=c.events_seen,
+            bots_ignored=c.bots_ignored,
+            last_events=c.events[-EVENTS_KEPT:],
+            trigger_title=c.trigger_title,
+            trigger_text=c.trigger_text,
+            commands_accepted=[r for r in c.commands if r.accepted],
+            commands_refused=[r for r in c.commands if not r.accepted],
+            stopped_by=c.stopped_by,
+            runs=c.runs,
+        )
+
+    # -- the loop ------------------------------------------------------------------------------
+
+    async def serve(self, continue_after_events: int, next_input: Callable[[InboxCarry], object]) -> None:
+        """Handle events until the inbox ends (state is no longer "received")."""
+        workflow.upsert_search_attributes(
+            [
+                SHOPFLOOR_REPO.value_set(self.repo),
+                SHOPFLOOR_ISSUE.value_set(self.number),
+                SHOPFLOOR_STAGE.value_set("received"),
+            ]
+        )
+        c = self.c
+        if c.last_activity is None:
+            c.last_activity = workflow.now().timestamp()
+        self.publish()
+        while c.state == "received":
+            if self._handled_this_run >= continue_after_events or workflow.info().is_continue_as_new_suggested():
+                await workflow.wait_condition(workflow.all_handlers_finished)
+                c.pending, c.runs = list(self._queue), c.runs + 1
+                workflow.continue_as_new(next_input(c))
+            if not self._queue:
+                left = idle_left(c.last_activity)
+                try:
+                    if left <= timedelta(0):
+                        raise TimeoutError
+                    await workflow.wait_condition(lambda: bool(self._queue), timeout=left)
+                except TimeoutError:
+                    c.state = "idle"
+                    break
+                continue
+            await self._handle(self._queue.pop(0))
+            self._handled_this_run += 1
+        workflow.upsert_search_attributes([SHOPFLOOR_STAGE.value_set(c.state)])
+        self.publish()
+
+    async def _handle(self, e: RepoEvent) -> None:
+        c = self.c
+        if is_bot(e):
+            c.bots_ignored += 1
+            return
+        c.events_seen += 1
+        c.last_activity = workflow.now().timestamp()
+        key = (e.event, e.action or "")
+        note = ""
+        if e.command is not None:
+            note = await self.handle_command(e)
+        elif key in TRIGGERS and e.text is not None and c.trigger_text is None:
+            self.snapshot(e)
+            note = "trigger"
+        elif key in EDITS:
+            note = "ignored: edits after the trigger" if c.trigger_text is not None else "ignored: an edit"
+        if e.event == self.CLOSE_EVENT and e.action == "closed":
+            c.state = "closed"
+            note = note or "closed"
+        record = EventRecord(
+            delivery_id=e.delivery_id, event=e.event, action=e.action, sender=e.sender, at=workflow.now(), note=note
+        )
+        remember(c.events, record, EVENTS_KEPT)
+        self.publish()
+
+    def snapshot(self, e: RepoEvent) -> None:
+        """Fix the trigger text once: the agents read this, never a later edit (DESIGN §6)."""
+        if self.c.trigger_text is None and e.text is not None:
+            self.c.trigger_text = e.text
+            self.c.trigger_title = e.title
+            self.c.trigger_delivery_id = e.delivery_id
+
+    def publish(self) -> None:
+        c = self.c
+        state = "paused" if c.paused and c.state == "received" else c.state
+        lines = [
+            f"**{self.KIND.replace('_', ' ')}** `{self.repo}#{self.number}` · state: **{state}**",
+            f"events: {c.events_seen} · bots ignored: {c.bots_ignored} · run {c.runs}",
+        ]
+        if c.trigger_text is not None:
+            lines.append(f"trigger: {c.trigger_title or ''} — {c.trigger_text.preview[:80]!r}")
+        if c.stopped_by:
+            lines.append(f"stopped by @{c.stopped_by}")
+        lines += [
+            f"- `/shopfloor {r.name}` by @{r.sender}: {'accepted' if r.accepted else 'refused'}"
+            for r in c.commands[-5:]
+        ]
+        lines += [f"- {e.event}.{e.action or ''} by @{e.sender} {e.note}".rstrip() for e in c.events[-8:]]
+        workflow.set_current_details("\n".join(lines))
