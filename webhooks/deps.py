@@ -1,0 +1,19 @@
+"""What the edge's routers share: settings, the Temporal starter, metrics and the blob store."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from shopfloor.webhooks.metrics import EdgeMetrics
+from shopfloor.webhooks.starting import Starter
+
+from shopfloor.blobs import BlobStore
+from shopfloor.settings import Settings
+
+
+@dataclass
+class EdgeDeps:
+    settings: Settings
+    starter: Starter
+    metrics: EdgeMetrics
+    blobs: BlobStore

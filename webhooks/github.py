@@ -1,0 +1,152 @@
+"""`POST /webhooks/github`: verify, de-duplicate, route to signal-with-start. Never does work inline.
+
+Answers: 202 after Temporal accepted (`started` / `signalled` / `duplicate`) or when there is
+nothing to do (`ignored` + reason); 401 bad signature; 400 malformed; 413 too large; 415 content
+type; 503 no secret configured or Temporal unavailable (the sender retries; nothing is remembered).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import structlog
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse
+from shopfloor.webhooks.deps import EdgeDeps
+from shopfloor.webhooks.github_body import (
+    BodyError,
+    check_content_type,
+    check_declared_length,
+    decode_payload,
+    delivery_headers,
+    read_capped,
+)
+from shopfloor.webhooks.github_repo_event import repo_event
+from shopfloor.webhooks.github_routing import route
+from shopfloor.webhooks.starting import Delivered, TemporalUnavailable, WorkflowClosed
+from temporalio.common import SearchAttributePair, TypedSearchAttributes
+
+from shopfloor.github_signature import verify
+from shopfloor.models.github_events import MalformedEvent, PingEvent, parse_event
+from shopfloor.models.inbox import (
+    GITHUB_EVENT_SIGNAL,
+    ISSUE_WORKFLOW,
+    IssueWorkflowInput,
+    PullRequestWorkflowInput,
+)
+from shopfloor.search_attributes import SHOPFLOOR_ISSUE, SHOPFLOOR_REPO
+
+log = structlog.get_logger(__name__)
+
+_OPENAPI: dict[str, Any] = {
+    "parameters": [
+        {"name": name, "in": "header", "required": False, "schema": {"type": "string"}}
+        for name in ("X-GitHub-Event", "X-GitHub-Delivery", "X-Hub-Signature-256")
+    ],
+    "requestBody": {
+        "required": True,
+        "content": {
+            "application/json": {"schema": {"type": "object"}},
+            "application/x-www-form-urlencoded": {
+                "schema": {"type": "object", "properties": {"payload": {"type": "string"}}}
+            },
+        },
+    },
+    "responses": {
+        "202": {"description": "accepted by Temporal, or ignored with a reason"},
+        "400": {"description": "malformed delivery"},
+        "401": {"description": "bad or missing signature"},
+        "413": {"description": "body too large"},
+        "415": {"description": "unsupported content type"},
+        "503": {"description": "no webhook secret configured, or Temporal unavailable: retry"},
+    },
+}
+
+
+def _is_ours_or_bot(sender_login: str | None, sender_type: str | None, bot_login: str) -> bool:
+    login = sender_login or ""
+    return sender_type == "Bot" or login.lower().endswith("[bot]") or login == bot_login
+
+
+def github_router(deps: EdgeDeps) -> APIRouter:
+    router = APIRouter()
+
+    @router.post("/webhooks/github", status_code=202, openapi_extra=_OPENAPI)
+    async def github_webhook(request: Request) -> JSONResponse:
+        started_at = time.monotonic()
+        info: dict[str, Any] = {"event": None, "delivery": None, "action": None, "repo": None}
+
+        def answer(status: int, outcome: str, **body: Any) -> JSONResponse:
+            seconds = time.monotonic() - started_at
+            deps.metrics.observe(source="github", event=info["event"] or "unknown", outcome=outcome,
+                                 seconds=seconds)
+            log.info("github delivery", github_event=info["event"], delivery=info["delivery"],
+                     action=info["action"], repo=info["repo"], outcome=outcome, status=status,
+                     workflow_id=body.get("workflow_id"), reason=body.get("reason") or body.get("detail"),
+                     latency_ms=round(seconds * 1000, 1))
+            return JSONResponse({"outcome": outcome, **body}, status_code=status)
+
+        try:
+            settings = deps.settings
+            secret = settings.webhook_secret.get_secret_value().encode() if settings.webhook_secret else b""
+            if not secret:
+                return answer(503, "not_configured", detail="webhook secret not configured")
+            limit = settings.webhook_max_body_bytes
+            check_declared_length(request.headers.get("content-length"), limit)
+            kind = check_content_type(request.headers.get("content-type"))
+            body = await read_capped(request.stream(), limit)
+            if not verify(secret, body, request.headers.get("x-hub-signature-256")):
+                return answer(401, "unauthorized", detail="bad or missing X-Hub-Signature-256")
+            info["event"], info["delivery"] = delivery_headers(request.headers)
+            raw = decode_payload(body, kind)
+            try:
+                event = parse_event(info["event"], raw)
+            except MalformedEvent as exc:
+                raise BodyError(400, str(exc)[:1000]) from None
+        except BodyError as exc:
+            outcome = {400: "bad_request", 413: "too_large", 415: "unsupported_media_type"}[exc.status]
+            return answer(exc.status, outcome, detail=exc.message)
+
+        info["action"] = event.action
+        info["repo"] = event.repo_full_name
+        if isinstance(event, PingEvent):
+            return answer(202, "ignored", reason="pong")
+        if _is_ours_or_bot(event.sender_login, event.sender.type if event.sender else None, settings.github_bot_login):
+            return answer(202, "ignored", reason=f"sender {event.sender_login!r} is a bot or shopfloor itself")
+        plan = route(event, raw, bot_login=settings.github_bot_login, trigger_label=settings.trigger_label)
+        if not plan.targets:
+            return answer(202, "ignored", reason=plan.ignored)
+
+        signal_arg = await repo_event(event, raw, info["delivery"], deps.blobs)
+        results: list[Delivered] = []
+        closed: list[str] = []
+        try:
+            for target in plan.targets:
+                model = IssueWorkflowInput if target.workflow == ISSUE_WORKFLOW else PullRequestWorkflowInput
+                try:
+                    results.append(await deps.starter.signal_with_start(
+                        workflow=target.workflow,
+                        workflow_id=target.workflow_id,
+                        arg=model(repo=signal_arg.repo, number=target.number),
+                        signal=GITHUB_EVENT_SIGNAL,
+                        signal_arg=signal_arg,
+                        dedupe_key=f"github:{info['delivery']}:{target.workflow_id}",
+                        search_attributes=TypedSearchAttributes([
+                            SearchAttributePair(SHOPFLOOR_REPO, signal_arg.repo),
+                            SearchAttributePair(SHOPFLOOR_ISSUE, target.number),
+                        ]),
+                        restart_closed=target.restart_closed,
+                    ))
+                except WorkflowClosed as exc:
+                    closed.append(exc.workflow_id)
+        except TemporalUnavailable as exc:
+            return answer(503, "unavailable", detail=f"{exc}; deliver again later"[:500])
+        if not results:
+            return answer(202, "ignored", reason=f"workflow already finished: {', '.join(closed)}",
+                          workflow_id=closed[0])
+        first = results[0]
+        extra = {"workflow_ids": [r.workflow_id for r in results]} if len(plan.targets) > 1 else {}
+        return answer(202, first.outcome, workflow_id=first.workflow_id, **extra)
+
+    return router

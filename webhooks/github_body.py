@@ -1,0 +1,100 @@
+"""Reading and decoding a GitHub delivery's body: size cap, content type, JSON or form payload.
+
+Each failure is a `BodyError` carrying the HTTP status to answer (400, 413, 415); nothing else
+escapes for any input.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+from urllib.parse import parse_qsl
+
+JSON_TYPES = ("application/json",)
+FORM_TYPE = "application/x-www-form-urlencoded"
+_EVENT_NAME = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
+_DELIVERY_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
+
+
+class BodyError(Exception):
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+def media_type(content_type: str | None) -> str:
+    return (content_type or "").split(";", 1)[0].strip().lower()
+
+
+def check_content_type(content_type: str | None) -> str:
+    kind = media_type(content_type)
+    if kind in JSON_TYPES or kind == FORM_TYPE:
+        return kind
+    raise BodyError(
+        415, f"unsupported content type {kind or '(none)'!r}: send application/json or {FORM_TYPE}"
+    )
+
+
+def check_declared_length(content_length: str | None, limit: int) -> None:
+    """Refuse early on Content-Length; the stream is counted too, since the header can lie."""
+    if content_length is None:
+        return
+    try:
+        declared = int(content_length.strip())
+    except ValueError:
+        raise BodyError(400, "Content-Length is not a number") from None
+    if declared < 0:
+        raise BodyError(400, "Content-Length is negative")
+    if declared > limit:
+        raise BodyError(413, f"body of {declared} bytes is over the {limit}-byte limit")
+
+
+async def read_capped(chunks: AsyncIterator[bytes], limit: int) -> bytes:
+    body = bytearray()
+    async for chunk in chunks:
+        body += chunk
+        if len(body) > limit:
+            raise BodyError(413, f"body is over the {limit}-byte limit")
+    return bytes(body)
+
+
+def delivery_headers(headers: Mapping[str, str]) -> tuple[str, str]:
+    """(event name, delivery id) from the X-GitHub-* headers, validated."""
+    event = (headers.get("x-github-event") or "").strip()
+    delivery = (headers.get("x-github-delivery") or "").strip()
+    if not event:
+        raise BodyError(400, "missing X-GitHub-Event header")
+    if not _EVENT_NAME.match(event):
+        raise BodyError(400, "X-GitHub-Event is not an event name")
+    if not delivery:
+        raise BodyError(400, "missing X-GitHub-Delivery header")
+    if not _DELIVERY_ID.match(delivery):
+        raise BodyError(400, "X-GitHub-Delivery is not a delivery id")
+    return event, delivery
+
+
+def decode_payload(body: bytes, kind: str) -> dict[str, Any]:
+    """The JSON object a delivery carries, as JSON or in a form's `payload` field."""
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError:
+        raise BodyError(400, "body is not UTF-8") from None
+    if kind == FORM_TYPE:
+        try:
+            fields = parse_qsl(text, keep_blank_values=True, max_num_fields=64, errors="strict")
+        except (ValueError, UnicodeDecodeError):
+            raise BodyError(400, "malformed form body") from None
+        payloads = [value for name, value in fields if name == "payload"]
+        if len(payloads) != 1:
+            raise BodyError(400, "a form-encoded delivery needs exactly one `payload` field")
+        text = payloads[0]
+    try:
+        payload = json.loads(text)
+    except (ValueError, RecursionError):
+        raise BodyError(400, "body is not valid JSON") from None
+    if not isinstance(payload, dict):
+        raise BodyError(400, f"the payload must be a JSON object, not {type(payload).__name__}")
+    return payload

@@ -1,0 +1,160 @@
+"""Which workflow(s) a parsed GitHub event goes to — or why it goes nowhere. Pure.
+
+Routing of shopfloor's own pull requests: their head branch derives from the issue workflow's id,
+`shopfloor/issue-<n>` (DESIGN §5), so events about such a PR (pull_request, reviews, check runs,
+check suites, workflow runs, statuses) go to `issue/<repo>/<n>`, the workflow that opened it —
+never to a PullRequestWorkflow (shopfloor does not review itself as if a person had written it).
+The branch counts only when it lives in the repository itself (pushing there needs write access;
+a fork can name a branch anything). A comment on a PR carries no branch: a PR opened by our bot
+login whose body holds our marker `<!-- shopfloor:issue/<repo>/<n>:... -->` routes to that issue.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from shopfloor.models.github_events import (
+    CheckRunEvent,
+    CheckSuiteEvent,
+    IssueCommentEvent,
+    IssuesEvent,
+    PullRequestEvent,
+    PullRequestReviewEvent,
+    StatusEvent,
+    WorkflowRunEvent,
+)
+from shopfloor.models.github_objects import PullRequest
+from shopfloor.models.inbox import (
+    ISSUE_WORKFLOW,
+    PULL_REQUEST_WORKFLOW,
+    REPO_PATTERN,
+    issue_workflow_id,
+    pr_workflow_id,
+)
+
+OUR_BRANCH = re.compile(r"^shopfloor/issue-([1-9][0-9]{0,9})$")
+_REPO = re.compile(REPO_PATTERN)
+
+ISSUE_ACTIONS = {"opened", "edited", "labeled", "unlabeled", "closed", "reopened"}
+PR_ACTIONS = {"opened", "reopened", "synchronize", "closed", "edited", "ready_for_review"}
+# Events that may (re)start work on a closed workflow; all others only reach a running one.
+ISSUE_STARTERS = {"opened", "reopened", "labeled"}
+PR_STARTERS = {"opened", "reopened", "ready_for_review", "synchronize"}
+
+
+@dataclass(frozen=True)
+class Target:
+    workflow: str  # ISSUE_WORKFLOW | PULL_REQUEST_WORKFLOW
+    workflow_id: str
+    number: int  # the workflow's issue or PR number (its input)
+    restart_closed: bool = False
+
+
+@dataclass
+class Route:
+    targets: list[Target] = field(default_factory=list)
+    ignored: str | None = None  # the reason, when there are no targets
+
+
+def ignore(reason: str) -> Route:
+    return Route(ignored=reason)
+
+
+def our_issue_number(branch: str | None) -> int | None:
+    match = OUR_BRANCH.match(branch or "")
+    return int(match.group(1)) if match else None
+
+
+def marker_issue_number(body: str | None, repo: str) -> int | None:
+    match = re.search(r"<!-- shopfloor:issue/" + re.escape(repo) + r"/([1-9][0-9]{0,9}):", body or "")
+    return int(match.group(1)) if match else None
+
+
+def _issue(repo: str, n: int, restart: bool = False) -> Target:
+    return Target(ISSUE_WORKFLOW, issue_workflow_id(repo, n), n, restart)
+
+
+def _pr(repo: str, n: int, restart: bool = False) -> Target:
+    return Target(PULL_REQUEST_WORKFLOW, pr_workflow_id(repo, n), n, restart)
+
+
+def _for_pull_request(repo: str, pr: PullRequest, restart: bool) -> Route:
+    head_repo = pr.head.repo.full_name if pr.head.repo is not None else None
+    if pr.head.ref.startswith("shopfloor/") and head_repo in (None, repo):
+        n = our_issue_number(pr.head.ref)
+        if n is None:
+            return ignore(f"shopfloor branch {pr.head.ref!r} names no issue")
+        return Route([_issue(repo, n)])  # never restarts the issue run that made the PR
+    return Route([_pr(repo, pr.number, restart)])
+
+
+def _for_head(repo: str, branch: str | None, prs: list[int], what: str) -> Route:
+    n = our_issue_number(branch)
+    if n is not None:
+        return Route([_issue(repo, n)])
+    if (branch or "").startswith("shopfloor/"):
+        return ignore(f"{what} on shopfloor branch {branch!r} that names no issue")
+    if not prs:
+        return ignore(f"{what} names no pull request")
+    return Route([_pr(repo, number) for number in dict.fromkeys(prs)])
+
+
+def route(event: Any, raw: dict[str, Any], *, bot_login: str, trigger_label: str) -> Route:
+    """Targets for a parsed event (`raw` is the payload, for fields the models leave out)."""
+    repo = event.repo_full_name
+    if repo is None:
+        return ignore(f"{event.event} event names no repository")
+    if not _REPO.match(repo):
+        return ignore(f"unsupported repository name {repo[:120]!r}")
+    action = event.action
+    if isinstance(event, IssuesEvent):
+        if action not in ISSUE_ACTIONS:
+            return ignore(f"issues.{action} is not routed")
+        restart = action in ISSUE_STARTERS and (action != "labeled" or event.label_name == trigger_label)
+        return Route([_issue(repo, event.issue.number, restart)])
+    if isinstance(event, IssueCommentEvent):
+        if action != "created":
+            return ignore(f"issue_comment.{action} is not routed")
+        if event.issue.pull_request is None:
+            return Route([_issue(repo, event.issue.number, restart=True)])
+        if event.issue.user.login == bot_login:
+            n = marker_issue_number(event.issue.body, repo)
+            if n is None:
+                return ignore("comment on a shopfloor pull request without a workflow marker")
+            return Route([_issue(repo, n)])
+        return Route([_pr(repo, event.issue.number, restart=True)])
+    if isinstance(event, PullRequestEvent):
+        if action not in PR_ACTIONS:
+            return ignore(f"pull_request.{action} is not routed")
+        return _for_pull_request(repo, event.pull_request, action in PR_STARTERS)
+    if isinstance(event, PullRequestReviewEvent):
+        if action != "submitted":
+            return ignore(f"pull_request_review.{action} is not routed")
+        return _for_pull_request(repo, event.pull_request, restart=False)
+    if isinstance(event, CheckRunEvent):
+        if action != "completed":
+            return ignore(f"check_run.{action} is not routed")
+        suite = (raw.get("check_run") or {}).get("check_suite") or {}
+        branch = suite.get("head_branch") if isinstance(suite, dict) else None
+        return _for_head(repo, branch if isinstance(branch, str) else None, event.check_run.pull_requests, "check_run")
+    if isinstance(event, CheckSuiteEvent):
+        if action != "completed":
+            return ignore(f"check_suite.{action} is not routed")
+        return _for_head(repo, event.check_suite.head_branch, event.check_suite.pull_requests, "check_suite")
+    if isinstance(event, WorkflowRunEvent):
+        if action != "completed":
+            return ignore(f"workflow_run.{action} is not routed")
+        return _for_head(repo, event.workflow_run.head_branch, event.workflow_run.pull_requests, "workflow_run")
+    if isinstance(event, StatusEvent):
+        # A status names only a commit and the branches holding it: only ours can be placed.
+        issues = [n for n in (our_issue_number(b) for b in event.branches) if n is not None]
+        if not issues:
+            return ignore("status on no shopfloor/issue-<n> branch (a status names no pull request)")
+        return Route([_issue(repo, n) for n in dict.fromkeys(issues)])
+    if event.event == "push":
+        return ignore("push: pull_request.synchronize and check events carry what workflows need")
+    if event.event == "installation":
+        return ignore("installation events start no workflow")
+    return ignore(f"{event.event} events are not routed")
