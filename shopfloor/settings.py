@@ -45,6 +45,13 @@ class Settings(BaseSettings):
     webhook_max_body_bytes: int = Field(default=25 * 1024 * 1024, ge=1024)  # GitHub caps payloads at 25 MB
     trigger_label: str = "shopfloor"  # an issue with this label is worked on (and reconciled)
 
+    # The reconciler (a Temporal Schedule, `shopfloor setup` / `shopfloor dev` create it): every
+    # few minutes it redelivers failed webhook deliveries and starts missing issue workflows.
+    # `repos`: the repositories this factory serves (JSON list, SHOPFLOOR_REPOS='["acme/shop"]');
+    # empty means no schedule.
+    repos: list[str] = Field(default_factory=list)
+    reconcile_every_minutes: int = Field(default=5, ge=1)
+
     # Alert sources: Alertmanager and generic JSON send `Authorization: Bearer <alert_token>`;
     # Sentry signs with its integration's client secret (Sentry-Hook-Signature).
     alert_token: SecretStr | None = None

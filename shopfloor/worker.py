@@ -13,11 +13,13 @@ from temporalio.worker import Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from shopfloor.activities.github.clients import GitHubClients
+from shopfloor.activities.github.deliveries import DeliveryActivities
 from shopfloor.activities.github.operations import GitHubActivities
 from shopfloor.activities.model_step import ModelStepActivities
 from shopfloor.activities.sandbox import resolve_mode
 from shopfloor.activities.providers.base import ModelProvider
 from shopfloor.activities.providers.registry import open_provider
+from shopfloor.activities.reconcile import ReconcileActivities
 from shopfloor.activities.tools.activities import ToolActivities
 from shopfloor.activities.transcript_store import TranscriptStore
 from shopfloor.activities.workspace import Workspaces
@@ -26,10 +28,15 @@ from shopfloor.blobs import BlobStore, open_blob_store
 from shopfloor.models.model_spec import ModelSpec
 from shopfloor.settings import Settings
 from shopfloor.workflows.agent import AgentWorkflow
+from shopfloor.workflows.alert import AlertWorkflow
+from shopfloor.workflows.issue import IssueWorkflow
+from shopfloor.workflows.pull_request import PullRequestWorkflow
+from shopfloor.workflows.reconcile import ReconcileWorkflow
 
 log = structlog.get_logger(__name__)
 
-WORKFLOWS: list[type] = [AgentWorkflow]
+# ReconcileWorkflow runs on a Schedule (shopfloor.reconcile_schedule), not from webhooks.
+WORKFLOWS: list[type] = [AgentWorkflow, IssueWorkflow, PullRequestWorkflow, AlertWorkflow, ReconcileWorkflow]
 
 # The strict default sandbox, with pure third-party libraries passed through (imported once,
 # shared with the worker) instead of re-imported for every workflow task.
@@ -64,7 +71,10 @@ class ProviderCache:
 
 
 def activities_for(
-    settings: Settings, blobs: BlobStore, providers: Callable[[ModelSpec], ModelProvider]
+    settings: Settings,
+    blobs: BlobStore,
+    providers: Callable[[ModelSpec], ModelProvider],
+    github: GitHubClients | None = None,
 ) -> list[Callable[..., Any]]:
     prices = {name: Price(input_per_mtok=i, output_per_mtok=o) for name, (i, o) in settings.prices.items()}
     model = ModelStepActivities(TranscriptStore(blobs), providers, prices)
@@ -77,8 +87,16 @@ def activities_for(
     )
     # Without credentials the client still targets settings.github_api_url; calls then fail with
     # a clear "no GitHub credentials are configured" (401) instead of at startup.
-    github = GitHubActivities(GitHubClients(settings))
-    return [model.model_step, model.compact_transcript, *tools.all(), *github.all()]
+    github_ops = GitHubActivities(github or GitHubClients(settings))
+    return [model.model_step, model.compact_transcript, *tools.all(), *github_ops.all()]
+
+
+def reconcile_activities(
+    client: Client, settings: Settings, blobs: BlobStore, clients: GitHubClients
+) -> list[Callable[..., Any]]:
+    """The reconciler's activities: GitHub's delivery log, and starts through this worker's client."""
+    starter = ReconcileActivities(client, clients, blobs, task_queue=settings.task_queue)
+    return [*DeliveryActivities(clients).all(), *starter.all()]
 
 
 def build_worker(
@@ -90,11 +108,16 @@ def build_worker(
     task_queue: str | None = None,
 ) -> Worker:
     blobs = blobs or open_blob_store(url=settings.blob_url, data_dir=settings.data_dir, s3_endpoint_url=settings.s3_endpoint_url)
+    # One GitHub client set per worker: one token cache and one write lock per installation.
+    github = GitHubClients(settings)
     return Worker(
         client,
         task_queue=task_queue or settings.task_queue,
         workflows=WORKFLOWS,
-        activities=activities_for(settings, blobs, providers),
+        activities=[
+            *activities_for(settings, blobs, providers, github),
+            *reconcile_activities(client, settings, blobs, github),
+        ],
         workflow_runner=SANDBOX,
         max_cached_workflows=settings.max_cached_workflows,
         # Tool activities are cheap and mostly I/O; model calls wait on the network.

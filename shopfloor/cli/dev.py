@@ -8,11 +8,13 @@ import structlog
 import typer
 from temporalio.client import Client
 
+from shopfloor.blobs import open_blob_store
 from shopfloor.cli.common import command, load_settings
 from shopfloor.cli.signals import run_until, stop_on_signals
 from shopfloor.cli.simulator import EmbeddedSimulator, serve_simulator, simulator_for, webhook_target
 from shopfloor.devserver import DevServer, ensure_port_free
 from shopfloor.http_server import serve_as_job
+from shopfloor.reconcile_schedule import ensure_reconcile_schedule
 from shopfloor.settings import Settings
 from shopfloor.temporal import connect, ensure_search_attributes
 from shopfloor.webhooks.app import create_app
@@ -52,6 +54,7 @@ def register(app: typer.Typer) -> None:
                 await server.wait_ready()
             client = await connect(settings)
             await ensure_search_attributes(client, settings.temporal_namespace)
+            await ensure_reconcile_schedule(client, settings)  # redeliver what the edge missed
             _banner(settings, embedded=server is not None, sim=sim)
             jobs = [
                 asyncio.create_task(run_worker(client, settings)),
@@ -88,18 +91,26 @@ def register(app: typer.Typer) -> None:
     @app.command()
     @command
     async def setup() -> None:
-        """Register shopfloor's search attributes on an existing Temporal cluster (idempotent)."""
+        """Register shopfloor's search attributes and the reconcile schedule on a Temporal cluster (idempotent)."""
         settings = load_settings()
         client = await connect(settings)
         added = await ensure_search_attributes(client, settings.temporal_namespace)
         typer.echo(f"added: {', '.join(added)}" if added else "search attributes already registered")
+        outcome = await ensure_reconcile_schedule(client, settings)  # without SHOPFLOOR_REPOS: logged only
+        if outcome != "not configured":
+            every = settings.reconcile_every_minutes
+            typer.echo(f"reconcile schedule {outcome}: every {every} min, {len(settings.repos)} repositories")
 
 
 async def _serve_webhooks(client: Client, settings: Settings, stop: asyncio.Event) -> None:
     async def get_client() -> Client:
         return client
 
-    await serve_as_job(create_app(get_client), settings.webhook_host, settings.webhook_port, stop)
+    blobs = open_blob_store(
+        url=settings.blob_url, data_dir=settings.data_dir, s3_endpoint_url=settings.s3_endpoint_url
+    )
+    app = create_app(get_client, settings, blobs)
+    await serve_as_job(app, settings.webhook_host, settings.webhook_port, stop)
 
 
 def _banner(settings: Settings, *, embedded: bool, sim: EmbeddedSimulator | None) -> None:
@@ -108,7 +119,7 @@ def _banner(settings: Settings, *, embedded: bool, sim: EmbeddedSimulator | None
         "shopfloor dev is running (Ctrl-C stops everything)",
         f"  Temporal    {settings.effective_temporal_address} ({where})",
         f"  Temporal UI {settings.ui_url}" if embedded else "",
-        f"  webhooks    http://{settings.webhook_host}:{settings.webhook_port} (GET /healthz, /readyz)",
+        f"  webhooks    http://{settings.webhook_host}:{settings.webhook_port} (POST /webhooks/github, /webhooks/alerts/<source>; GET /healthz, /readyz, /metrics)",
         *(sim.describe() if sim else [f"  GitHub API  {settings.github_api_url}"]),
         f"  task queue  {settings.task_queue} · model {settings.model}",
         f"  data        {settings.data_dir}",

@@ -1,0 +1,180 @@
+"""The reconciler's GitHub activities: failed webhook deliveries, redelivery, labelled open issues.
+
+GitHub keeps every attempt of a repository hook's deliveries for a few days
+(`GET /repos/{o}/{r}/hooks/{id}/deliveries`, newest first) and redelivers one on
+`POST .../deliveries/{id}/attempts` with the same `X-GitHub-Delivery` guid, so the edge's
+de-duplication by guid makes a redelivery harmless. A GitHub App's own webhook has the same API
+under `/app/hook/deliveries` (JWT auth); only repository hooks are read here (follow-up).
+Same patterns as operations.py: blocking PyGithub calls in a thread, failures mapped by
+`github_failure`, the redelivery (a write) under the installation's write lock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any, TypeVar
+
+import structlog
+from pydantic import BaseModel
+from shopfloor.activities.github.api import GitHubApi
+from shopfloor.activities.github.clients import GitHubClients
+from shopfloor.activities.github.errors import github_failure
+from temporalio import activity
+
+from shopfloor.models.reconcile import (
+    FailedDeliveriesInput,
+    FailedDeliveriesOutput,
+    FailedDelivery,
+    LabelledIssuesInput,
+    LabelledIssuesOutput,
+    RedeliverInput,
+    RedeliverOutput,
+    Skipped,
+)
+
+log = structlog.get_logger(__name__)
+
+In = TypeVar("In", bound=BaseModel)
+Out = TypeVar("Out", bound=BaseModel)
+
+_IN_FLIGHT = frozenset({"pending", "queued"})  # an attempt not made yet (our own redelivery, say)
+
+
+def _when(item: dict[str, Any]) -> datetime | None:
+    raw = item.get("delivered_at")
+    try:
+        return datetime.fromisoformat(str(raw)) if raw else None
+    except ValueError:
+        return None
+
+
+def _in_flight(item: dict[str, Any]) -> bool:
+    return not item.get("status_code") and str(item.get("status") or "").lower() in _IN_FLIGHT
+
+
+def _succeeded(item: dict[str, Any]) -> bool:
+    code = int(item.get("status_code") or 0)
+    return 200 <= code < 300 and str(item.get("status") or "OK").upper() == "OK"
+
+
+def latest_failures(hook_id: int, items: list[dict[str, Any]]) -> tuple[list[FailedDelivery], list[str]]:
+    """Guids whose attempts (newest first) never succeeded and whose latest attempt failed; and the
+    guids skipped because their latest attempt is still in flight."""
+    latest: dict[str, dict[str, Any]] = {}
+    ok: set[str] = set()
+    for item in items:
+        guid = str(item.get("guid") or "")
+        if not guid or item.get("event") == "ping":  # a hook's hello carries no work
+            continue
+        latest.setdefault(guid, item)
+        if _succeeded(item):
+            ok.add(guid)
+    failed: list[FailedDelivery] = []
+    in_flight: list[str] = []
+    for guid, item in latest.items():
+        if guid in ok:
+            continue  # accepted once: the edge has it (a later failed redelivery changes nothing)
+        if _in_flight(item):
+            in_flight.append(guid)
+            continue
+        failed.append(FailedDelivery(
+            hook_id=hook_id, delivery_id=int(item["id"]), guid=guid, event=str(item.get("event") or ""),
+            action=item.get("action"), status_code=int(item.get("status_code") or 0),
+            status=str(item.get("status") or ""),
+        ))  # fmt: skip
+    return failed, in_flight
+
+
+def failed_deliveries(api: GitHubApi, inp: FailedDeliveriesInput) -> FailedDeliveriesOutput:
+    out = FailedDeliveriesOutput()
+    hooks_path = f"/repos/{inp.repo}/hooks"
+    for hook in list(api.paginate(hooks_path)):
+        hook_id = int(hook["id"])
+        url = str((hook.get("config") or {}).get("url") or "")
+        if inp.hook_url_contains and inp.hook_url_contains not in url:
+            out.skipped.append(Skipped(repo=inp.repo, what=f"hook {hook_id}", reason="not a shopfloor hook"))
+            continue
+        if hook.get("active") is False:
+            out.skipped.append(Skipped(repo=inp.repo, what=f"hook {hook_id}", reason="hook is inactive"))
+            continue
+        items: list[dict[str, Any]] = []
+        for item in api.paginate(f"{hooks_path}/{hook_id}/deliveries"):
+            when = _when(item)
+            # Newest first: the first settled attempt older than `since` ends the window. An
+            # attempt still in flight carries no real time yet (the simulator shows the epoch).
+            if when is not None and when < inp.since and not _in_flight(item):
+                break
+            items.append(item)
+        failed, in_flight = latest_failures(hook_id, items)
+        out.failed += failed
+        out.skipped += [
+            Skipped(repo=inp.repo, what=f"delivery {g}", reason="a redelivery is in flight") for g in in_flight
+        ]
+    return _bounded(inp, out)
+
+
+_MAX_SKIPPED = 50
+
+
+def _bounded(inp: FailedDeliveriesInput, out: FailedDeliveriesOutput) -> FailedDeliveriesOutput:
+    """At most `limit` failures (oldest first: they are closest to leaving GitHub's retention)
+    and a bounded skip list, so the result stays small in history."""
+    failed = sorted(out.failed, key=lambda d: d.delivery_id)
+    skipped = out.skipped[:_MAX_SKIPPED]
+    if len(failed) > inp.limit:
+        what = f"{len(failed) - inp.limit} deliveries"
+        skipped.append(Skipped(repo=inp.repo, what=what, reason="over max_redeliveries; left for the next run"))
+    if len(out.skipped) > _MAX_SKIPPED:
+        skipped.append(Skipped(repo=inp.repo, what=f"{len(out.skipped) - _MAX_SKIPPED} more", reason="not listed"))
+    return FailedDeliveriesOutput(failed=failed[: inp.limit], skipped=skipped)
+
+
+def redeliver(api: GitHubApi, inp: RedeliverInput) -> RedeliverOutput:
+    api.post(f"/repos/{inp.repo}/hooks/{inp.hook_id}/deliveries/{inp.delivery_id}/attempts", {})
+    return RedeliverOutput(accepted=True)
+
+
+def open_issues_with_label(api: GitHubApi, inp: LabelledIssuesInput) -> LabelledIssuesOutput:
+    numbers = [
+        int(item["number"])
+        for item in api.paginate(f"/repos/{inp.repo}/issues", state="open", labels=inp.label)
+        if "pull_request" not in item  # the issues listing includes pull requests
+    ]
+    return LabelledIssuesOutput(numbers=sorted(set(numbers)))
+
+
+class DeliveryActivities:
+    def __init__(self, clients: GitHubClients) -> None:
+        self._clients = clients
+
+    def _call(self, fn: Callable[[GitHubApi, In], Out], inp: In) -> Out:
+        api: GitHubApi | None = None
+        try:
+            api = GitHubApi(self._clients.session(inp.repo))  # type: ignore[attr-defined]
+            return fn(api, inp)
+        except Exception as exc:  # noqa: BLE001 - every failure leaves as one mapped ApplicationError
+            raise github_failure(exc, api.last if api else "", auth_hint=self._clients.auth_hint) from None
+
+    @activity.defn(name="github_failed_deliveries")
+    async def failed_deliveries(self, inp: FailedDeliveriesInput) -> FailedDeliveriesOutput:
+        return await asyncio.to_thread(self._call, failed_deliveries, inp)
+
+    @activity.defn(name="github_redeliver")
+    async def redeliver(self, inp: RedeliverInput) -> RedeliverOutput:
+        try:
+            key = await asyncio.to_thread(self._clients.write_key, inp.repo)
+        except Exception as exc:  # noqa: BLE001 - mapped like any other failure
+            raise github_failure(exc, auth_hint=self._clients.auth_hint) from None
+        async with self._clients.write_lock(key):
+            out = await asyncio.to_thread(self._call, redeliver, inp)
+        log.info("github redelivery requested", repo=inp.repo, hook_id=inp.hook_id, delivery_id=inp.delivery_id)
+        return out
+
+    @activity.defn(name="github_open_issues_with_label")
+    async def open_issues_with_label(self, inp: LabelledIssuesInput) -> LabelledIssuesOutput:
+        return await asyncio.to_thread(self._call, open_issues_with_label, inp)
+
+    def all(self) -> list[Callable[..., Any]]:
+        return [self.failed_deliveries, self.redeliver, self.open_issues_with_label]

@@ -1,0 +1,133 @@
+"""ReconcileWorkflow: redeliver failed webhook deliveries, start missing IssueWorkflows.
+
+Run by the `shopfloor-reconcile` Temporal Schedule every few minutes (shopfloor.reconcile_schedule),
+so it must be idempotent: a redelivery keeps its guid (the edge de-duplicates it), a guid whose
+latest attempt is still in flight is not redelivered again, and issues with any workflow of their
+id are left alone (activities/reconcile.py). Per repository: failed deliveries -> redeliver
+(bounded per run), then labelled open issues -> start the missing. A failure in one repository is
+recorded in the report and the others go on.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError
+
+with workflow.unsafe.imports_passed_through():
+    from shopfloor.models.reconcile import (
+        FailedDeliveriesInput,
+        FailedDeliveriesOutput,
+        LabelledIssuesInput,
+        LabelledIssuesOutput,
+        ReconcileInput,
+        ReconcileReport,
+        Redelivered,
+        RedeliverInput,
+        RedeliverOutput,
+        RepoError,
+        Skipped,
+        StartIssuesInput,
+        StartIssuesOutput,
+    )
+
+# A short run every few minutes: a few quick retries, then the report says what failed and the
+# next scheduled run tries again. Non-retryable GitHub errors (401, 404 ...) end at once.
+RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), backoff_coefficient=2.0,
+                    maximum_interval=timedelta(seconds=30), maximum_attempts=3)  # fmt: skip
+LISTING_TIMEOUT = timedelta(minutes=2)  # up to 50 pages of deliveries per hook
+CALL_TIMEOUT = timedelta(seconds=30)
+
+
+def _message(exc: ActivityError) -> str:
+    cause = exc.cause if exc.cause is not None else exc
+    return str(getattr(cause, "message", None) or cause).splitlines()[0][:300] if str(cause) else type(cause).__name__
+
+
+@workflow.defn(name="ReconcileWorkflow")
+class ReconcileWorkflow:
+    @workflow.run
+    async def run(self, inp: ReconcileInput) -> ReconcileReport:
+        report = ReconcileReport()
+        since = workflow.now() - timedelta(minutes=inp.since_minutes)
+        budget = inp.max_redeliveries
+        for repo in inp.repos:
+            budget = await self._redeliver(repo, since, inp, budget, report)
+            await self._start_missing(repo, inp.trigger_label, report)
+        workflow.set_current_details(
+            f"redelivered {len(report.redelivered)}, started {len(report.issues_started)}, "
+            f"skipped {len(report.skipped)}, errors {len(report.errors)}"
+        )
+        return report
+
+    async def _redeliver(
+        self, repo: str, since: datetime, inp: ReconcileInput, budget: int, report: ReconcileReport
+    ) -> int:
+        try:
+            found: FailedDeliveriesOutput = await workflow.execute_activity(
+                "github_failed_deliveries",
+                FailedDeliveriesInput(
+                    repo=repo, since=since, hook_url_contains=inp.hook_url_contains, limit=max(budget, 1)
+                ),
+                result_type=FailedDeliveriesOutput,
+                start_to_close_timeout=LISTING_TIMEOUT,
+                retry_policy=RETRY,
+            )
+        except ActivityError as exc:
+            report.errors.append(RepoError(repo=repo, step="deliveries", message=_message(exc)))
+            return budget
+        report.skipped += found.skipped
+        done: set[tuple[int, str]] = set()  # one redelivery per guid per run
+        for d in found.failed:
+            if (d.hook_id, d.guid) in done:
+                continue
+            if budget <= 0:
+                report.skipped.append(Skipped(repo=repo, what=f"delivery {d.guid}", reason="over max_redeliveries"))
+                continue
+            budget -= 1
+            done.add((d.hook_id, d.guid))
+            try:
+                await workflow.execute_activity(
+                    "github_redeliver",
+                    RedeliverInput(repo=repo, hook_id=d.hook_id, delivery_id=d.delivery_id),
+                    result_type=RedeliverOutput,
+                    start_to_close_timeout=CALL_TIMEOUT,
+                    retry_policy=RETRY,
+                )
+            except ActivityError as exc:
+                report.errors.append(RepoError(repo=repo, step="redeliver", message=_message(exc)))
+                continue
+            report.redelivered.append(
+                Redelivered(repo=repo, hook_id=d.hook_id, delivery_id=d.delivery_id, guid=d.guid, event=d.event)
+            )
+        return budget
+
+    async def _start_missing(self, repo: str, label: str, report: ReconcileReport) -> None:
+        try:
+            issues: LabelledIssuesOutput = await workflow.execute_activity(
+                "github_open_issues_with_label",
+                LabelledIssuesInput(repo=repo, label=label),
+                result_type=LabelledIssuesOutput,
+                start_to_close_timeout=LISTING_TIMEOUT,
+                retry_policy=RETRY,
+            )
+        except ActivityError as exc:
+            report.errors.append(RepoError(repo=repo, step="issues", message=_message(exc)))
+            return
+        if not issues.numbers:
+            return
+        try:
+            started: StartIssuesOutput = await workflow.execute_activity(
+                "reconcile_start_missing_issues",
+                StartIssuesInput(repo=repo, numbers=issues.numbers, label=label),
+                result_type=StartIssuesOutput,
+                start_to_close_timeout=timedelta(minutes=5),  # three requests per missing issue
+                retry_policy=RETRY,
+            )
+        except ActivityError as exc:
+            report.errors.append(RepoError(repo=repo, step="start", message=_message(exc)))
+            return
+        report.issues_started += started.started
+        report.skipped += started.skipped
