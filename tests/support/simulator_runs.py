@@ -12,9 +12,6 @@ installed bot (`shopfloor[bot]`) with the token "test-bot-token".
 
 from __future__ import annotations
 
-import asyncio
-import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -23,7 +20,7 @@ from typing import Any
 from urllib.parse import quote, urlsplit
 
 import httpx
-import uvicorn
+from threaded_server import serving
 
 from shopfloor.devserver import free_port
 from shopfloor.simulator.app import create_app
@@ -115,35 +112,14 @@ class SimulatorHandle:
         self._clients.clear()
 
 
-class _Server(uvicorn.Server):
-    def install_signal_handlers(self) -> None:  # uvicorn < 0.29
-        pass
-
-    @contextmanager
-    def capture_signals(self) -> Iterator[None]:  # the test process keeps its own signal handling
-        yield
-
-
 @contextmanager
 def running_simulator(data_dir: Path, **config_overrides: Any) -> Iterator[SimulatorHandle]:
     port = free_port()
     base_url = f"http://127.0.0.1:{port}"
     config = SimulatorConfig(**{"base_url": base_url, "data_dir": Path(data_dir), **config_overrides})
-    app = create_app(config)
-    server = _Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_config=None, access_log=False,
-                                    lifespan="on"))  # fmt: skip
-    thread = threading.Thread(target=lambda: asyncio.run(server.serve()), name="simulator", daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            server.should_exit = True
-            raise RuntimeError(f"the simulator did not start on {base_url}")
-        time.sleep(0.02)
-    handle = SimulatorHandle(base_url=base_url, api_url=base_url + "/api/v3", data_dir=Path(data_dir))
-    try:
-        yield handle
-    finally:
-        handle.close()
-        server.should_exit = True
-        thread.join(timeout=30)
+    with serving(create_app(config), name="simulator", port=port):
+        handle = SimulatorHandle(base_url=base_url, api_url=base_url + "/api/v3", data_dir=Path(data_dir))
+        try:
+            yield handle
+        finally:
+            handle.close()

@@ -13,21 +13,18 @@
 
 from __future__ import annotations
 
-import asyncio
-import threading
-import time
 import uuid
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
-import uvicorn
 from pydantic import SecretStr
 from shopfloor.webhooks.app import create_app
 from shopfloor.workflows.reconcile import ReconcileWorkflow
 from simulator_runs import SimulatorHandle
+from threaded_server import serving
 from temporalio.client import Client, ScheduleIntervalSpec, ScheduleOverlapPolicy, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 from temporalio.worker import Worker
@@ -179,30 +176,6 @@ async def test_a_repository_that_fails_is_reported_and_the_others_go_on(
     assert all("404" in e.message for e in report.errors), report.errors
     assert report.issues_started == [f"issue/{repo}/{issue['number']}"]
     await temporal_client.get_workflow_handle(report.issues_started[0]).terminate("test done")
-
-
-class _Server(uvicorn.Server):
-    @contextmanager
-    def capture_signals(self) -> Iterator[None]:  # the test process keeps its own signal handling
-        yield
-
-
-@contextmanager
-def serving(app: object) -> Iterator[str]:
-    """`app` on a free port, in a thread (as tests/support/simulator_runs.py serves the simulator)."""
-    port = free_port()
-    server = _Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_config=None, access_log=False))
-    thread = threading.Thread(target=lambda: asyncio.run(server.serve()), name="edge", daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        assert thread.is_alive() and time.monotonic() < deadline, "the webhook app did not start"
-        time.sleep(0.02)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=30)
 
 
 def _issue_deliveries(sim: SimulatorHandle, hook_id: int) -> list[dict]:
