@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import platform
+from pathlib import Path
 
 import typer
 
@@ -35,4 +36,23 @@ def register(app: typer.Typer) -> None:
             typer.echo(report.model_dump_json(indent=2))
             return
         typer.echo(f"agent loop, {steps} steps a run, on {_machine()}\n")
+        typer.echo(report.markdown())
+
+    @bench_app.command("webhooks")
+    @command
+    async def webhooks(
+        requests: int = typer.Option(500, "--requests", min=1, help="Requests per row."),
+        concurrency: int = typer.Option(32, "--concurrency", min=1, help="Requests in flight at once."),
+        payload: Path | None = typer.Option(None, "--payload", help="An issues.opened payload to send (default: the real fixture)."),
+        as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a markdown table."),
+    ) -> None:
+        """Webhook edge vs a bare start_workflow loop (the ceiling), and rejected deliveries: requests/s, p50/p99."""
+        from shopfloor.bench.webhooks import bench_webhooks
+
+        load_settings()  # logging as configured; the bench starts its own Temporal and webhook server
+        report = await bench_webhooks(requests=requests, concurrency=concurrency, payload_path=payload)
+        if as_json:
+            typer.echo(report.model_dump_json(indent=2))
+            return
+        typer.echo(f"webhook edge, {requests} requests a row at concurrency {concurrency}, on {report.machine}\n")
         typer.echo(report.markdown())

@@ -32,3 +32,25 @@ def test_bench_loop_reports_durable_and_in_memory_side_by_side(tmp_path):
     # With 500 ms of model latency both sides wait at least that long per model call.
     slow = rows[1]
     assert slow["memory_ms_per_step"] >= 500 and slow["durable_ms_per_step"] >= 500
+
+
+def test_bench_webhooks_reports_edge_and_ceiling_side_by_side(tmp_path):
+    run = subprocess.run(
+        [SHOPFLOOR, "bench", "webhooks", "--requests", "30", "--concurrency", "4", "--json"],
+        env=worker_env(SHOPFLOOR_DATA_DIR=str(tmp_path), SHOPFLOOR_LOG_LEVEL="WARNING"),
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    report = json.loads(run.stdout)
+    rows = report["rows"]
+    assert len(rows) == 3
+    edge, ceiling, rejected = rows
+    assert "start workflows" in edge["name"] and edge["expected_status"] == 202
+    assert "start_workflow" in ceiling["name"] and ceiling["expected_status"] is None
+    assert "rejected" in rejected["name"] and rejected["expected_status"] == 401
+    for row in rows:
+        assert row["requests"] == 30 and row["concurrency"] == 4
+        assert row["ok"] == row["requests"] and row["errors"] == {}, row
+        assert row["rps"] > 0
+        assert row["p99_ms"] >= row["p50_ms"] > 0
+    assert report["machine"] and report["notes"]
