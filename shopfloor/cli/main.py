@@ -8,7 +8,7 @@ import sys
 
 import typer
 
-from shopfloor.cli import agent, bench, control, dev, replay, simulator
+from shopfloor.cli import agent, bench, control, dev, replay, simulator, transcript
 
 app = typer.Typer(
     name="shopfloor",
@@ -23,6 +23,7 @@ bench.register(app)
 replay.register(app)
 control.register(app)
 simulator.register(app)
+transcript.register(app)
 
 
 def main() -> None:

@@ -225,6 +225,22 @@ async def test_detach_prints_only_the_id_and_status_shows_the_result(worker, tem
     result = await temporal_client.get_workflow_handle_for(AgentWorkflow.run, workflow_id).result()
     assert (result.state, result.steps, result.final_answer) == ("completed", 2, answer)
 
+    # The conversation itself, read from the blob store through the digest in history.
+    shown = await arun_cli(["transcript", workflow_id], env)
+    assert shown.returncode == 0, str(shown)
+    text = shown.stdout
+    assert text.startswith("── [0] user\nWhat is this?"), text
+    assert '→ read_file({"path": "README.md"})' in text
+    assert "── [2] tool · read_file\n" in text and "A tiny package that greets people." in text
+    assert text.rstrip().endswith(answer.splitlines()[-1])
+    as_lines = await arun_cli(["transcript", workflow_id, "--json"], env)
+    assert as_lines.returncode == 0, str(as_lines)
+    messages = [json.loads(line) for line in as_lines.stdout.splitlines()]
+    assert [m["role"] for m in messages] == ["user", "assistant", "tool", "assistant"]
+    assert messages[-1]["content"] == answer
+    missing = await arun_cli(["transcript", "no-such-id"], env)
+    assert missing.returncode == 1 and one_line(missing.stderr).startswith("shopfloor: no workflow 'no-such-id'")
+
 
 async def test_status_of_an_unknown_id_is_one_clear_line(temporal_server, temporal_client, env):
     result = await _status(env, "no-such-id")
