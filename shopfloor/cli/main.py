@@ -8,7 +8,7 @@ import sys
 
 import typer
 
-from shopfloor.cli import agent, bench, control, dev, replay, simulator, transcript
+from shopfloor.cli import agent, bench, control, dev, replay, run, simulator, transcript
 
 app = typer.Typer(
     name="shopfloor",
@@ -24,6 +24,7 @@ replay.register(app)
 control.register(app)
 simulator.register(app)
 transcript.register(app)
+run.register(app)
 
 
 def main() -> None:

@@ -74,6 +74,20 @@ async def serve_simulator(sim: EmbeddedSimulator, stop: asyncio.Event) -> None:
     await serve_as_job(create_app(sim.config), sim.settings.simulator_host, sim.settings.simulator_port, stop)
 
 
+def github_or_simulator(settings: Settings) -> Settings:
+    """Settings for a command that talks to GitHub: the configured GitHub, or else the simulator
+    that `shopfloor dev` (or `shopfloor simulator`) runs with these settings."""
+    if settings.github_configured:
+        return settings
+    host = "127.0.0.1" if settings.simulator_host in ("0.0.0.0", "::") else settings.simulator_host
+    return settings.model_copy(
+        update={
+            "github_api_url": f"http://{host}:{settings.simulator_port}/api/v3",
+            "github_token": SecretStr(SIMULATOR_BOT_TOKEN),
+        }
+    )
+
+
 def webhook_target(settings: Settings) -> str:
     host = "127.0.0.1" if settings.webhook_host in ("0.0.0.0", "::") else settings.webhook_host
     return f"http://{host}:{settings.webhook_port}/webhooks/github"
