@@ -1,7 +1,7 @@
 """`create_app(config)`: the simulator as one FastAPI app.
 
 - `/api/v3/...`: GitHub's REST subset (auth, rate limits, injected faults, request log here);
-- `/{owner}/{repo}.git/...`: real git over smart HTTP (git_http);
+- `/{owner}/{repo}.git/...`: real git over smart HTTP (git.http);
 - `/_sim/...`: control endpoints for what GitHub has no API for (control.py).
 """
 
@@ -90,13 +90,13 @@ def create_app(config: SimulatorConfig) -> FastAPI:
         return response
 
     from shopfloor.simulator.control import router as control_router
-    from shopfloor.simulator.routes import api_routers
+    from shopfloor.simulator.api.routers import api_routers
 
     app.include_router(control_router)
     for router in api_routers():
         app.include_router(router, prefix=API)
 
-    from shopfloor.simulator.git_http import git_router
+    from shopfloor.simulator.git.http import git_router
 
     def can_push(login: str, owner: str, name: str) -> bool:
         repo = sim.store.repo(owner, name)

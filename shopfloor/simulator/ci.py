@@ -20,8 +20,8 @@ from typing import Literal
 import pydantic
 import structlog
 
-from shopfloor.simulator.git_cmd import GitError, run_git
-from shopfloor.simulator.git_repos import BareRepo
+from shopfloor.simulator.git.cmd import GitError, run_git
+from shopfloor.simulator.git.repos import BareRepo
 
 log = structlog.get_logger(__name__)
 

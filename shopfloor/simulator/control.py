@@ -16,7 +16,7 @@ from starlette.concurrency import run_in_threadpool
 
 from shopfloor.simulator.deps import sim_of
 from shopfloor.simulator.faults import FaultSpec
-from shopfloor.simulator.serialize import iso
+from shopfloor.simulator.shapes.common import iso
 
 router = APIRouter(prefix="/_sim")
 

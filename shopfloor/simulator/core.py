@@ -17,11 +17,11 @@ from shopfloor.simulator.config import SimulatorConfig
 from shopfloor.simulator.errors import GitHubError, invalid
 from shopfloor.simulator.events import Events
 from shopfloor.simulator.faults import Faults, RateLimits
-from shopfloor.simulator.git_repos import BareRepo, GitError, RefUpdate
-from shopfloor.simulator.serialize import Shapes
-from shopfloor.simulator.serialize_checks import CheckShapes
-from shopfloor.simulator.serialize_git import GitShapes
-from shopfloor.simulator.serialize_pulls import PullShapes
+from shopfloor.simulator.git.repos import BareRepo, GitError, RefUpdate
+from shopfloor.simulator.shapes.common import Shapes
+from shopfloor.simulator.shapes.checks import CheckShapes
+from shopfloor.simulator.shapes.git import GitShapes
+from shopfloor.simulator.shapes.pulls import PullShapes
 from shopfloor.simulator.store import Hook, Issue, Repo, Store, User, now
 from shopfloor.simulator.webhooks import Busy, Dispatcher
 

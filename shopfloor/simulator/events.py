@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from shopfloor.simulator.git_repos import ZERO_SHA, CommitInfo, RefUpdate
-from shopfloor.simulator.serialize import node_id
-from shopfloor.simulator.serialize_git import git_date
+from shopfloor.simulator.git.repos import ZERO_SHA, CommitInfo, RefUpdate
+from shopfloor.simulator.shapes.common import node_id
+from shopfloor.simulator.shapes.git import git_date
 from shopfloor.simulator.store import Issue, Repo, Review, User
 
 MAX_PUSH_COMMITS = 20  # GitHub lists at most 20 commits in a push payload

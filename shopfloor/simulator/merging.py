@@ -8,8 +8,8 @@ import re
 from typing import Any
 
 from shopfloor.simulator.errors import GitHubError
-from shopfloor.simulator.git_repos import GitError, MergeConflict, RefUpdate
-from shopfloor.simulator.routes_issues import close
+from shopfloor.simulator.git.repos import GitError, MergeConflict, RefUpdate
+from shopfloor.simulator.api.issues import close
 from shopfloor.simulator.store import Issue, Repo, User, now
 
 CLOSING_RE = re.compile(r"\b(?:close[sd]?|fix(?:e[sd])?|resolve[sd]?)\s*:?\s+#(\d+)\b", re.IGNORECASE)

@@ -1,7 +1,7 @@
 """The simulator's in-memory state: plain records guarded by one lock.
 
 Routes and workers take `store.lock` around every read-modify-write, so concurrent requests see
-GitHub-like atomic updates. Git content itself lives in bare repositories on disk (git_repos);
+GitHub-like atomic updates. Git content itself lives in bare repositories on disk (git.repos);
 only metadata is kept here.
 """
 
@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from shopfloor.simulator.git_repos import BareRepo
+from shopfloor.simulator.git.repos import BareRepo
 
 BOT_LOGIN = "shopfloor[bot]"
 APP_SLUG = "shopfloor"

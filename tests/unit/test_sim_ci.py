@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from shopfloor.simulator.ci import OUTPUT_CAP, run_ci
-from shopfloor.simulator.git_repos import BareRepo, GitError
+from shopfloor.simulator.git.repos import BareRepo, GitError
 
 CALC = "def add(a, b):\n    return a + b\n"
 TESTS = "from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n"

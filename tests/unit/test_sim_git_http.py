@@ -17,8 +17,8 @@ import uvicorn
 from fastapi import FastAPI, Request, Response
 
 from shopfloor.devserver import free_port
-from shopfloor.simulator.git_http import git_router
-from shopfloor.simulator.git_repos import ZERO_SHA, BareRepo, RefUpdate
+from shopfloor.simulator.git.http import git_router
+from shopfloor.simulator.git.repos import ZERO_SHA, BareRepo, RefUpdate
 
 TOKENS = {"alice-token": "alice", "bob-token": "bob"}  # bob may read but not push
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from shopfloor.simulator.git_cmd import run_git
-from shopfloor.simulator.git_repos import ZERO_SHA, BareRepo, GitError, MergeConflict
+from shopfloor.simulator.git.cmd import run_git
+from shopfloor.simulator.git.repos import ZERO_SHA, BareRepo, GitError, MergeConflict
 
 ALICE = ("Alice", "alice@example.com")
 BOB = ("Bob", "bob@example.com")

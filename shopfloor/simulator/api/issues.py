@@ -12,7 +12,7 @@ from pydantic import BaseModel, Field
 from shopfloor.simulator.auth import can
 from shopfloor.simulator.deps import load_issue, load_repo, paginate
 from shopfloor.simulator.errors import GitHubError, invalid, not_found
-from shopfloor.simulator.routes_labels import apply_labels
+from shopfloor.simulator.api.labels import apply_labels
 from shopfloor.simulator.store import Comment, Issue, now
 
 router = APIRouter()

@@ -25,7 +25,7 @@ from fastapi.responses import PlainTextResponse, StreamingResponse
 from starlette.requests import ClientDisconnect
 from starlette.types import Receive, Scope, Send
 
-from shopfloor.simulator.git_repos import ZERO_SHA, BareRepo, RefUpdate
+from shopfloor.simulator.git.repos import ZERO_SHA, BareRepo, RefUpdate
 
 log = structlog.get_logger(__name__)
 

@@ -6,13 +6,13 @@ import base64
 from datetime import UTC, datetime
 from typing import Any
 
-from shopfloor.simulator.git_repos import CommitInfo, FileChange
-from shopfloor.simulator.serialize import Shapes, node_id
+from shopfloor.simulator.git.repos import CommitInfo, FileChange
+from shopfloor.simulator.shapes.common import Shapes, node_id
 from shopfloor.simulator.store import Repo
 
 
 def git_date(value: Any) -> str:
-    """git_repos hands dates as ISO strings or datetimes; GitHub shows UTC with a Z."""
+    """git.repos hands dates as ISO strings or datetimes; GitHub shows UTC with a Z."""
     if isinstance(value, datetime):
         return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     if isinstance(value, (int, float)):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from shopfloor.simulator.serialize import Shapes, iso, node_id
+from shopfloor.simulator.shapes.common import Shapes, iso, node_id
 from shopfloor.simulator.store import Issue, Repo, Review
 
 FAILING = {"failure", "timed_out", "cancelled", "action_required", "startup_failure"}

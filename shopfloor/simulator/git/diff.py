@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Literal
 
-from shopfloor.simulator.git_cmd import EMPTY_TREE_SHA, FileChange, GitError, run_git
+from shopfloor.simulator.git.cmd import EMPTY_TREE_SHA, FileChange, GitError, run_git
 
 if TYPE_CHECKING:
-    from shopfloor.simulator.git_repos import BareRepo
+    from shopfloor.simulator.git.repos import BareRepo
 
 _DIFF_OPTS = ("--no-color", "--no-ext-diff", "--no-textconv", "-M", "--full-index")
 _STATUS: dict[str, Literal["added", "removed", "modified", "renamed"]] = {

@@ -8,7 +8,7 @@ from pydantic import BaseModel
 
 from shopfloor.simulator.deps import load_repo
 from shopfloor.simulator.errors import GitHubError, invalid, not_found
-from shopfloor.simulator.git_repos import ZERO_SHA, GitError, RefUpdate
+from shopfloor.simulator.git.repos import ZERO_SHA, GitError, RefUpdate
 
 router = APIRouter()
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Literal
 
 import structlog
 
-from shopfloor.simulator.git_cmd import (
+from shopfloor.simulator.git.cmd import (
     GitError,
     MergeConflict,
     failure_message,
@@ -23,7 +23,7 @@ from shopfloor.simulator.git_cmd import (
 )
 
 if TYPE_CHECKING:
-    from shopfloor.simulator.git_repos import BareRepo
+    from shopfloor.simulator.git.repos import BareRepo
 
 log = structlog.get_logger(__name__)
 

@@ -10,7 +10,7 @@ from pydantic import BaseModel, Field
 
 from shopfloor.simulator.deps import load_repo, paginate
 from shopfloor.simulator.errors import GitHubError, custom_invalid, not_found
-from shopfloor.simulator.serialize_checks import suite_state
+from shopfloor.simulator.shapes.checks import suite_state
 from shopfloor.simulator.store import (
     APP_SLUG,
     CheckRun,

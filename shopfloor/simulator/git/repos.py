@@ -14,7 +14,7 @@ from typing import Literal
 
 import structlog
 
-from shopfloor.simulator.git_cmd import (
+from shopfloor.simulator.git.cmd import (
     ZERO_SHA,
     CommitInfo,
     FileChange,
@@ -201,12 +201,12 @@ class BareRepo:
     # -- diffs and merges (git_diff, git_merge) --------------------------------------------
 
     def changed_files(self, base: str, head: str) -> list[FileChange]:
-        from shopfloor.simulator.git_diff import changed_files
+        from shopfloor.simulator.git.diff import changed_files
 
         return changed_files(self, base, head)
 
     def can_merge(self, base_sha: str, head_sha: str) -> bool:
-        from shopfloor.simulator.git_merge import can_merge
+        from shopfloor.simulator.git.merge import can_merge
 
         return can_merge(self, base_sha, head_sha)
 
@@ -221,7 +221,7 @@ class BareRepo:
         author: tuple[str, str],
         committer: tuple[str, str] | None = None,
     ) -> str:
-        from shopfloor.simulator.git_merge import merge
+        from shopfloor.simulator.git.merge import merge
 
         return merge(self, base_branch, head_sha, method=method, title=title, message=message,
                      author=author, committer=committer)  # fmt: skip

@@ -5,8 +5,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from shopfloor.simulator.serialize import Shapes, iso, node_id
-from shopfloor.simulator.serialize_git import git_date
+from shopfloor.simulator.shapes.common import Shapes, iso, node_id
+from shopfloor.simulator.shapes.git import git_date
 from shopfloor.simulator.store import (
     CI_APP_SLUG,
     CheckRun,

@@ -12,9 +12,9 @@ from pydantic import BaseModel, Field
 from shopfloor.simulator.auth import can
 from shopfloor.simulator.deps import load_issue, load_repo, paginate
 from shopfloor.simulator.errors import GitHubError, custom_invalid, invalid
-from shopfloor.simulator.git_repos import GitError, MergeConflict, RefUpdate
+from shopfloor.simulator.git.repos import GitError, MergeConflict, RefUpdate
 from shopfloor.simulator.merging import merge_pull
-from shopfloor.simulator.routes_issues import IssueUpdate, update_fields
+from shopfloor.simulator.api.issues import IssueUpdate, update_fields
 from shopfloor.simulator.store import Issue, PullRequest, now
 
 router = APIRouter()

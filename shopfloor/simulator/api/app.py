@@ -12,8 +12,8 @@ from fastapi.responses import JSONResponse
 from shopfloor.simulator.auth import app_jwt
 from shopfloor.simulator.deps import sim_of
 from shopfloor.simulator.errors import not_found
-from shopfloor.simulator.serialize import iso
-from shopfloor.simulator.serialize_checks import APP_EVENTS, APP_PERMISSIONS
+from shopfloor.simulator.shapes.common import iso
+from shopfloor.simulator.shapes.checks import APP_EVENTS, APP_PERMISSIONS
 from shopfloor.simulator.store import APP_SLUG, InstallationToken, now
 
 router = APIRouter()

@@ -13,7 +13,7 @@ from shopfloor.simulator.auth import RANK, permission, require
 from shopfloor.simulator.core import LOGIN_RE
 from shopfloor.simulator.deps import actor_of, load_repo, paginate, sim_of
 from shopfloor.simulator.errors import GitHubError, invalid, not_found
-from shopfloor.simulator.git_repos import GitError, RefUpdate
+from shopfloor.simulator.git.repos import GitError, RefUpdate
 from shopfloor.simulator.store import PERMISSIONS, now
 
 router = APIRouter()
