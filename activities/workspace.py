@@ -189,6 +189,20 @@ class Workspaces:
         shutil.rmtree(path, ignore_errors=True)
         _unlink(Path(f"{path}.lock"))
 
+    # --- for activities that build commits in the mirror itself (git_remote.py) --------------------
+
+    async def mirror(self, clone_url: str) -> Path:
+        """This worker's bare mirror of `clone_url` (created empty when missing)."""
+        _check_arg("clone_url", clone_url)
+        return await self._mirror(clone_url)
+
+    def mirror_lock(self, mirror: Path) -> contextlib.AbstractAsyncContextManager[None]:
+        """The lock every fetch into `mirror` holds."""
+        return self._lock(f"{mirror}.lock")
+
+    async def load_patch(self, digest: str) -> bytes:
+        return await self._load_patch(digest)
+
     # --- mirror ------------------------------------------------------------------------------------
 
     def _run_dir(self, run_id: str) -> Path:

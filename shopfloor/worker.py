@@ -12,6 +12,7 @@ from temporalio.client import Client
 from temporalio.worker import Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
+from shopfloor.activities.git_remote import GitRemoteActivities
 from shopfloor.activities.github.clients import GitHubClients
 from shopfloor.activities.github.deliveries import DeliveryActivities
 from shopfloor.activities.github.operations import GitHubActivities
@@ -78,17 +79,20 @@ def activities_for(
 ) -> list[Callable[..., Any]]:
     prices = {name: Price(input_per_mtok=i, output_per_mtok=o) for name, (i, o) in settings.prices.items()}
     model = ModelStepActivities(TranscriptStore(blobs), providers, prices)
+    workspaces = Workspaces(settings.data_dir / "workspaces", blobs)
     tools = ToolActivities(
         blobs,
-        Workspaces(settings.data_dir / "workspaces", blobs),
+        workspaces,
         sandbox=settings.sandbox,
         # Commands never see the worker's data (blobs, other runs' checkouts) or its home.
         hide=[settings.data_dir, Path.home()],
     )
     # Without credentials the client still targets settings.github_api_url; calls then fail with
     # a clear "no GitHub credentials are configured" (401) instead of at startup.
-    github_ops = GitHubActivities(github or GitHubClients(settings))
-    return [model.model_step, model.compact_transcript, *tools.all(), *github_ops.all()]
+    github = github or GitHubClients(settings)
+    github_ops = GitHubActivities(github)
+    git_remote = GitRemoteActivities(workspaces, github)  # pushes with the worker's own token
+    return [model.model_step, model.compact_transcript, *tools.all(), *github_ops.all(), *git_remote.all()]
 
 
 def reconcile_activities(

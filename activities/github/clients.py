@@ -172,6 +172,17 @@ class GitHubClients:
                 self._opened.append(gh)
         return Session(gh, key, self.auth_hint)
 
+    def git_token(self, repo: str) -> str | None:
+        """The token `git push`/`fetch` present for `repo` (None: no credentials), blocking: an
+        App's installation token is looked up (and minted) as for API calls, from the same cache.
+        For the caller to hand to git through its environment only; never log or return it."""
+        if self.mode != "app":
+            return self._token
+        key = self.session(repo).key  # the auth mints through a client's requester: build it first
+        auth = self._auth(key)
+        assert isinstance(auth, Auth.AppInstallationAuth)
+        return auth.token
+
     def _auth(self, key: str) -> Auth.Auth | None:
         with self._guard:
             if key not in self._auths:

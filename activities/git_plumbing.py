@@ -1,0 +1,132 @@
+"""Git plumbing on a worker's bare mirror for git_remote.py: trees, commits and merges built
+without a work tree, and a remote's credentials carried in the environment only.
+
+Everything runs with the same clean environment as workspace.py (no user or system config, no
+credential helpers, no prompts, hooks off). A token reaches git as an `http.<origin>/.extraHeader`
+set through `GIT_CONFIG_COUNT/KEY/VALUE`: never in argv (visible in `ps`), never in the mirror's
+config, never in a URL that an error message could echo, and sent only to the remote's origin.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import os
+import signal
+from collections.abc import Mapping
+from datetime import datetime, timezone
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from shopfloor.activities.workspace import GIT_TIMEOUT_S, GitError, redact
+
+_SAFE = [
+    "-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false", "-c", "credential.helper=",
+    "-c", "gc.auto=0", "-c", "maintenance.auto=false", "-c", "core.autocrlf=false",
+    "-c", "commit.gpgSign=false",
+]  # fmt: skip
+DIFF = ["--no-color", "--no-ext-diff", "--no-textconv", "--src-prefix=a/", "--dst-prefix=b/"]
+
+
+def auth_env(clone_url: str, token: str | None) -> dict[str, str]:
+    """Environment giving git `token` for `clone_url`'s origin (HTTP Basic, as GitHub takes it)."""
+    parts = urlsplit(clone_url)
+    if not token or parts.scheme not in ("http", "https") or not parts.hostname:
+        return {}
+    host = parts.hostname if ":" not in parts.hostname else f"[{parts.hostname}]"
+    origin = f"{parts.scheme}://{host}{f':{parts.port}' if parts.port else ''}/"
+    basic = base64.b64encode(f"x-access-token:{token}".encode()).decode()
+    return {
+        "GIT_CONFIG_COUNT": "1",
+        "GIT_CONFIG_KEY_0": f"http.{origin}.extraHeader",
+        "GIT_CONFIG_VALUE_0": f"Authorization: Basic {basic}",
+    }
+
+
+def git_date(when: datetime) -> str:
+    """A fixed git date: whole seconds, UTC (a naive datetime is taken as UTC)."""
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=timezone.utc)
+    return f"@{int(when.timestamp())} +0000"
+
+
+class Git:
+    """git in one bare repository (a mirror), in a clean environment."""
+
+    def __init__(self, git_dir: Path, home: Path, extra_env: Mapping[str, str] | None = None) -> None:
+        self.git_dir = git_dir
+        self._env = {
+            "PATH": os.environ.get("PATH", os.defpath), "HOME": str(home), "XDG_CONFIG_HOME": str(home),
+            "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull, "GIT_TERMINAL_PROMPT": "0",
+            "GIT_SSH_COMMAND": "ssh -o BatchMode=yes", "LC_ALL": "C", **(extra_env or {}),
+        }  # fmt: skip
+
+    async def run(
+        self, *args: str, env: Mapping[str, str] | None = None, stdin: bytes | None = None,
+        timeout: float = GIT_TIMEOUT_S, ok: tuple[int, ...] = (0,),
+    ) -> tuple[int, bytes, bytes]:  # fmt: skip
+        """(exit code, stdout, stderr); GitError (stderr redacted) for a code outside `ok`."""
+        proc = await asyncio.create_subprocess_exec(
+            "git", *_SAFE, f"--git-dir={self.git_dir}", *args,
+            cwd=str(self.git_dir),
+            env={**self._env, **(env or {})},
+            stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            start_new_session=True,  # a timeout kills git and its remote helper together
+        )  # fmt: skip
+        shown = redact(" ".join(["git", *args]))
+        try:
+            out, err = await asyncio.wait_for(proc.communicate(stdin), timeout)
+        except (asyncio.TimeoutError, asyncio.CancelledError) as e:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            await proc.wait()
+            if isinstance(e, asyncio.CancelledError):
+                raise
+            raise GitError(f"`{shown}` timed out after {timeout:.0f} s") from None
+        code = proc.returncode or 0
+        if code not in ok:
+            stderr = redact(err.decode("utf-8", "replace").strip())
+            raise GitError(f"`{shown}` failed (exit {code}): {stderr}", stderr=stderr, returncode=code)
+        return code, out, err
+
+    async def out(self, *args: str, **kw: object) -> str:
+        return (await self.run(*args, **kw))[1].decode().strip()  # type: ignore[arg-type]
+
+    async def has_commit(self, sha: str) -> bool:
+        code, _, _ = await self.run("cat-file", "-e", f"{sha}^{{commit}}", ok=(0, 1, 128))
+        return code == 0
+
+    async def tree_of(self, rev: str) -> str:
+        return await self.out("rev-parse", "--verify", f"{rev}^{{tree}}")
+
+    async def tree_with_patch(self, base: str, patch: bytes, scratch: Path) -> str:
+        """The tree of `base` with `patch` applied, in index space (as workspace.py replays it)."""
+        env = {"GIT_INDEX_FILE": str(scratch / "index")}
+        await self.run("read-tree", base, env=env)
+        await self.run("apply", "--cached", "--binary", "--whitespace=nowarn", "-", env=env, stdin=patch)
+        return await self.out("write-tree", env=env)
+
+    async def commit_tree(self, tree: str, parent: str, message: str, name: str, email: str, date: str) -> str:
+        """A commit that is a pure function of its arguments: the same inputs, the same sha."""
+        ident = {
+            "GIT_AUTHOR_NAME": name, "GIT_AUTHOR_EMAIL": email, "GIT_AUTHOR_DATE": date,
+            "GIT_COMMITTER_NAME": name, "GIT_COMMITTER_EMAIL": email, "GIT_COMMITTER_DATE": date,
+        }  # fmt: skip
+        text = message.strip("\n") + "\n"
+        return await self.out("commit-tree", tree, "-p", parent, "-F", "-", env=ident, stdin=text.encode())
+
+    async def numstat(self, old: str, new: str) -> tuple[int, int, int]:
+        """(files changed, lines added, lines deleted); binary files count as files only."""
+        raw = (await self.run("diff", "--numstat", "-z", "--no-renames", *DIFF, old, new))[1].decode("utf-8", "replace")
+        files = adds = dels = 0
+        for entry in raw.split("\0"):
+            fields = entry.split("\t")
+            if len(fields) < 3:
+                continue
+            files += 1
+            adds += int(fields[0]) if fields[0].isdigit() else 0
+            dels += int(fields[1]) if fields[1].isdigit() else 0
+        return files, adds, dels

@@ -1,0 +1,235 @@
+"""The git remote activities: push a workspace as one commit, and update a workspace from its
+base branch. They run in the worker (never in an agent's sandbox), with the worker's own token.
+
+- `git_push_workspace` builds ONE commit on `workspace.base_sha` whose tree is base + patch,
+  deterministically (fixed identity, message and dates from the workflow's clock), so a retry
+  makes the same sha and finds the branch already there (`pushed=False`). It writes only
+  `shopfloor/*` branches and never the default branch (DESIGN §6), and pushes with
+  `--force-with-lease=<branch>:<expected sha or nothing>`: a branch someone else moved is never
+  overwritten (BranchMoved; the workflow decides what next).
+- `git_update_from_base` merges the base branch's tip into base + patch (`git merge-tree`, no
+  work tree) and re-expresses the result as a patch against that tip: `merged`, or `conflicts`
+  with the conflicting files left holding git's conflict markers for an agent to resolve.
+
+Everything is built in this worker's mirror of the repository (workspace.py); the token reaches
+git through the environment only (git_plumbing.py) and is never returned or logged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import tempfile
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import structlog
+from shopfloor.activities.git_plumbing import DIFF, Git, auth_env, git_date
+from shopfloor.activities.github.clients import GitHubClients
+from shopfloor.activities.github.errors import github_failure
+from shopfloor.activities.heartbeat import heartbeating
+from shopfloor.activities.workspace import FETCH_TIMEOUT_S, GitError, PatchError, WorkspaceError, Workspaces, redact
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from shopfloor.models.agent_run import WorkspaceRef
+from shopfloor.models.git_remote import PushInput, PushOutput, UpdateInput, UpdateOutput
+from shopfloor.models.github_ops import BRANCH_PREFIX
+
+log = structlog.get_logger(__name__)
+
+T = TypeVar("T")
+_SHA_RE = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
+# The commit a merge starts from ("base + patch") needs an identity and a date; fixed ones keep
+# the merge, and so the conflict markers and the resulting patch, a function of the inputs.
+_MERGE_IDENT = ("shopfloor", "shopfloor@localhost", "@0 +0000")
+
+
+def _fail(type_: str, message: str, *, retry: bool = False) -> ApplicationError:
+    return ApplicationError(message, type=type_, non_retryable=not retry)
+
+
+class GitRemoteActivities:
+    def __init__(self, workspaces: Workspaces, clients: GitHubClients) -> None:
+        self._ws = workspaces
+        self._clients = clients
+
+    @activity.defn(name="git_push_workspace")
+    async def push_workspace(self, inp: PushInput) -> PushOutput:
+        return await self._guarded(self._push(inp), f"push {inp.workspace.repo} {inp.branch}")
+
+    @activity.defn(name="git_update_from_base")
+    async def update_from_base(self, inp: UpdateInput) -> UpdateOutput:
+        return await self._guarded(self._update(inp), f"update {inp.workspace.repo} from {inp.base_branch}")
+
+    def all(self) -> list[Callable[..., Any]]:
+        return [self.push_workspace, self.update_from_base]
+
+    async def _guarded(self, work: Awaitable[T], detail: str) -> T:
+        """Heartbeat through fetches and pushes; map failures to what Temporal should do."""
+        try:
+            return await heartbeating(work, detail=detail)
+        except ApplicationError:
+            raise
+        except PatchError as e:
+            raise _fail("PatchError", str(e)) from None
+        except GitError as e:  # the network, a server hiccup: worth another attempt
+            raise _fail("GitError", str(e), retry=True) from None
+        except WorkspaceError as e:  # a ref that cannot be built (no such commit, bad fields)
+            raise _fail("WorkspaceError", str(e)) from None
+
+    # --- push ----------------------------------------------------------------------------------------
+
+    async def _push(self, inp: PushInput) -> PushOutput:
+        ref, branch = inp.workspace, inp.branch
+        clone_url, base = _portable(ref)
+        if not branch.startswith(BRANCH_PREFIX):
+            raise _fail("ShopfloorRefused", f"{ref.repo}: shopfloor only pushes branches under {BRANCH_PREFIX!r}, not {branch!r}")
+        if inp.expected_remote_sha is not None and not _SHA_RE.fullmatch(inp.expected_remote_sha):
+            raise _fail("WorkspaceError", f"expected_remote_sha {inp.expected_remote_sha!r} is not a full commit id")
+        git = await self._git(ref.repo, clone_url)
+        code, _, _ = await git.run("check-ref-format", f"refs/heads/{branch}", ok=(0, 1))
+        if code != 0:
+            raise _fail("ShopfloorRefused", f"{ref.repo}: {branch!r} is not a valid branch name")
+        default, remote_sha = await self._remote_state(git, clone_url, branch)
+        if default is None or branch == default:
+            why = "is the default branch" if default else "cannot be checked against the default branch (the remote did not name it)"
+            raise _fail("ShopfloorRefused", f"{ref.repo}: {branch!r} {why}; shopfloor never pushes there")
+        if not ref.patch_digest:
+            raise _fail("NothingToPush", f"{ref.repo}: the workspace has no changes against {base[:12]}")
+
+        await self._ensure_commit(git, clone_url, base)
+        patch = await self._ws.load_patch(ref.patch_digest)
+        with tempfile.TemporaryDirectory(dir=self._ws.root, prefix="push-") as scratch:
+            tree = await _tree_with(git, base, patch, Path(scratch))
+        if tree == await git.tree_of(base):
+            raise _fail("NothingToPush", f"{ref.repo}: the workspace's patch changes nothing against {base[:12]}")
+        head = await git.commit_tree(tree, base, inp.message, inp.author_name, inp.author_email, git_date(inp.committed_at))
+        files, adds, dels = await git.numstat(base, head)
+        out = PushOutput(head_sha=head, pushed=False, files_changed=files, additions=adds, deletions=dels)
+
+        if remote_sha == head:  # a retry after a push whose answer was lost, or a second call
+            log.info("branch already at the commit", repo=ref.repo, branch=branch, sha=head)
+            return out
+        if remote_sha != inp.expected_remote_sha:
+            raise _branch_moved(ref.repo, branch, inp.expected_remote_sha, remote_sha)
+        lease = f"--force-with-lease=refs/heads/{branch}:{inp.expected_remote_sha or ''}"
+        code, stdout, stderr = await git.run(
+            "push", "--porcelain", "--no-verify", lease, "--", clone_url, f"{head}:refs/heads/{branch}",
+            timeout=FETCH_TIMEOUT_S, ok=(0, 1),
+        )  # fmt: skip
+        if code != 0:
+            said = redact((stdout + stderr).decode("utf-8", "replace"))
+            if "stale info" in said:  # moved between our look and our push
+                raise _branch_moved(ref.repo, branch, inp.expected_remote_sha, None)
+            if "[remote rejected]" in said:  # a protected branch, a pre-receive hook: retrying will not help
+                raise _fail("PushRejected", f"{ref.repo}: the push to {branch!r} was rejected: {said.strip()}")
+            raise _fail("GitError", f"{ref.repo}: pushing {branch!r} failed: {said.strip()}", retry=True)
+        log.info("pushed workspace", repo=ref.repo, branch=branch, sha=head, files=files)
+        return out.model_copy(update={"pushed": True})
+
+    async def _remote_state(self, git: Git, clone_url: str, branch: str) -> tuple[str | None, str | None]:
+        """(the default branch, where `branch` is now or None) in one round trip."""
+        raw = await git.out("ls-remote", "--symref", "--", clone_url, "HEAD", f"refs/heads/{branch}", timeout=FETCH_TIMEOUT_S)
+        default = sha = None
+        for line in raw.splitlines():
+            left, _, name = line.partition("\t")
+            if name == "HEAD" and left.startswith("ref: refs/heads/"):
+                default = left.removeprefix("ref: refs/heads/")
+            elif name == f"refs/heads/{branch}":
+                sha = left
+        return default, sha
+
+    # --- update from base ------------------------------------------------------------------------------
+
+    async def _update(self, inp: UpdateInput) -> UpdateOutput:
+        ref = inp.workspace
+        clone_url, base = _portable(ref)
+        git = await self._git(ref.repo, clone_url)
+        code, _, _ = await git.run("check-ref-format", f"refs/heads/{inp.base_branch}", ok=(0, 1))
+        if code != 0 or inp.base_branch.startswith("-"):
+            raise _fail("WorkspaceError", f"{ref.repo}: {inp.base_branch!r} is not a valid branch name")
+        tip = await self._fetch_branch(git, clone_url, inp.base_branch)
+        await self._ensure_commit(git, clone_url, base)
+        behind, _, _ = await git.run("merge-base", "--is-ancestor", tip, base, ok=(0, 1))
+        if behind == 0:  # the tip is the base or one of its ancestors: nothing to take in
+            return UpdateOutput(status="up_to_date", workspace=ref, base_sha=tip)
+
+        ours = base
+        if ref.patch_digest:
+            patch = await self._ws.load_patch(ref.patch_digest)
+            with tempfile.TemporaryDirectory(dir=self._ws.root, prefix="update-") as scratch:
+                tree = await _tree_with(git, base, patch, Path(scratch))
+            ours = await git.commit_tree(tree, base, "workspace", *_MERGE_IDENT)
+        # Exit 1 means conflicts: the tree is still written, conflicting files holding markers
+        # labelled with the two commit ids (`<<<<<<< <ours>` / `>>>>>>> <tip>`).
+        code, raw, _ = await git.run("merge-tree", "--write-tree", "-z", "--name-only", "--no-messages", ours, tip, ok=(0, 1))
+        fields = raw.decode("utf-8", "surrogateescape").split("\0")
+        merged, conflicts = fields[0].strip(), sorted({f for f in fields[1:] if f})
+        diff = (await git.run("diff", "--binary", "--full-index", "--no-renames", *DIFF, tip, merged))[1]
+        digest = await self._ws.blobs.put(diff) if diff else None
+        status = "conflicts" if code == 1 else "merged"
+        log.info("workspace updated from base", repo=ref.repo, base_branch=inp.base_branch, tip=tip, status=status,
+                 conflicts=len(conflicts))  # fmt: skip
+        new_ref = ref.model_copy(update={"base_sha": tip, "patch_digest": digest, "path": None})
+        return UpdateOutput(status=status, workspace=new_ref, base_sha=tip, conflicts=conflicts if code == 1 else [])
+
+    # --- mirror and credentials --------------------------------------------------------------------------
+
+    async def _git(self, repo: str, clone_url: str) -> Git:
+        """git in this worker's mirror of `clone_url`, carrying the repository's token if any."""
+        mirror = await self._ws.mirror(clone_url)
+        try:
+            token = await asyncio.to_thread(self._clients.git_token, repo) if "/" in repo and _is_http(clone_url) else None
+        except ApplicationError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - mapped like any GitHub failure, never raw
+            raise github_failure(exc, f"a token for {repo}", auth_hint=self._clients.auth_hint) from None
+        return Git(mirror, self._ws.root / "git-home", auth_env(clone_url, token))
+
+    async def _ensure_commit(self, git: Git, clone_url: str, sha: str) -> None:
+        if await git.has_commit(sha):
+            return
+        async with self._ws.mirror_lock(git.git_dir):
+            if not await git.has_commit(sha):
+                await git.run("fetch", "--no-tags", "--quiet", "--", clone_url, sha, timeout=FETCH_TIMEOUT_S)
+                if not await git.has_commit(sha):
+                    raise WorkspaceError(f"commit {sha} is not in the repository at {redact(clone_url)}")
+            await git.run("update-ref", f"refs/shopfloor/base/{sha}", sha)  # pinned: gc never drops it
+
+    async def _fetch_branch(self, git: Git, clone_url: str, branch: str) -> str:
+        async with self._ws.mirror_lock(git.git_dir):
+            await git.run("fetch", "--no-tags", "--quiet", "--", clone_url, f"refs/heads/{branch}", timeout=FETCH_TIMEOUT_S)
+            tip = await git.out("rev-parse", "--verify", "FETCH_HEAD^{commit}")
+            await git.run("update-ref", f"refs/shopfloor/base/{tip}", tip)
+        return tip
+
+
+async def _tree_with(git: Git, base: str, patch: bytes, scratch: Path) -> str:
+    try:
+        return await git.tree_with_patch(base, patch, scratch)
+    except GitError as e:
+        raise PatchError(f"the workspace patch does not apply to {base}: {e.stderr}") from None
+
+
+def _branch_moved(repo: str, branch: str, expected: str | None, found: str | None) -> ApplicationError:
+    was = f"at {expected[:12]}" if expected else "absent"
+    now = f"it is at {found[:12]}" if found else "it changed while pushing"
+    return _fail(
+        "BranchMoved",
+        f"{repo}: {branch!r} was expected {was} but {now}: someone else pushed to it; "
+        "shopfloor does not overwrite their work",
+    )
+
+
+def _portable(ref: WorkspaceRef) -> tuple[str, str]:
+    if not ref.clone_url or not ref.base_sha or not _SHA_RE.fullmatch(ref.base_sha):
+        raise _fail("WorkspaceError", f"the workspace of {ref.repo} is not portable: it needs clone_url and a full base_sha")
+    if ref.clone_url.startswith("-") or any(not c.isprintable() for c in ref.clone_url):
+        raise _fail("WorkspaceError", f"clone_url {redact(repr(ref.clone_url))} is not usable")
+    return ref.clone_url, ref.base_sha
+
+
+def _is_http(url: str) -> bool:
+    return url.startswith(("http://", "https://"))

@@ -1,0 +1,61 @@
+"""Inputs and outputs of the git remote activities: pushing a workspace as one commit, and
+bringing a workspace up to date with its base branch.
+
+No credentials here: the worker finds its own token for the repository (DESIGN §6). New fields
+always get defaults: old histories must still deserialize.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from shopfloor.models.agent_run import WorkspaceRef
+
+BOT_NAME = "shopfloor[bot]"
+BOT_EMAIL = "shopfloor-bot@users.noreply.github.com"
+
+
+class PushInput(BaseModel):
+    """Push `workspace` (base + patch) as ONE commit on `base_sha` to `refs/heads/<branch>`.
+
+    The commit is a pure function of these fields, so a retried push makes the same sha:
+    `committed_at` comes from `workflow.now()`, never from the worker's clock.
+    `expected_remote_sha` is where the workflow last left the branch (None: it must not exist
+    yet); a branch found anywhere else was moved by someone else and is never overwritten.
+    """
+
+    workspace: WorkspaceRef
+    branch: str
+    message: str
+    committed_at: datetime
+    author_name: str = BOT_NAME
+    author_email: str = BOT_EMAIL
+    expected_remote_sha: str | None = None
+
+
+class PushOutput(BaseModel):
+    head_sha: str
+    pushed: bool  # False: the branch already pointed at head_sha (a retry after a lost answer)
+    files_changed: int = 0
+    additions: int = 0
+    deletions: int = 0
+
+
+class UpdateInput(BaseModel):
+    workspace: WorkspaceRef
+    base_branch: str
+
+
+class UpdateOutput(BaseModel):
+    """`up_to_date`: `workspace` is the input unchanged. `merged`: `workspace` is based on the
+    branch's new tip, its patch the merge result. `conflicts`: the same, but the patch leaves
+    the conflicting files with git's conflict markers (`<<<<<<<`/`=======`/`>>>>>>>`) for an
+    agent to resolve; `conflicts` lists them."""
+
+    status: Literal["up_to_date", "merged", "conflicts"]
+    workspace: WorkspaceRef
+    base_sha: str  # the base branch's tip that was merged (or found already included)
+    conflicts: list[str] = Field(default_factory=list)
