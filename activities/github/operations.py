@@ -13,10 +13,11 @@ from typing import Any, TypeVar
 
 import structlog
 from pydantic import BaseModel
-from shopfloor.activities.github import branches, issues, pulls, reads
+from shopfloor.activities.github import branches, issues, policy, pulls, reads, similar
 from shopfloor.activities.github.api import GitHubApi
 from shopfloor.activities.github.clients import GitHubClients
 from shopfloor.activities.github.errors import github_failure
+from shopfloor.agents.policy import PolicyLoad
 from temporalio import activity
 
 from shopfloor.models.github_ops import (
@@ -45,6 +46,11 @@ from shopfloor.models.github_ops import (
     ReviewOutput,
     SubmitReviewInput,
     UpsertCommentInput,
+)
+from shopfloor.models.github_reads import (
+    PolicyInput,
+    SimilarIssuesInput,
+    SimilarIssuesOutput,
 )
 
 log = structlog.get_logger(__name__)
@@ -133,11 +139,19 @@ class GitHubActivities:
     async def ci_status(self, inp: CiStatusInput) -> CiStatusOutput:
         return await self._read(reads.ci_status, inp)
 
+    @activity.defn(name="github_load_policy")
+    async def load_policy(self, inp: PolicyInput) -> PolicyLoad:
+        return await self._read(policy.load_policy, inp)
+
+    @activity.defn(name="github_similar_issues")
+    async def similar_issues(self, inp: SimilarIssuesInput) -> SimilarIssuesOutput:
+        return await self._read(similar.similar_issues, inp)
+
     def all(self) -> list[Callable[..., Any]]:
         return [
             self.ensure_branch, self.delete_branch, self.find_or_create_pr, self.submit_review, self.merge_pr,
             self.upsert_comment, self.add_labels, self.remove_label, self.close_issue,
-            self.get_issue, self.permission, self.read_file, self.ci_status,
+            self.get_issue, self.permission, self.read_file, self.ci_status, self.load_policy, self.similar_issues,
         ]  # fmt: skip
 
 

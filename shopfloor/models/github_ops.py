@@ -63,9 +63,10 @@ def find_markers(text: str | None) -> list[Marker]:
 
 
 def with_marker(body: str, workflow_id: str, kind: str) -> str:
-    """The body with its marker on the first line (GitHub keeps HTML comments; it renders none)."""
+    """The body with its marker on the first line (GitHub keeps HTML comments; it renders none),
+    unless it already starts or ends with it (the progress comment ends with its own)."""
     marker = comment_marker(workflow_id, kind)
-    return body if body.startswith(marker) else f"{marker}\n{body}"
+    return body if body.startswith(marker) or body.rstrip().endswith(marker) else f"{marker}\n{body}"
 
 
 def _check_branch(value: str) -> str:

@@ -1,0 +1,275 @@
+"""Repository policy: `.github/shopfloor.yml` on the default branch (DESIGN §6), parsed strictly.
+
+A maintainer's typo must not pass silently: unknown keys, wrong types and out-of-range values are
+errors that name the key path and the problem. When the file has any error the whole policy falls
+back to the safe defaults (never a half-applied file) and the workflow parks and reports the
+errors. Pure: no I/O; the activity that reads the file is `activities/github/policy.py`.
+"""
+
+from __future__ import annotations
+
+import difflib
+import posixpath
+import re
+from functools import lru_cache
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+
+from shopfloor.models.github_reads import POLICY_FILE
+
+POLICY_PATH = POLICY_FILE
+MAX_ERRORS = 20  # a file that is wrong everywhere needs the first few messages, not hundreds
+
+AutoFix = Literal["never", "label", "always"]
+_LabelName = Field(default=None, min_length=1, max_length=50)  # GitHub caps label names at 50
+
+
+def _pattern(value: str) -> str:
+    if not value.strip() or "\n" in value or len(value) > 200:
+        raise ValueError(f"{_show(value)} is not a usable path pattern")
+    return value
+
+
+PathPattern = Annotated[str, AfterValidator(_pattern)]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class StepLimits(_Strict):
+    """Per-agent `max_steps` overrides; None keeps the agent's own default."""
+
+    triage: int | None = Field(default=None, ge=1, le=200)
+    fix: int | None = Field(default=None, ge=1, le=500)
+    review: int | None = Field(default=None, ge=1, le=200)
+    merge: int | None = Field(default=None, ge=1, le=100)
+
+
+class Budgets(_Strict):
+    max_cost_usd_per_run: float | None = Field(default=5.0, gt=0, le=1000)  # None: no cost limit
+    max_steps: StepLimits = Field(default_factory=StepLimits)
+
+
+class Labels(_Strict):
+    """Label names by what they mean; None: shopfloor does not set that label."""
+
+    trigger: str = Field(default="shopfloor", min_length=1, max_length=50)  # auto_fix: label
+    in_progress: str | None = _LabelName
+    needs_human: str | None = _LabelName
+    fixed: str | None = _LabelName
+
+
+class RepoPolicy(_Strict):
+    auto_fix: AutoFix = "label"  # label: the trigger label or a maintainer's `/shopfloor fix`
+    fixability_threshold: float = Field(default=0.6, ge=0, le=1)
+    require_human_approval: bool = True
+    auto_merge: bool = False
+    max_review_rounds: int = Field(default=3, ge=1, le=10)
+    budgets: Budgets = Field(default_factory=Budgets)
+    test_command: str | None = Field(default=None, min_length=1, max_length=500)  # None: detect
+    protected_paths: list[PathPattern] = Field(default_factory=lambda: [".github/**"], max_length=100)
+    network_for_commands: bool = False
+    ci_timeout_minutes: int = Field(default=60, ge=1, le=1440)
+    labels: Labels = Field(default_factory=Labels)
+
+
+class PolicyLoad(BaseModel):
+    """The policy a run uses, where it came from, and what was wrong with the file."""
+
+    policy: RepoPolicy = Field(default_factory=RepoPolicy)
+    source: Literal["default", "file"] = "default"
+    errors: list[str] = Field(default_factory=list)  # non-empty: defaults in force; park and report
+    path: str = POLICY_PATH
+    ref: str | None = None  # the branch it was read from (the default branch)
+    commit: str | None = None  # the default branch's head commit it was read at
+    sha: str | None = None  # the file's blob sha
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+
+# --- parsing ----------------------------------------------------------------------------------
+
+
+class _Loader(yaml.SafeLoader):
+    """safe_load without aliases (a policy needs none; they allow billion-laughs files) and
+    without silently-overwritten duplicate keys."""
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            mark = self.peek_event().start_mark
+            raise yaml.MarkedYAMLError(problem="aliases (*name) are not allowed in a policy file", problem_mark=mark)
+        return super().compose_node(parent, index)
+
+    def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if isinstance(key, str) and key in seen:
+                raise yaml.MarkedYAMLError(problem=f"duplicate key `{key}`", problem_mark=key_node.start_mark)
+            if isinstance(key, str):
+                seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
+def parse_policy(text: str | None) -> PolicyLoad:
+    """None (no file) -> defaults; an empty file -> defaults from the file; else strict parsing."""
+    if text is None:
+        return PolicyLoad()
+    try:
+        data = yaml.load(text, Loader=_Loader)
+    except yaml.YAMLError as exc:
+        return PolicyLoad(source="file", errors=[_yaml_message(exc)])
+    if data is None:
+        return PolicyLoad(source="file")
+    if not isinstance(data, dict):
+        return PolicyLoad(source="file", errors=[f"the file must be a mapping of keys to values (got {_show(data)})"])
+    try:
+        # Strict: YAML already types its values, so "3" for a number or "yes" for a flag is a mistake.
+        return PolicyLoad(policy=RepoPolicy.model_validate(data, strict=True), source="file")
+    except ValidationError as exc:
+        messages = list(dict.fromkeys(_message(e) for e in exc.errors(include_url=False)))
+        if len(messages) > MAX_ERRORS:
+            messages = [*messages[:MAX_ERRORS], f"... and {len(messages) - MAX_ERRORS} more problems"]
+        return PolicyLoad(source="file", errors=messages)
+
+
+def _yaml_message(exc: yaml.YAMLError) -> str:
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+    where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+    return f"invalid YAML{where}: {problem}"
+
+
+def _show(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, str):
+        return '"' + (value if len(value) <= 40 else value[:40] + "…") + '"'
+    return "a list" if isinstance(value, list) else "a mapping" if isinstance(value, dict) else type(value).__name__
+
+
+def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
+    """The policy model that holds the key at `loc` (for suggestions and bounds)."""
+    model: type[BaseModel] = RepoPolicy
+    for part in loc[:-1]:
+        field = model.model_fields.get(str(part))
+        sub = field.annotation if field else None
+        if not (isinstance(sub, type) and issubclass(sub, BaseModel)):
+            return None
+        model = sub
+    return model
+
+
+def _bounds(loc: tuple[Any, ...]) -> str | None:
+    model = _model_at(loc)
+    field = model.model_fields.get(str(loc[-1])) if model else None
+    if field is None:
+        return None
+    c = {k: getattr(m, k) for m in field.metadata for k in ("ge", "gt", "le", "lt") if getattr(m, k, None) is not None}
+    if "ge" in c and "le" in c:
+        return f"must be between {c['ge']} and {c['le']}"
+    low = f"more than {c['gt']}" if "gt" in c else f"at least {c['ge']}" if "ge" in c else ""
+    high = f"at most {c['le']}" if "le" in c else f"less than {c['lt']}" if "lt" in c else ""
+    return "must be " + " and ".join(p for p in (low, high) if p)
+
+
+_TYPES = {
+    "bool_type": "must be true or false", "int_type": "must be a whole number",
+    "float_type": "must be a number", "string_type": "must be text", "list_type": "must be a list",
+    "model_type": "must be a mapping of keys to values", "dict_type": "must be a mapping of keys to values",
+}  # fmt: skip
+
+
+def _message(err: Any) -> str:
+    # pydantic adds the branch tried for `X | None` fields ("int", "str"...): not a key.
+    loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p in {"int", "float", "str", "bool", "none"}))
+    path = ".".join(str(p) for p in loc)
+    kind, got = err["type"], _show(err.get("input"))
+    if kind == "extra_forbidden":
+        model = _model_at(loc)
+        close = difflib.get_close_matches(str(loc[-1]), list(model.model_fields) if model else [], n=1, cutoff=0.6)
+        prefix = ".".join(str(p) for p in loc[:-1])
+        hint = f" (did you mean `{prefix + '.' if prefix else ''}{close[0]}`?)" if close else ""
+        return f"unknown key `{path}`{hint}"
+    if kind in ("greater_than", "greater_than_equal", "less_than", "less_than_equal"):
+        return f"`{path}`: {_bounds(loc) or err['msg']} (got {got})"
+    if kind == "literal_error":
+        expected = str(err.get("ctx", {}).get("expected", "")).replace("'", "`")
+        return f"`{path}`: must be one of {expected} (got {got})"
+    if kind in ("string_too_short", "string_too_long"):
+        limit = err.get("ctx", {}).get("max_length")
+        return f"`{path}`: must not be empty" if kind == "string_too_short" else f"`{path}`: at most {limit} characters"
+    if kind == "too_long":
+        return f"`{path}`: at most {err.get('ctx', {}).get('max_length')} entries"
+    if kind in _TYPES:
+        return f"`{path}`: {_TYPES[kind]} (got {got})"
+    return f"`{path}`: {err['msg'].removeprefix('Value error, ')}"
+
+
+# --- protected paths --------------------------------------------------------------------------
+
+
+@lru_cache(maxsize=512)
+def _glob_regex(pattern: str) -> re.Pattern[str]:
+    """Git-style globs: `*` and `?` stay within one path segment, `**` spans segments
+    (`a/**/b` also matches `a/b`), `[...]` is a character class."""
+    out, i, n = [], 0, len(pattern)
+    while i < n:
+        if pattern.startswith("/**", i) and i + 3 == n:  # `dir/**`: the directory and all inside
+            out.append("(?:/.*)?")
+            i += 3
+        elif pattern.startswith("**/", i):
+            out.append("(?:.*/)?")
+            i += 3
+        elif pattern.startswith("**", i):
+            out.append(".*")
+            i += 2
+        elif pattern[i] == "*":
+            out.append("[^/]*")
+            i += 1
+        elif pattern[i] == "?":
+            out.append("[^/]")
+            i += 1
+        elif pattern[i] == "[" and (end := pattern.find("]", i + 2)) != -1:
+            body = pattern[i + 1 : end]
+            negate = body[0] in "!^"
+            chars = "".join(c if c == "-" else re.escape(c) for c in (body[1:] if negate else body))
+            out.append("[" + ("^" if negate else "") + chars + "]")
+            i = end + 1
+        else:
+            out.append(re.escape(pattern[i]))
+            i += 1
+    return re.compile("".join(out))
+
+
+def is_protected(path: str, policy: RepoPolicy) -> bool:
+    """Whether agents must leave `path` (relative to the repository root) unchanged.
+
+    A pattern without a `/` (`*.lock`) matches a name at any depth; one with a `/` is anchored at
+    the root (`.github/**`, `/setup.py`). A pattern that matches a directory protects everything
+    in it (`.github` protects `.github/workflows/ci.yml`). A path that leaves the repository is
+    protected (never something to allow by accident).
+    """
+    # Relative to the repository root; a leading "/" means the root too.
+    norm = posixpath.normpath(path.replace("\\", "/").strip().lstrip("/") or ".")
+    if norm in (".", "..") or norm.startswith("../"):
+        return True
+    parts = norm.split("/")
+    prefixes = ["/".join(parts[: k + 1]) for k in range(len(parts))]  # the path and its parents
+    for raw in policy.protected_paths:
+        pattern = raw.strip().rstrip("/")
+        anchored = "/" in pattern
+        rx = _glob_regex(pattern.lstrip("/"))
+        for prefix in prefixes:
+            if rx.fullmatch(prefix) or (not anchored and rx.fullmatch(prefix.rsplit("/", 1)[-1])):
+                return True
+    return False
