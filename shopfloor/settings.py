@@ -35,6 +35,9 @@ class Settings(BaseSettings):
     s3_endpoint_url: str | None = None  # for S3-compatible stores (MinIO, moto, R2 ...)
 
     model: str = DEFAULT_MODEL
+    # Per-agent models for the factory's agents, most specific first: "<agent>-<round>" (e.g.
+    # "review-2"), then "<agent>", then `model`. JSON: {"triage": "openai:gpt-4.1-mini"}.
+    agent_models: dict[str, str] = Field(default_factory=dict)
     # Price overrides, USD per million tokens: {"my-model": [input, output]} (JSON in SHOPFLOOR_PRICES).
     prices: dict[str, tuple[float, float]] = Field(default_factory=dict)
     sandbox: Literal["auto", "bwrap", "none"] = "auto"  # how agents' commands are contained

@@ -12,6 +12,7 @@ from temporalio.client import Client
 from temporalio.worker import Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
+from shopfloor.activities.factory_config import FactoryConfigActivity
 from shopfloor.activities.git_remote import GitRemoteActivities
 from shopfloor.activities.github.clients import GitHubClients
 from shopfloor.activities.github.deliveries import DeliveryActivities
@@ -92,7 +93,15 @@ def activities_for(
     github = github or GitHubClients(settings)
     github_ops = GitHubActivities(github)
     git_remote = GitRemoteActivities(workspaces, github)  # pushes with the worker's own token
-    return [model.model_step, model.compact_transcript, *tools.all(), *github_ops.all(), *git_remote.all()]
+    config = FactoryConfigActivity(settings)
+    return [
+        model.model_step,
+        model.compact_transcript,
+        *tools.all(),
+        *github_ops.all(),
+        *git_remote.all(),
+        config.factory_config,
+    ]
 
 
 def reconcile_activities(

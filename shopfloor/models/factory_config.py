@@ -1,0 +1,32 @@
+"""What the factory workflows need to know of the worker's settings, fetched by one activity.
+
+Workflows never read settings (they must replay anywhere); the `factory_config` activity hands
+them this snapshot once per run, and history keeps it, so a replay sees the same values. No
+secrets: models are "provider:model" names, never keys.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+
+class FactoryConfig(BaseModel):
+    default_model: str = "scripted:explore-demo"
+    agent_models: dict[str, str] = Field(default_factory=dict)
+    bot_login: str = "shopfloor[bot]"
+    trigger_label: str = "shopfloor"
+    ui_url: str = ""  # Temporal UI base, for links in progress comments
+    namespace: str = "default"
+
+    def model_for(self, agent: str, round_: int | None = None) -> str:
+        """The model for one agent run: "<agent>-<round>", then "<agent>", then the default."""
+        if round_ is not None and (chosen := self.agent_models.get(f"{agent}-{round_}")):
+            return chosen
+        return self.agent_models.get(agent) or self.default_model
+
+    def workflow_url(self, workflow_id: str) -> str:
+        from urllib.parse import quote
+
+        if not self.ui_url:
+            return ""
+        return f"{self.ui_url}/namespaces/{self.namespace}/workflows/{quote(workflow_id, safe='')}"
