@@ -12,6 +12,7 @@ import hashlib
 import json
 from collections.abc import Callable, Mapping
 from datetime import timedelta
+from typing import Any
 
 import structlog
 from temporalio import activity
@@ -31,9 +32,11 @@ from shopfloor.agents.compaction import (
 from shopfloor.agents.budget import Price, cost_usd, price_table
 from shopfloor.agents.permissions import PermissionPolicy, classify
 from shopfloor.agents.registry import get_agent
+from shopfloor.agents.submission import SUBMIT, runs_required, validate_submission
 from shopfloor.agents.summaries import args_preview, summarize_call
 from shopfloor.agents.text_actions import parse_text_actions, text_action_instructions
 from shopfloor.agents.tools import TOOLS
+from shopfloor.blobs import put_json
 from shopfloor.errors import ModelCallError
 from shopfloor.models.agent_run import (
     CompactInput,
@@ -44,12 +47,13 @@ from shopfloor.models.agent_run import (
     ToolCallRef,
 )
 from shopfloor.models.model_spec import ModelSpec
-from shopfloor.models.transcript import Message, ModelReply, ModelRequest
+from shopfloor.models.transcript import Message, ModelReply, ModelRequest, ToolCall
 
 log = structlog.get_logger(__name__)
 
 PREVIEW_CHARS = 200
 FINAL_TEXT_CHARS = 8_000
+SUBMIT_ERROR_CHARS = 2_000  # a refused submit's error travels in history: keep it short
 
 ProviderFactory = Callable[[ModelSpec], ModelProvider]
 
@@ -131,14 +135,28 @@ class ModelStepActivities:
         message = reply.message
         if inp.text_actions and not message.tool_calls:
             # Only line-initial `Action:` lines count, so a recap quoting an old action is not re-run.
-            message = message.model_copy(update={"tool_calls": parse_text_actions(message.content, agent.tools)})
+            message = message.model_copy(
+                update={"tool_calls": parse_text_actions(message.content, agent.tool_names())}
+            )
 
         reply_digest = await ts.store(message)
         manifest.messages.append(reply_digest)
         transcript = await ts.save(manifest)
         policy = _policy(inp.permissions)
         calls = []
+        output: dict[str, Any] | None = None
         for call in message.tool_calls:
+            if call.name == SUBMIT and agent.output_model:
+                error, output = _judge_submit(inp, agent.output_model, call, len(message.tool_calls))
+                calls.append(
+                    ToolCallRef(
+                        id=call.id, name=SUBMIT, summary=f"submit {agent.output_model}",
+                        args_preview=args_preview(call.arguments) if call.arguments_error is None else "(invalid JSON)",
+                        args_digest=_canonical_digest({"name": call.name, "arguments": call.arguments}),
+                        risk="read", submit_error=error,
+                    )
+                )  # fmt: skip
+                continue
             verdict = classify(call.name, call.arguments, policy)
             calls.append(
                 ToolCallRef(
@@ -151,6 +169,7 @@ class ModelStepActivities:
                     # Malformed arguments are answered by the tool with an error the model can fix.
                     decision="allow" if call.arguments_error else verdict.decision,
                     decision_reason=verdict.reason,
+                    runs_required=runs_required(call.name, call.arguments, inp.required_command, inp.test_command),
                 )
             )
         log.info(
@@ -170,6 +189,8 @@ class ModelStepActivities:
             context_tokens=_context_tokens([*messages, message]) + estimate_tokens(system),
             priced=True,
             cost_usd=cost_usd(inp.model, reply.usage, self._prices),
+            output=output,
+            output_digest=await put_json(ts.blobs, output) if output is not None else None,
         )
 
     @activity.defn(name="compact_transcript")
@@ -204,6 +225,25 @@ class ModelStepActivities:
             transcript=transcript, folded=len(plan.summarize), context_tokens=_context_tokens(new), usage=reply.usage,
             priced=True, cost_usd=cost_usd(inp.model, reply.usage, self._prices),
         )  # fmt: skip
+
+
+def _judge_submit(
+    inp: ModelStepInput, output_model: str, call: ToolCall, calls_in_reply: int
+) -> tuple[str | None, dict[str, Any] | None]:
+    """(the error the model reads, None) for a refused submit, or (None, the accepted output)."""
+    if call.arguments_error is not None:
+        return f"error: {call.arguments_error}"[:SUBMIT_ERROR_CHARS], None
+    if calls_in_reply > 1:
+        # The result must rest on what the model has seen: the other calls' results come first.
+        return "error: call submit alone, in a reply of its own, after you have seen your other calls' results.", None
+    if inp.submit_refusal:
+        return inp.submit_refusal[:SUBMIT_ERROR_CHARS], None
+    output, error = validate_submission(output_model, call.arguments)
+    if output is None:
+        return (error or "error: invalid submission")[:SUBMIT_ERROR_CHARS], None
+    # The harness's own record wins over what the model claims (e.g. FixResult.tests_passed).
+    output.update({k: v for k, v in inp.recorded.items() if k in output})
+    return None, output
 
 
 def _render(m: Message) -> str:

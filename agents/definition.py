@@ -1,4 +1,5 @@
-"""What an agent is: a prompt, a tool set and limits. Pure data; the loop lives in workflows."""
+"""What an agent is: a prompt, a tool set, limits and (optionally) the result it must submit.
+Pure data; the loop lives in workflows."""
 
 from __future__ import annotations
 
@@ -6,6 +7,8 @@ from importlib import resources
 
 from pydantic import BaseModel, Field
 
+from shopfloor.agents.outputs import OUTPUT_MODELS
+from shopfloor.agents.submission import SUBMIT, submit_spec
 from shopfloor.agents.tools import TOOLS
 from shopfloor.models.agent_run import Limits
 from shopfloor.models.transcript import ToolSpec
@@ -21,9 +24,23 @@ class AgentDefinition(BaseModel):
     tool_output_cap_chars: int = 16_000
     # Past this estimated transcript size, older messages are summarized (DESIGN §3 compaction).
     compaction_budget_tokens: int = 80_000
+    # A name in agents.outputs.OUTPUT_MODELS: the run ends only by calling `submit` with a valid one.
+    output_model: str | None = None
+    # submit is refused until the run's required command (AgentInput.required_command) has run
+    # after the last edit of the workspace.
+    submit_requires_command: bool = False
+
+    def model_post_init(self, __context: object) -> None:
+        if self.output_model is not None and self.output_model not in OUTPUT_MODELS:
+            raise ValueError(f"agent {self.name}: unknown output model {self.output_model!r}")
 
     def system_prompt(self) -> str:
         return resources.files("shopfloor.agents").joinpath(self.prompt_file).read_text(encoding="utf-8")
 
+    def tool_names(self) -> list[str]:
+        """What the model may call: the tools, plus `submit` when there is an output model."""
+        return [*self.tools, SUBMIT] if self.output_model else list(self.tools)
+
     def tool_specs(self) -> list[ToolSpec]:
-        return [TOOLS[name].spec() for name in self.tools]
+        specs = [TOOLS[name].spec() for name in self.tools]
+        return [*specs, submit_spec(self.output_model)] if self.output_model else specs

@@ -23,6 +23,40 @@ AGENTS: dict[str, AgentDefinition] = {
             tools=list(TOOLS),
             limits=Limits(max_steps=60),
         ),
+        # The factory's agents (DESIGN §5): each finishes by submitting a structured result.
+        AgentDefinition(
+            name="triage",
+            description="Classifies an issue, plans a fix and rates how fixable it is (read-only).",
+            prompt_file="triage.md",
+            tools=list(READ_ONLY_TOOLS),
+            limits=Limits(max_steps=30),
+            output_model="TriageResult",
+        ),
+        AgentDefinition(
+            name="fix",
+            description="Fixes an issue with the smallest change, runs the tests and writes the PR text.",
+            prompt_file="fix.md",
+            tools=list(TOOLS),
+            limits=Limits(max_steps=60),
+            output_model="FixResult",
+            submit_requires_command=True,
+        ),
+        AgentDefinition(
+            name="review",
+            description="Reviews a pull request against its issue and CI result; may run the tests.",
+            prompt_file="review.md",
+            tools=[*READ_ONLY_TOOLS, "run_command", "run_tests"],
+            limits=Limits(max_steps=40),
+            output_model="ReviewResult",
+        ),
+        AgentDefinition(
+            name="merge",
+            description="Resolves a pull request branch's conflicts with its base, or reports them.",
+            prompt_file="merge.md",
+            tools=list(TOOLS),
+            limits=Limits(max_steps=30),
+            output_model="MergeResult",
+        ),
     ]
 }
 

@@ -9,6 +9,7 @@ from pydantic import BaseModel, Field
 
 from shopfloor.agents.budget import Spent
 from shopfloor.agents.doom_loop import DoomLoopState
+from shopfloor.agents.submission import SubmitRecord
 from shopfloor.models.agent_run import Limits, ToolResult, WorkspaceRef
 
 
@@ -24,3 +25,4 @@ class AgentCarry(BaseModel):
     context_tokens: int = 0
     seq: int = 0  # event counter, so the live view continues across runs
     paused: bool = False
+    submit: SubmitRecord = Field(default_factory=SubmitRecord)  # edits, test runs, the submit reminder

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from datetime import timedelta
+from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
@@ -20,6 +21,7 @@ with workflow.unsafe.imports_passed_through():
     from shopfloor.agents.definition import AgentDefinition
     from shopfloor.agents.doom_loop import observe
     from shopfloor.agents.registry import get_agent
+    from shopfloor.agents import submission
     from shopfloor.agents.run_state import AgentCarry
     from shopfloor.models.agent_run import (
         AgentInput,
@@ -111,7 +113,17 @@ class AgentWorkflow(AgentControls):
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 workflow.continue_as_new(inp.model_copy(update={"carry": c.model_dump(mode="json")}))
             await self._compact_if_needed(inp, agent)
-            out = await self._model_step(inp, c.spent.steps + 1)
+            out = await self._model_step(inp, agent, c.spent.steps + 1)
+            if out.output is not None:  # an accepted submit (always alone in its reply)
+                done = (out.output, out.output_digest)
+                return self._finish("completed", final_digest=out.reply_digest, output=done)
+            if not out.tool_calls and agent.output_model:
+                # A plain answer does not finish an agent that owes a result: remind it once.
+                if c.submit.nudged:
+                    return self._finish("failed", reason=submission.no_submit_reason(agent.output_model))
+                c.submit = c.submit.model_copy(update={"nudged": True})
+                c.inject.append(submission.nudge_text(agent.output_model))
+                continue
             if not out.tool_calls:
                 return self._finish("completed", final=out.final_text, final_digest=out.reply_digest)
             stuck = await self._run_tools(inp, agent, out)
@@ -124,9 +136,10 @@ class AgentWorkflow(AgentControls):
             return info.get_current_history_length() > inp.max_history_events
         return info.is_continue_as_new_suggested()
 
-    async def _model_step(self, inp: AgentInput, step: int) -> ModelStepOutput:
+    async def _model_step(self, inp: AgentInput, agent: AgentDefinition, step: int) -> ModelStepOutput:
         c = self.carry
         self.live.step = step
+        required = inp.required_command if agent.submit_requires_command else None
         sent = len(c.inject)  # a message steered in while the model is called goes with the next step
         out = await workflow.execute_activity(
             "model_step",
@@ -140,6 +153,10 @@ class AgentWorkflow(AgentControls):
                 inject=c.inject[:sent],
                 text_actions=inp.text_actions,
                 permissions=inp.permissions,
+                required_command=required,
+                test_command=inp.commands.test_command if required else None,
+                submit_refusal=submission.gate_refusal(c.submit, required),
+                recorded=submission.recorded_fields(c.submit, required) if agent.output_model else {},
             ),
             result_type=ModelStepOutput,
             start_to_close_timeout=timedelta(seconds=inp.timeouts.model_call_s),
@@ -198,13 +215,17 @@ class AgentWorkflow(AgentControls):
     def _watch_for_loops(self, calls: list[ToolCallRef], results: list[ToolResult]) -> str | None:
         c = self.carry
         for call, result in zip(calls, results, strict=True):
+            edited = result.workspace is not None and result.workspace != c.workspace
             c.doom, signal, text = observe(
                 c.doom,
                 call_key=call.args_digest,
                 error_key=None if result.ok else result.preview[:200],
                 tool=call.name,
                 error_text=None if result.ok else result.preview,
-                workspace_changed=result.workspace is not None and result.workspace != c.workspace,
+                workspace_changed=edited,
+            )
+            c.submit = submission.record_call(
+                c.submit, edited=edited, ran_required=call.runs_required, ok=result.ok, preview=result.preview
             )
             if result.workspace is not None:
                 c.workspace = result.workspace
@@ -220,7 +241,9 @@ class AgentWorkflow(AgentControls):
     ) -> ToolResult:
         c = self.carry
         refusal: str | None = None
-        if call.name not in agent.tools:
+        if call.name == submission.SUBMIT and agent.output_model:  # model_step judged it: it saw the arguments
+            refusal = call.submit_error or "error: submit was not accepted"
+        elif call.name not in agent.tools:
             refusal = f"error: unknown tool {call.name!r}; this agent's tools are: {', '.join(agent.tools)}"
         elif call.decision == "deny":
             refusal = f"denied: {call.decision_reason}"
@@ -260,6 +283,7 @@ class AgentWorkflow(AgentControls):
         final: str | None = None,
         final_digest: str | None = None,
         reason: str | None = None,
+        output: tuple[dict[str, Any], str | None] | None = None,
     ) -> AgentResult:
         c = self.carry
         self.live.state = state
@@ -276,4 +300,6 @@ class AgentWorkflow(AgentControls):
             reason=reason,
             workspace=c.workspace if c.workspace.path is None else None,
             cost_usd=c.spent.cost_usd,
+            output=output[0] if output else None,
+            output_digest=output[1] if output else None,
         )

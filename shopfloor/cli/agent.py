@@ -189,7 +189,9 @@ def register(app: typer.Typer) -> None:
             raise typer.Exit(EXIT_FAILURE) from None
         typer.echo("")
         if result.state == "completed":
-            typer.echo(result.final_answer or "(no answer)")
+            # An agent with an output model ends with its submitted result, not a text answer.
+            answer = json.dumps(result.output, indent=2) if result.output is not None else result.final_answer
+            typer.echo(answer or "(no answer)")
         else:
             typer.echo(f"ended: {result.state}: {result.reason}")
         typer.echo(

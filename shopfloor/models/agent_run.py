@@ -83,6 +83,9 @@ class AgentInput(BaseModel):
     compaction_budget_tokens: int | None = None  # None: the agent's own
     # Continue as new past this many history events (None: when Temporal suggests it).
     max_history_events: int | None = None
+    # The repository's test command (e.g. "python -m pytest -q"): for an agent with
+    # submit_requires_command, submit is refused until a call ran it after the last edit.
+    required_command: str | None = None
     carry: dict[str, Any] | None = None  # AgentCarry (shopfloor.agents.run_state) across continue-as-new
 
 
@@ -110,6 +113,11 @@ class ModelStepInput(BaseModel):
     inject: list[str] = Field(default_factory=list)  # user messages after them (steering, loop warnings)
     text_actions: bool = False
     permissions: PermissionRules = Field(default_factory=PermissionRules)
+    # For agents with an output model (the workflow's record; model_step sees the arguments):
+    required_command: str | None = None  # flag the calls that run it (ToolCallRef.runs_required)
+    test_command: str | None = None  # the policy's test command: run_tests runs it
+    submit_refusal: str | None = None  # set: a submit now is refused with this text
+    recorded: dict[str, Any] = Field(default_factory=dict)  # harness values that override the model's
 
 
 class ToolCallRef(BaseModel):
@@ -121,6 +129,8 @@ class ToolCallRef(BaseModel):
     risk: Risk = "read"
     decision: Decision = "allow"
     decision_reason: str = ""
+    runs_required: bool = False  # this call runs AgentInput.required_command
+    submit_error: str | None = None  # a refused `submit`: the error the model reads
 
 
 class ModelStepOutput(BaseModel):
@@ -137,6 +147,9 @@ class ModelStepOutput(BaseModel):
     # before `priced` existed are priced by the workflow with the default table.
     priced: bool = False
     cost_usd: float | None = None  # None when priced: no price is known for the model
+    # An accepted `submit`: the validated result (small: bounded fields) and its blob digest.
+    output: dict[str, Any] | None = None
+    output_digest: str | None = None
 
 
 class ToolInput(BaseModel):
@@ -223,3 +236,7 @@ class AgentResult(BaseModel):
     reason: str | None = None
     workspace: WorkspaceRef | None = None  # the last checkpoint: nothing done is lost, whatever the outcome
     cost_usd: float = 0.0
+    # Agents with an output model: the submitted result (validated; harness-recorded fields such
+    # as FixResult.tests_passed filled by the harness) and the same JSON in the blob store.
+    output: dict[str, Any] | None = None
+    output_digest: str | None = None
