@@ -53,7 +53,8 @@ def remember(window: list, item: object, keep: int) -> None:
 
 def is_bot(event: RepoEvent) -> bool:
     # The edge filters bots already; a loop through our own comments must be impossible anyway.
-    return event.sender_type == "Bot" or event.sender.lower().endswith("[bot]")
+    # Internal events (our own starters, e.g. an issue the AlertWorkflow filed) are not webhooks.
+    return not event.internal and (event.sender_type == "Bot" or event.sender.lower().endswith("[bot]"))
 
 
 def idle_left(last_activity: float) -> timedelta:

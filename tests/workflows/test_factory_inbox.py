@@ -188,6 +188,18 @@ async def test_a_bot_senders_events_change_nothing(temporal_client, gh_settings,
     assert inbox.trigger_text == snap("a") and repo.permission_calls() == 0
 
 
+async def test_an_internal_event_from_the_bot_is_trusted(temporal_client, gh_settings, running_worker, repo):
+    """An issue our AlertWorkflow filed as the bot starts its IssueWorkflow with an internal
+    event; the same event from a webhook would be ignored."""
+    filed = repo.event("issues", "opened", sender="shopfloor[bot]", text=snap("alert: checkout 500s")).model_copy(
+        update={"sender_type": "Bot", "internal": True})  # fmt: skip
+    async with running_worker(gh_settings):
+        handle = await start_issue(temporal_client, gh_settings, repo, filed)
+        inbox = await inbox_when(handle, lambda s: s.events_seen == 1)
+        await handle.terminate("test over")
+    assert inbox.bots_ignored == 0 and inbox.trigger_text == snap("alert: checkout 500s")
+
+
 async def test_an_edit_after_the_trigger_does_not_change_the_snapshot(temporal_client, gh_settings, running_worker, repo):
     async with running_worker(gh_settings):
         opened = repo.event("issues", "opened", title="Login fails", text=snap("Steps: log in."))
