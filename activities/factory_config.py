@@ -17,6 +17,7 @@ class FactoryConfigActivity:
             trigger_label=settings.trigger_label,
             ui_url=settings.ui_url,
             namespace=settings.temporal_namespace,
+            pipeline=settings.factory_pipeline,
         )
 
     @activity.defn(name="factory_config")

@@ -26,7 +26,7 @@ from shopfloor.models.github_ops import RepoName, comment_marker
 MAX_TIMELINE = 20  # entries kept; older ones are counted in `timeline_dropped`
 MAX_UNTRUSTED_CHARS = 300
 
-Stage = Literal["triage", "policy", "fix", "review", "merge", "done"]
+Stage = Literal["triage", "policy", "fix", "ci", "review", "merge", "done"]
 RunState = Literal["running", "waiting", "merged", "parked", "failed", "cancelled", "salvaged"]
 FINAL_STATES: frozenset[str] = frozenset({"merged", "parked", "failed", "cancelled", "salvaged"})
 

@@ -46,6 +46,8 @@ class Settings(BaseSettings):
     webhook_port: int = 8000
     webhook_secret: SecretStr | None = None  # GitHub webhooks' HMAC key (X-Hub-Signature-256)
     webhook_max_body_bytes: int = Field(default=25 * 1024 * 1024, ge=1024)  # GitHub caps payloads at 25 MB
+    # Off: issue workflows are event inboxes only (commands, snapshots) and run no agents.
+    factory_pipeline: bool = True
     trigger_label: str = "shopfloor"  # an issue with this label is worked on (and reconciled)
 
     # The reconciler (a Temporal Schedule, `shopfloor setup` / `shopfloor dev` create it): every

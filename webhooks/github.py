@@ -64,6 +64,9 @@ _OPENAPI: dict[str, Any] = {
 }
 
 
+CI_EVENTS = frozenset({"check_run", "check_suite", "status", "workflow_run"})
+
+
 def _is_ours_or_bot(sender_login: str | None, sender_type: str | None, bot_login: str) -> bool:
     login = sender_login or ""
     return sender_type == "Bot" or login.lower().endswith("[bot]") or login == bot_login
@@ -112,7 +115,12 @@ def github_router(deps: EdgeDeps) -> APIRouter:
         info["repo"] = event.repo_full_name
         if isinstance(event, PingEvent):
             return answer(202, "ignored", reason="pong")
-        if _is_ours_or_bot(event.sender_login, event.sender.type if event.sender else None, settings.github_bot_login):
+        # CI results come from apps (github-actions[bot], CI apps): facts about a commit that the
+        # issue workflow waits for, so only our own login makes them ignorable.
+        ci_fact = info["event"] in CI_EVENTS and event.sender_login != settings.github_bot_login
+        if not ci_fact and _is_ours_or_bot(
+            event.sender_login, event.sender.type if event.sender else None, settings.github_bot_login
+        ):
             return answer(202, "ignored", reason=f"sender {event.sender_login!r} is a bot or shopfloor itself")
         plan = route(event, raw, bot_login=settings.github_bot_login, trigger_label=settings.trigger_label)
         if not plan.targets:

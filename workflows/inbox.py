@@ -43,6 +43,9 @@ TRIGGERS = {
     ("pull_request", "labeled"),
 }
 EDITS = {("issues", "edited"), ("pull_request", "edited"), ("issue_comment", "edited")}
+# CI results come from apps (github-actions[bot], a CI app): facts about a commit, not requests,
+# so a bot sender does not make them ignorable. They only wake a wait; CI state is read from GitHub.
+CI_EVENTS = frozenset({"check_run", "check_suite", "status", "workflow_run"})
 
 
 def remember(window: list, item: object, keep: int) -> None:
@@ -105,6 +108,21 @@ class GitHubInbox(CommandHandling):
             runs=c.runs,
         )
 
+    # -- hooks for the workflow built on the inbox ---------------------------------------------
+
+    def busy(self) -> bool:
+        """True while work is under way that a continue-as-new or the idle timeout would lose."""
+        return False
+
+    def may_continue_as_new(self) -> bool:
+        return True
+
+    async def after_event(self, e: RepoEvent, note: str) -> None:
+        """Called after each handled (non-ignored) event, in order, before the next one."""
+
+    def extra_details(self) -> list[str]:
+        return []
+
     # -- the loop ------------------------------------------------------------------------------
 
     async def serve(self, continue_after_events: int, next_input: Callable[[InboxCarry], object]) -> None:
@@ -121,16 +139,21 @@ class GitHubInbox(CommandHandling):
             c.last_activity = workflow.now().timestamp()
         self.publish()
         while c.state == "received":
-            if self._handled_this_run >= continue_after_events or workflow.info().is_continue_as_new_suggested():
+            if not self.busy() and self.may_continue_as_new() and (
+                self._handled_this_run >= continue_after_events or workflow.info().is_continue_as_new_suggested()
+            ):
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 c.pending, c.runs = list(self._queue), c.runs + 1
                 workflow.continue_as_new(next_input(c))
             if not self._queue:
+                if self.busy():  # the work ends the inbox itself (state "done"), or an event comes
+                    await workflow.wait_condition(lambda: bool(self._queue) or c.state != "received")
+                    continue
                 left = idle_left(c.last_activity)
                 try:
                     if left <= timedelta(0):
                         raise TimeoutError
-                    await workflow.wait_condition(lambda: bool(self._queue), timeout=left)
+                    await workflow.wait_condition(lambda: bool(self._queue) or c.state != "received", timeout=left)
                 except TimeoutError:
                     c.state = "idle"
                     break
@@ -142,7 +165,7 @@ class GitHubInbox(CommandHandling):
 
     async def _handle(self, e: RepoEvent) -> None:
         c = self.c
-        if is_bot(e):
+        if is_bot(e) and e.event not in CI_EVENTS:
             c.bots_ignored += 1
             return
         c.events_seen += 1
@@ -163,6 +186,7 @@ class GitHubInbox(CommandHandling):
             delivery_id=e.delivery_id, event=e.event, action=e.action, sender=e.sender, at=workflow.now(), note=note
         )
         remember(c.events, record, EVENTS_KEPT)
+        await self.after_event(e, note)
         self.publish()
 
     def snapshot(self, e: RepoEvent) -> None:
@@ -187,5 +211,6 @@ class GitHubInbox(CommandHandling):
             f"- `/shopfloor {r.name}` by @{r.sender}: {'accepted' if r.accepted else 'refused'}"
             for r in c.commands[-5:]
         ]
+        lines += self.extra_details()
         lines += [f"- {e.event}.{e.action or ''} by @{e.sender} {e.note}".rstrip() for e in c.events[-8:]]
         workflow.set_current_details("\n".join(lines))

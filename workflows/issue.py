@@ -1,15 +1,30 @@
 """IssueWorkflow `issue/<owner>/<repo>/<n>`: the one run per issue that every event about it
-reaches (DESIGN §5). For now it is the durable inbox (workflows/inbox.py); the triage → fix →
-review → merge stages follow "received"."""
+reaches (DESIGN §5): the durable inbox (workflows/inbox.py) and, once a trigger fixed the issue's
+text, the factory pipeline beside it (workflows/factory_run.py): triage → policy gate → fix → PR
+→ CI → review ⇄ fix → merge.
+
+Concurrency: the inbox's loop handles one event at a time (commands, permission checks) while the
+pipeline runs as a second task of the same workflow and waits on what the events record. The
+pipeline ends the inbox (state "done") when it finishes; the inbox ending first (issue closed,
+`/shopfloor stop`, idle) cancels the pipeline, which still writes its final progress state.
+Histories recorded before the pipeline existed replay as inbox-only runs (patch PIPELINE_PATCH).
+"""
 
 from __future__ import annotations
+
+import asyncio
 
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
+    from shopfloor.agents.progress import ProgressView
     from shopfloor.models.factory import IssueInboxInput, IssueOutcome
-    from shopfloor.models.inbox import ISSUE_WORKFLOW
+    from shopfloor.models.factory_run import FactoryState
+    from shopfloor.models.inbox import ISSUE_WORKFLOW, RepoEvent
+    from shopfloor.workflows.factory_run import FactoryRun
     from shopfloor.workflows.inbox import GitHubInbox
+
+PIPELINE_PATCH = "issue-pipeline-v1"
 
 
 @workflow.defn(name=ISSUE_WORKFLOW)
@@ -20,13 +35,26 @@ class IssueWorkflow(GitHubInbox):
     @workflow.init
     def __init__(self, inp: IssueInboxInput) -> None:
         super().__init__(inp.repo, inp.number, inp.carry)
+        self.factory: FactoryRun | None = None
 
     # IssueInboxInput is the edge's IssueWorkflowInput plus defaulted fields the workflow
     # passes itself across continue-as-new.
     @workflow.run
     async def run(self, inp: IssueInboxInput) -> IssueOutcome:
+        pipeline: asyncio.Task[None] | None = None
+        if workflow.patched(PIPELINE_PATCH):
+            self.factory = FactoryRun(self)
+            pipeline = asyncio.create_task(self.factory.run_when_triggered())
         await self.serve(inp.continue_after_events, lambda carry: inp.model_copy(update={"carry": carry}))
+        if pipeline is not None:
+            if not pipeline.done():
+                pipeline.cancel()
+            try:
+                await pipeline
+            except asyncio.CancelledError:
+                pass  # cancelled before its first step (the inbox ended in the same activation)
         c = self.c
+        factory = self.factory.s if self.factory and self.factory.s.started else None
         return IssueOutcome(
             state=c.state,
             repo=self.repo,
@@ -35,11 +63,41 @@ class IssueWorkflow(GitHubInbox):
             commands_accepted=sum(r.accepted for r in c.commands),
             commands_refused=sum(not r.accepted for r in c.commands),
             stopped_by=c.stopped_by,
-            reason=_reason(c.state, c.stopped_by),
+            reason=_reason(c.state, c.stopped_by, factory),
+            factory=factory,
         )
 
+    # -- the pipeline's view of the inbox -------------------------------------------------------
 
-def _reason(state: str, stopped_by: str | None) -> str:
+    def busy(self) -> bool:
+        return self.factory is not None and self.factory.busy()
+
+    def may_continue_as_new(self) -> bool:
+        # The pipeline's state lives in this run (children, waits): only an inbox that has not
+        # started one may continue as new.
+        return self.factory is None or not self.factory.s.started
+
+    async def after_event(self, e: RepoEvent, note: str) -> None:
+        if self.factory is not None:
+            await self.factory.on_event(e, note)
+
+    def extra_details(self) -> list[str]:
+        return self.factory.progress.details() if self.factory and self.factory.s.started else []
+
+    # -- what operators read ----------------------------------------------------------------------
+
+    @workflow.query(name="progress")
+    def progress(self) -> ProgressView | None:
+        return self.factory.progress.view if self.factory else None
+
+    @workflow.query(name="factory")
+    def factory_state(self) -> FactoryState:
+        return self.factory.s if self.factory else FactoryState()
+
+
+def _reason(state: str, stopped_by: str | None, factory: FactoryState | None) -> str:
+    if factory is not None and factory.result:
+        return f"{factory.result}: {factory.reason}" if factory.reason else factory.result
     return {
         "closed": "the issue was closed",
         "stopped": f"stopped by @{stopped_by}",

@@ -13,6 +13,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from shopfloor.models.factory_run import FactoryState
 from shopfloor.models.inbox import (
     AlertWorkflowInput,
     IssueWorkflowInput,
@@ -21,8 +22,9 @@ from shopfloor.models.inbox import (
     TextSnapshot,
 )
 
-# "received": waiting for events (the next issue adds its stages after it).
-InboxState = Literal["received", "closed", "stopped", "idle"]
+# "received": waiting for events (and, in an IssueWorkflow, running the pipeline); "done": the
+# issue's pipeline ended (merged, salvaged, failed or cancelled; IssueOutcome.factory says which).
+InboxState = Literal["received", "closed", "stopped", "idle", "done"]
 AlertRunState = Literal["watching", "idle"]
 
 # What the workflow remembers by default before it continues as new (also settable per run, so
@@ -124,6 +126,7 @@ class IssueOutcome(BaseModel):
     commands_refused: int = 0
     stopped_by: str | None = None
     reason: str = ""
+    factory: FactoryState | None = None  # IssueWorkflow: the pipeline, when it started
 
 
 class PullRequestOutcome(IssueOutcome):

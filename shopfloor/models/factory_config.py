@@ -17,6 +17,7 @@ class FactoryConfig(BaseModel):
     trigger_label: str = "shopfloor"
     ui_url: str = ""  # Temporal UI base, for links in progress comments
     namespace: str = "default"
+    pipeline: bool = True  # False: IssueWorkflow is an event inbox only (no agents run)
 
     def model_for(self, agent: str, round_: int | None = None) -> str:
         """The model for one agent run: "<agent>-<round>", then "<agent>", then the default."""

@@ -64,6 +64,7 @@ async def test_people_on_github_reach_the_issue_workflow_through_the_edge(
     worker_settings = settings.model_copy(update={
         "github_api_url": simulator.api_url, "github_token": SecretStr("bot-token"),
         "webhook_secret": SecretStr(SECRET),
+        "factory_pipeline": False,  # the edge and the inbox; the pipeline is tests/e2e/test_factory_issue.py
     })  # fmt: skip
     blobs = FileBlobStore(worker_settings.data_dir / "blobs")  # the edge writes snapshots where workers read
 

@@ -83,7 +83,9 @@ class Repo:
 
 @pytest.fixture
 def gh_settings(settings: Settings, simulator: SimulatorHandle) -> Settings:
-    return settings.model_copy(update={"github_api_url": simulator.api_url, "github_token": SecretStr(BOT_TOKEN)})
+    # The inbox on its own: the factory pipeline after the trigger is tested in tests/e2e/test_factory_issue.py.
+    return settings.model_copy(update={"github_api_url": simulator.api_url, "github_token": SecretStr(BOT_TOKEN),
+                                       "factory_pipeline": False})  # fmt: skip
 
 
 @pytest.fixture

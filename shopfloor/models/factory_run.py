@@ -1,0 +1,87 @@
+"""The factory pipeline of one IssueWorkflow run (DESIGN §5): what the workflow remembers of it,
+what the `factory` query shows, and the inputs/outputs of the activities only the pipeline uses.
+
+Everything here travels through history: refs, ids, digests and short previews; every field has
+a default so that older histories still deserialize.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from shopfloor.models.github_ops import RepoName
+
+# ShopfloorStage values while the pipeline runs (the inbox's own are received/closed/stopped/idle).
+PipelineStage = Literal["waiting", "triage", "policy", "fix", "ci", "review", "merge", "done", "parked"]
+PipelineResult = Literal["", "merged", "salvaged", "failed", "cancelled", "parked"]
+
+
+class FactoryState(BaseModel):
+    """Where the pipeline stands (the `factory` query; also the IssueOutcome's detail)."""
+
+    started: bool = False
+    stage: PipelineStage = "waiting"
+    result: PipelineResult = ""  # set once the pipeline ended (parked: waiting for a human)
+    reason: str = ""
+    waiting_for: str | None = None
+    kind: str | None = None  # triage's kind
+    fixability: float | None = None
+    labels: list[str] = Field(default_factory=list)
+    fix_round: int = 0
+    review_round: int = 0
+    branch: str | None = None
+    pr_number: int | None = None
+    pr_url: str | None = None
+    head_sha: str | None = None
+    ci_state: str | None = None  # for head_sha
+    verdict: str | None = None  # the last review's verdict, about verdict_head
+    verdict_head: str | None = None
+    approved_heads: list[str] = Field(default_factory=list)  # heads a writer approved
+    merged_sha: str | None = None
+    steps: int = 0
+    tokens: int = 0
+    cost_usd: float = 0.0
+    children: list[str] = Field(default_factory=list)  # agent run workflow ids, in order
+
+
+class RepoInfoInput(BaseModel):
+    repo: RepoName
+
+
+class RepoInfo(BaseModel):
+    default_branch: str = "main"
+    head_sha: str | None = None  # the default branch's tip (None: an empty repository)
+    clone_url: str = ""
+    html_url: str = ""
+
+
+GoalKind = Literal["triage", "fix", "review"]
+
+
+class GoalInput(BaseModel):
+    """What an agent's goal is rendered from. Untrusted text is referenced (issue snapshot digest)
+    and quoted by the activity; the workflow never holds it."""
+
+    kind: GoalKind
+    repo: RepoName
+    number: int = Field(ge=1)
+    issue_digest: str | None = None  # TextSnapshot.digest of the trigger text
+    title: str | None = None
+    triage: dict[str, Any] | None = None  # TriageResult
+    similar: list[dict[str, Any]] = Field(default_factory=list)  # SimilarIssue dumps
+    round: int = 1
+    ci_failed_sha: str | None = None  # fix: CI failed on this commit (its check output is quoted)
+    review: dict[str, Any] | None = None  # fix: the review that requested changes (ReviewResult)
+    conflicts: list[str] = Field(default_factory=list)  # fix: files in conflict with the base
+    base_branch: str = "main"
+    patch_digest: str | None = None  # review: the change under review
+    pr_number: int | None = None
+    ci_summary: str = ""  # review: "CI passed: ci"
+    test_command: str | None = None
+
+
+class GoalOutput(BaseModel):
+    goal: str
+    chars: int = 0

@@ -1,0 +1,130 @@
+"""The agent stages of an issue's pipeline as child AgentWorkflows with readable ids
+(`<issue workflow id>/triage`, `/fix-2`, `/review-1`), and what follows them on GitHub: the push
+of a fix to `shopfloor/issue-<n>`, its pull request (draft when salvaged), and the review posted
+as a COMMENT (GitHub forbids approving your own PR; the verdict lives in the workflow).
+
+Limits come from the repository policy: per-agent max_steps, and what is left of the run's cost
+budget (budgets.max_cost_usd_per_run) for each child.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from temporalio import workflow
+from temporalio.exceptions import ActivityError
+
+with workflow.unsafe.imports_passed_through():
+    from shopfloor.agents.outputs import FixResult, ReviewResult
+    from shopfloor.agents.registry import get_agent
+    from shopfloor.models.agent_run import AgentInput, AgentResult, CommandPolicy, Limits, PermissionRules, WorkspaceRef
+    from shopfloor.models.factory_run import GoalInput, GoalOutput
+    from shopfloor.models.git_remote import PushInput, PushOutput
+    from shopfloor.models.github_ops import (
+        FindOrCreatePrInput,
+        PrOutput,
+        ReviewComment,
+        ReviewOutput,
+        SubmitReviewInput,
+        comment_marker,
+    )
+    from shopfloor.workflows.factory_calls import GIT_RETRY, act
+
+if TYPE_CHECKING:
+    from shopfloor.workflows.factory_run import FactoryRun
+
+DEFAULT_TEST_COMMAND = "python -m pytest -q"
+
+
+class AgentStages:
+    def __init__(self, run: FactoryRun) -> None:
+        self.run = run
+
+    def test_command(self) -> str:
+        return self.run.policy.test_command or DEFAULT_TEST_COMMAND
+
+    async def goal(self, inp: GoalInput) -> str:
+        out = await act("factory_goal", inp, GoalOutput, f"{inp.kind} goal for #{inp.number} (round {inp.round})")
+        return out.goal
+
+    async def agent(self, agent: str, suffix: str, stage: str, goal: str, ws: WorkspaceRef, round_: int,
+                    required_command: str | None = None) -> AgentResult:  # fmt: skip
+        run, s, policy = self.run, self.run.s, self.run.policy
+        defaults = get_agent(agent).limits
+        steps = getattr(policy.budgets.max_steps, agent, None) or defaults.max_steps
+        budget = policy.budgets.max_cost_usd_per_run
+        left = None if budget is None else max(budget - s.cost_usd, 0.01)
+        model = run.config.model_for(agent, round_)
+        child_id = f"{workflow.info().workflow_id}/{suffix}"
+        run.progress.stage(stage, agent)
+        await run.progress.show("running")
+        s.children.append(child_id)
+        result: AgentResult = await workflow.execute_child_workflow(
+            "AgentWorkflow",
+            AgentInput(
+                agent=agent, model=model, goal=goal, workspace=ws, stage=stage, issue=run.number,
+                limits=Limits(max_steps=steps, max_cost_usd=left),
+                commands=CommandPolicy(network=policy.network_for_commands, test_command=policy.test_command),
+                permissions=PermissionRules(protected_paths=list(policy.protected_paths)),
+                required_command=required_command,
+            ),  # fmt: skip
+            id=child_id,
+            result_type=AgentResult,
+            static_summary=f"{agent} for {run.repo}#{run.number} (round {round_}) with {model}",
+        )
+        s.steps += result.steps
+        s.tokens += result.usage.input_tokens + result.usage.output_tokens
+        s.cost_usd += result.cost_usd
+        outcome = result.state if result.state != "completed" else "done"
+        run.progress.outcome(f"{agent}: {outcome}" + (f" ({result.reason})" if result.reason else ""),
+                             steps=result.steps, cost=result.cost_usd)  # fmt: skip
+        return result
+
+    async def push(self, ws: WorkspaceRef, title: str) -> PushOutput:
+        run, s = self.run, self.run.s
+        s.branch = f"shopfloor/issue-{run.number}"
+        out = await act(
+            "git_push_workspace",
+            PushInput(workspace=ws, branch=s.branch, message=f"{title}\n\nFixes #{run.number}",
+                      committed_at=workflow.now(), expected_remote_sha=s.head_sha),  # fmt: skip
+            PushOutput, f"push {s.branch}", timeout_s=900, heartbeat_s=120, retry=GIT_RETRY,
+        )  # fmt: skip
+        if s.head_sha != out.head_sha:
+            s.head_sha, s.ci_state = out.head_sha, None
+        return out
+
+    async def open_pr(self, fix: FixResult | None, *, draft: bool = False, salvage_note: str = "") -> PrOutput:
+        run, s = self.run, self.run.s
+        title = fix.pr_title if fix else f"WIP: fix #{run.number} (salvaged)"
+        body = fix.pr_body if fix else ""
+        if f"#{run.number}" not in body:
+            body = f"{body}\n\nFixes #{run.number}".strip()
+        if salvage_note:
+            body = f"{salvage_note}\n\n{body}"
+        body += "\n\n" + comment_marker(workflow.info().workflow_id, "pr")
+        pr = await act(
+            "github_find_or_create_pr",
+            FindOrCreatePrInput(repo=run.repo, head=s.branch or "", base=run.base_branch, title=title[:120],
+                                body=body, draft=draft),  # fmt: skip
+            PrOutput, f"{'draft ' if draft else ''}PR for {s.branch}",
+        )
+        s.pr_number, s.pr_url = pr.number, pr.url
+        run.progress.links(pr_url=pr.url)
+        return pr
+
+    async def post_review(self, review: ReviewResult, head: str) -> None:
+        run, s = self.run, self.run.s
+        assert s.pr_number is not None
+        body = f"**shopfloor review (round {s.review_round}): {review.verdict.replace('_', ' ')}**\n\n{review.summary}"
+        comments = [ReviewComment(path=c.path, line=c.line, body=c.body) for c in review.comments]
+        inp = SubmitReviewInput(repo=run.repo, pr_number=s.pr_number, workflow_id=workflow.info().workflow_id,
+                                round=s.review_round, event="COMMENT", body=body, comments=comments, commit_id=head)  # fmt: skip
+        try:
+            await act("github_submit_review", inp, ReviewOutput, f"post review {s.review_round} on PR #{s.pr_number}")
+        except ActivityError:
+            if not comments:
+                raise
+            # Line comments GitHub refuses (a line outside the diff): the same review, lines in the body.
+            lines = "\n".join(f"- `{c.path}:{c.line}`: {c.body}" for c in comments)
+            inp = inp.model_copy(update={"comments": [], "body": f"{body}\n\n{lines}"})
+            await act("github_submit_review", inp, ReviewOutput, f"post review {s.review_round} on PR #{s.pr_number}")

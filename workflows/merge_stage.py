@@ -1,0 +1,117 @@
+"""The merge stage of an issue's pipeline (DESIGN §5): wait for CI, wait for the approval the
+policy requires, bring the branch up to date with its base, merge with the head-SHA guard, delete
+the branch and close the issue.
+
+CI: check_run / check_suite / status / workflow_run events routed to the issue workflow wake the
+wait (`FactoryRun.ci_events`), and GitHub's combined status for the head (`github_ci_status`) is
+what decides, read on every wake-up and at least every CI_POLL as the fallback for lost webhooks.
+No result within policy.ci_timeout_minutes parks the run. Approval: when the policy wants a human
+(require_human_approval, or auto_merge off), a writer's accepted `/shopfloor approve` or APPROVED
+review must name the current head: a push after the approval needs a new one.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any, Literal
+
+from temporalio import workflow
+from temporalio.exceptions import ActivityError
+
+with workflow.unsafe.imports_passed_through():
+    from shopfloor.agents.policy import RepoPolicy
+    from shopfloor.models.agent_run import WorkspaceRef
+    from shopfloor.models.git_remote import UpdateInput, UpdateOutput
+    from shopfloor.models.github_ops import (
+        CiStatusInput,
+        CiStatusOutput,
+        CloseIssueInput,
+        CloseIssueOutput,
+        DeleteBranchInput,
+        DeleteBranchOutput,
+        MergeOutput,
+        MergePrInput,
+    )
+    from shopfloor.workflows.factory_calls import GIT_RETRY, act, cause, cause_type
+
+if TYPE_CHECKING:
+    from shopfloor.workflows.factory_run import FactoryRun
+
+CI_POLL = timedelta(minutes=1)
+CiOutcome = Literal["success", "failure", "timeout"]
+MergeStatus = Literal["merged", "conflicts", "moved", "blocked"]
+
+
+def needs_human(policy: RepoPolicy) -> bool:
+    return policy.require_human_approval or not policy.auto_merge
+
+
+class MergeStage:
+    def __init__(self, run: FactoryRun) -> None:
+        self.run = run
+
+    async def wait_ci(self, head: str) -> CiOutcome:
+        run, s = self.run, self.run.s
+        run.progress.stage("ci")
+        await run.progress.show("waiting", waiting_for="ci")
+        deadline = workflow.now() + timedelta(minutes=run.policy.ci_timeout_minutes)
+        while True:
+            seen = run.ci_events
+            st = await act("github_ci_status", CiStatusInput(repo=run.repo, sha=head), CiStatusOutput,
+                           f"CI status of {head[:12]}")  # fmt: skip
+            s.ci_state = st.state
+            if st.state != "pending":
+                run.progress.outcome(f"CI {st.state}" + (f": {', '.join(st.failing)}" if st.failing else ""))
+                return st.state
+            left = deadline - workflow.now()
+            if left <= timedelta(0):
+                run.progress.outcome("CI timed out")
+                return "timeout"
+            try:
+                await workflow.wait_condition(lambda: run.ci_events > seen, timeout=min(CI_POLL, left))
+            except TimeoutError:
+                pass
+
+    async def wait_approval(self, head: str, *, force: bool = False) -> None:
+        """`force`: a human must approve whatever the policy says (the review neither approved
+        nor requested changes)."""
+        run, s = self.run, self.run.s
+        if not (force or needs_human(run.policy)) or head in s.approved_heads:
+            return
+        run.progress.stage("merge")
+        await run.progress.show("waiting", waiting_for="approval")
+        await workflow.wait_condition(lambda: head in s.approved_heads)
+
+    async def merge(self, ws: WorkspaceRef, head: str, title: str, message: str) -> tuple[MergeStatus, Any]:
+        run, s = self.run, self.run.s
+        run.progress.stage("merge")
+        await run.progress.show("running")
+        up = await act("git_update_from_base", UpdateInput(workspace=ws, base_branch=run.base_branch), UpdateOutput,
+                       f"update {s.branch} from {run.base_branch}", timeout_s=900, heartbeat_s=120,
+                       retry=GIT_RETRY)  # fmt: skip
+        if up.status == "conflicts":
+            run.progress.outcome(f"conflicts with {run.base_branch}: {', '.join(up.conflicts)[:150]}")
+            return "conflicts", up
+        if up.status == "merged":
+            run.progress.outcome(f"{run.base_branch} moved: merged it in; CI and review again")
+            return "moved", up
+        assert s.pr_number is not None
+        try:
+            out = await act("github_merge_pr", MergePrInput(repo=run.repo, pr_number=s.pr_number, head_sha=head,
+                            method="squash", title=f"{title} (#{s.pr_number})", message=message),
+                            MergeOutput, f"squash-merge PR #{s.pr_number} at {head[:12]}")  # fmt: skip
+        except ActivityError as exc:
+            if cause_type(exc) in ("GitHubHeadChanged", "GitHubNotMergeable"):
+                run.progress.outcome("merge blocked")
+                return "blocked", cause(exc)
+            raise
+        s.merged_sha = out.sha
+        run.progress.outcome(f"merged as {out.sha[:12]}")
+        try:
+            await act("github_delete_branch", DeleteBranchInput(repo=run.repo, branch=s.branch or ""),
+                      DeleteBranchOutput, f"delete branch {s.branch}")  # fmt: skip
+        except ActivityError as exc:  # a leftover branch is untidy, not a failure of the merge
+            workflow.logger.warning("branch not deleted: %s", exc)
+        await act("github_close_issue", CloseIssueInput(repo=run.repo, issue_number=run.number), CloseIssueOutput,
+                  f"close issue #{run.number}")  # fmt: skip
+        return "merged", out

@@ -1,0 +1,108 @@
+"""The operator's and the maintainer's view of an issue's pipeline (DESIGN §3, §5, §7).
+
+One progress comment per run (marker kind `progress`), re-rendered and upserted at every stage
+change and every wait, always ending in an explicit final state; the ShopfloorStage and
+ShopfloorAgent search attributes; and the `set_current_details` markdown the Temporal UI shows.
+A failed upsert is logged and skipped: the comment is a view, never a reason to fail the run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError
+
+with workflow.unsafe.imports_passed_through():
+    from shopfloor.agents.progress import ProgressLinks, ProgressView, TimelineEntry, render_progress
+    from shopfloor.models.factory_run import FactoryState
+    from shopfloor.models.github_ops import CommentOutput, UpsertCommentInput
+    from shopfloor.search_attributes import SHOPFLOOR_AGENT, SHOPFLOOR_STAGE
+
+COMMENT_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30),
+                            maximum_attempts=5)  # fmt: skip
+
+# ShopfloorStage -> the progress comment's stage.
+_VIEW_STAGE = {"triage": "triage", "policy": "policy", "fix": "fix", "ci": "ci", "review": "review",
+               "merge": "merge", "done": "done", "parked": "policy", "waiting": "triage"}  # fmt: skip
+
+
+class ProgressComment:
+    def __init__(self, workflow_id: str, repo: str, number: int, state: FactoryState,
+                 on_change: Callable[[], None] | None = None) -> None:  # fmt: skip
+        self.s = state
+        self.on_change = on_change
+        self.view = ProgressView(workflow_id=workflow_id, repo=repo, number=number)
+        self.comment_id: int | None = None
+
+    def links(self, **links: Any) -> None:
+        self.view.links = self.view.links.model_copy(update={k: v for k, v in links.items() if v})
+
+    def stage(self, stage: str, agent: str | None = None) -> None:
+        """Enter a stage: search attributes, timeline (no comment update: `show` does that)."""
+        self.s.stage = stage  # type: ignore[assignment]
+        workflow.upsert_search_attributes(
+            [SHOPFLOOR_STAGE.value_set(stage), SHOPFLOOR_AGENT.value_set(agent or "")]
+        )
+        view_stage = _VIEW_STAGE.get(stage, "done")
+        tl = self.view.timeline
+        if not tl or tl[-1].stage != view_stage or tl[-1].ended_at is not None:
+            if tl and tl[-1].ended_at is None:
+                tl[-1].ended_at = workflow.now()
+            tl.append(TimelineEntry(stage=view_stage, started_at=workflow.now()))  # type: ignore[arg-type]
+            self.view = ProgressView.model_validate(self.view.model_dump())  # keep the timeline bounded
+        self.view.stage = view_stage  # type: ignore[assignment]
+
+    def outcome(self, text: str, *, steps: int = 0, cost: float = 0.0, end: bool = True) -> None:
+        tl = self.view.timeline
+        if tl:
+            tl[-1].outcome = text[:200]
+            tl[-1].steps += steps
+            tl[-1].cost_usd += cost
+            if end:
+                tl[-1].ended_at = workflow.now()
+
+    async def show(self, state: str = "running", *, waiting_for: str | None = None, reason: str | None = None) -> None:
+        s, v = self.s, self.view
+        v.state = state  # type: ignore[assignment]
+        v.waiting_for, v.reason = waiting_for, reason
+        v.round, v.step, v.cost_usd, v.tokens = s.review_round, s.steps, s.cost_usd, s.tokens
+        v.updated_at = workflow.now()
+        s.waiting_for = waiting_for
+        if v.final and v.timeline and v.timeline[-1].ended_at is None:
+            v.timeline[-1].ended_at = workflow.now()
+        try:
+            out = await workflow.execute_activity(
+                "github_upsert_comment",
+                UpsertCommentInput(repo=v.repo, issue_number=v.number, workflow_id=v.workflow_id, kind="progress",
+                                   body=render_progress(v)),  # fmt: skip
+                result_type=CommentOutput,
+                start_to_close_timeout=timedelta(seconds=60),
+                retry_policy=COMMENT_RETRY,
+                summary=f"progress comment: {v.stage} · {state}",
+            )
+            self.comment_id = out.id
+        except ActivityError as exc:
+            workflow.logger.warning("progress comment not updated: %s", exc)
+        if self.on_change is not None:
+            self.on_change()
+
+    def details(self) -> list[str]:
+        s = self.s
+        lines = [f"pipeline: **{s.stage}**" + (f" · {s.result}" if s.result else "")
+                 + (f" · waiting for {s.waiting_for}" if s.waiting_for and not s.result else "")]  # fmt: skip
+        if s.kind:
+            lines.append(f"triage: {s.kind}, fixability {s.fixability}")
+        if s.pr_number:
+            lines.append(f"PR #{s.pr_number} head `{(s.head_sha or '')[:12]}` · CI {s.ci_state or '–'} · "
+                         f"verdict {s.verdict or '–'} · fix round {s.fix_round} · review round {s.review_round}")  # fmt: skip
+        lines.append(f"spent: {s.steps} steps, {s.tokens} tokens, ${s.cost_usd:.2f}")
+        if s.reason:
+            lines.append(f"reason: {s.reason[:200]!r}")
+        return lines
+
+
+__all__ = ["ProgressComment", "ProgressLinks"]
