@@ -15,6 +15,7 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxR
 from shopfloor.activities.factory import FactoryActivities
 from shopfloor.activities.factory_config import FactoryConfigActivity
 from shopfloor.activities.git_remote import GitRemoteActivities
+from shopfloor.activities.github.alert_issues import AlertIssueActivities
 from shopfloor.activities.github.clients import GitHubClients
 from shopfloor.activities.github.deliveries import DeliveryActivities
 from shopfloor.activities.github.operations import GitHubActivities
@@ -111,7 +112,9 @@ def reconcile_activities(
 ) -> list[Callable[..., Any]]:
     """The reconciler's activities: GitHub's delivery log, and starts through this worker's client."""
     starter = ReconcileActivities(client, clients, blobs, task_queue=settings.task_queue)
-    return [*DeliveryActivities(clients).all(), *starter.all()]
+    # The AlertWorkflow's: file/reopen its issue, and start and follow the issue's IssueWorkflow.
+    alerts = AlertIssueActivities(client, clients, blobs, task_queue=settings.task_queue)
+    return [*DeliveryActivities(clients).all(), *starter.all(), *alerts.all()]
 
 
 def build_worker(

@@ -1,22 +1,33 @@
 """AlertWorkflow `alert/<source>/<fingerprint>`: one run per alert fingerprint (DESIGN §5).
 
-For now it counts: each new notification (de-duplicated by its delivery id, so a retried
-webhook counts once) adds its occurrences, and the run keeps the last status and the first and
-last time the alert was seen. Filing the issue and watching for a regression come next. It ends
-after IDLE_TIMEOUT with no notification, and continues as new like the GitHub inboxes.
+Each new notification (de-duplicated by its delivery id, so a retried webhook counts once) adds
+its occurrences, and the run keeps the last status and the first and last time the alert was seen.
+Then (workflows/alert_issue.py) it decides whether the alert is actionable, files ONE issue for
+the fingerprint (later firings update one occurrences comment on it), starts that issue's
+IssueWorkflow itself, follows the issue by polling its state (GitHub's issue plus the
+IssueWorkflow's latest run, by id: this survives either workflow continuing as new), and once the
+issue is closed watches for `refire_window_seconds`: a firing within the window reopens an issue
+closed as fixed and starts a new IssueWorkflow run on it; when the window passes the run ends, so
+the next firing starts a fresh run, which files a new issue.
+
+Runs recorded before filing existed only count (workflow.patched(FILES_ISSUES) is False on replay).
 """
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from shopfloor.models.factory import AlertInboxInput, AlertNotification, AlertOutcome, AlertState
+    from shopfloor.models.alert_issue import AlertRunInput, AlertRunOutcome, AlertWatch
+    from shopfloor.models.factory import AlertNotification
     from shopfloor.models.inbox import ALERT_SIGNAL, ALERT_WORKFLOW, Alert
     from shopfloor.search_attributes import SHOPFLOOR_REPO, SHOPFLOOR_STAGE
-    from shopfloor.workflows.inbox import DEDUPE_KEPT, EVENTS_KEPT, idle_left, remember
+    from shopfloor.workflows.alert_issue import AlertIssueFlow
+    from shopfloor.workflows.inbox import DEDUPE_KEPT, EVENTS_KEPT, IDLE_TIMEOUT, idle_left, remember
+
+FILES_ISSUES = "alert-files-issues"
 
 
 def _utc(t: datetime | None, default: datetime) -> datetime:
@@ -26,10 +37,13 @@ def _utc(t: datetime | None, default: datetime) -> datetime:
 
 
 @workflow.defn(name=ALERT_WORKFLOW)
-class AlertWorkflow:
+class AlertWorkflow(AlertIssueFlow):
     @workflow.init
-    def __init__(self, inp: AlertInboxInput) -> None:
-        self.s = inp.carry or AlertState(source=inp.source, fingerprint=inp.fingerprint, repo=inp.repo)
+    def __init__(self, inp: AlertRunInput) -> None:
+        self.inp = inp
+        self.s = inp.carry or AlertWatch(source=inp.source, fingerprint=inp.fingerprint, repo=inp.repo)
+        self._queue: list[Alert] = list(self.s.pending)
+        self.s.pending = []
         self._handled_this_run = 0
         self._repo_published: str | None = None
 
@@ -52,15 +66,76 @@ class AlertWorkflow:
         s.last_activity = now.timestamp()
         note = AlertNotification(delivery_id=a.delivery_id, status=a.status, occurrences=a.occurrences, at=now)
         remember(s.last_notifications, note, EVENTS_KEPT)
+        self._queue.append(a)  # what the notification means for the issue: in the run loop, in order
         self._handled_this_run += 1
         self.publish()
 
     @workflow.query(name="alert_state")
-    def alert_state(self) -> AlertState:
+    def alert_state(self) -> AlertWatch:
         return self.s
 
     @workflow.run
-    async def run(self, inp: AlertInboxInput) -> AlertOutcome:
+    async def run(self, inp: AlertRunInput) -> AlertRunOutcome:
+        if not workflow.patched(FILES_ISSUES):
+            return await self._count_only(inp)
+        s = self.s
+        if s.last_activity is None:
+            s.last_activity = workflow.now().timestamp()
+        s.poll_delay = s.poll_delay or inp.poll_seconds
+        workflow.upsert_search_attributes([SHOPFLOOR_STAGE.value_set(s.phase)])
+        while True:
+            self._publish_repo()
+            self.publish()
+            if self._handled_this_run >= inp.continue_after_events or workflow.info().is_continue_as_new_suggested():
+                await workflow.wait_condition(workflow.all_handlers_finished)
+                s.pending, s.runs = list(self._queue), s.runs + 1
+                workflow.continue_as_new(inp.model_copy(update={"carry": s}))
+            if self._queue:
+                await self.take(self._queue.pop(0))
+                if s.phase == "unrouted":
+                    return self._outcome("unrouted", s.assessment)
+                continue  # take everything received before acting on GitHub
+            await self.converge()
+            self.publish()
+            seconds, why = self._next_wake()
+            try:
+                if seconds <= 0:
+                    raise TimeoutError
+                await workflow.wait_condition(lambda: bool(self._queue), timeout=timedelta(seconds=seconds))
+            except TimeoutError:
+                if why == "window":
+                    self.set_phase("closed")
+                if why in ("window", "idle"):
+                    if not self._queue:
+                        break
+                    continue
+                changed = await self.poll()
+                self._handled_this_run += 1
+                s.poll_delay = inp.poll_seconds if changed else min(s.poll_delay * 2, inp.poll_max_seconds)
+        if s.phase == "closed":
+            return self._outcome("closed", f"the issue was closed ({s.closed_reason}); no firing within the window")
+        return self._outcome("idle", f"no notification for {IDLE_TIMEOUT.days} days; {s.assessment}".rstrip("; "))
+
+    def _next_wake(self) -> tuple[float, str]:
+        s, now = self.s, workflow.now()
+        if s.phase == "watching" and s.watch_until is not None:
+            return (s.watch_until - now).total_seconds(), "window"
+        if s.want_issue or s.issue_number is not None:
+            return s.poll_delay, "poll"  # follow the issue; a failed step is retried meanwhile
+        return idle_left(s.last_activity or now.timestamp()).total_seconds(), "idle"
+
+    def _outcome(self, state: str, reason: str) -> AlertRunOutcome:
+        s = self.s
+        workflow.upsert_search_attributes([SHOPFLOOR_STAGE.value_set(s.phase)])
+        self.publish()
+        return AlertRunOutcome(
+            state=state, phase=s.phase, occurrences=s.occurrences, notifications=s.notifications,  # type: ignore[arg-type]
+            last_status=s.last_status, issue_number=s.issue_number, issue_url=s.issue_url,
+            issues_filed=s.issues_filed, reopened=s.reopened, reason=reason,
+        )  # fmt: skip
+
+    async def _count_only(self, inp: AlertRunInput) -> AlertRunOutcome:
+        """The loop of runs recorded before issues were filed: count until idle (kept for replay)."""
         s = self.s
         if s.last_activity is None:
             s.last_activity = workflow.now().timestamp()
@@ -83,7 +158,7 @@ class AlertWorkflow:
         s.state = "idle"
         workflow.upsert_search_attributes([SHOPFLOOR_STAGE.value_set("idle")])
         self.publish()
-        return AlertOutcome(
+        return AlertRunOutcome(
             state="idle", occurrences=s.occurrences, notifications=s.notifications, last_status=s.last_status
         )
 
@@ -97,11 +172,23 @@ class AlertWorkflow:
         s = self.s
         lines = [
             f"**alert** `{s.source}/{s.fingerprint}` · {s.last_status or 'no notification yet'}"
-            + (f" · repo `{s.repo}`" if s.repo else " · unrouted"),
+            + (f" · repo `{s.repo}`" if s.repo else " · unrouted")
+            + f" · phase **{s.phase}**",
             f"occurrences: {s.occurrences} in {s.notifications} notifications · run {s.runs}",
         ]
+        if s.issue_number is not None:
+            lines.append(
+                f"issue [#{s.issue_number}]({s.issue_url}) · fired {s.issue_occurrences}× on it · "
+                f"issue workflow: {s.issue_workflow or 'not seen yet'} · reopened {s.reopened}×"
+            )
+        if s.watch_until is not None and s.phase == "watching":
+            lines.append(f"closed ({s.closed_reason}); watching until {s.watch_until.isoformat()}")
+        if s.assessment:
+            lines.append(f"assessment: {s.assessment}")
         if s.summary:
             lines.append(f"summary: {s.summary[:120]!r}")
         if s.first_seen and s.last_seen:
             lines.append(f"first seen {s.first_seen.isoformat()} · last seen {s.last_seen.isoformat()}")
+        if s.last_error:
+            lines.append(f"last error (retrying): {s.last_error[:200]}")
         workflow.set_current_details("\n".join(lines))

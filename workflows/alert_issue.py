@@ -1,0 +1,248 @@
+"""How an AlertWorkflow files, follows and watches the bug for its fingerprint (DESIGN §5).
+
+The rules that decide whether an alert is actionable (deterministic; an assessing agent may
+replace them later):
+- no routed repository → not actionable, the run ends as `unrouted`;
+- `resolved` before any issue was filed → not actionable (yet): a later firing is assessed again;
+- a label `severity`, `level` or `priority` of info / informational / debug / none / ok / low, or
+  `shopfloor=ignore` → not actionable (informational);
+- otherwise firing + routed → actionable: one issue is filed.
+
+Every GitHub or Temporal step is idempotent, so the loop converges: what should exist (an issue,
+its IssueWorkflow run, the reopened state, the occurrence count on GitHub) is compared with what
+was done, and a failed step (bounded retries) is tried again on the next tick.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError
+
+with workflow.unsafe.imports_passed_through():
+    from shopfloor.models.alert_issue import (
+        OCCURRENCES_KIND,
+        AlertIssueStatus,
+        AlertIssueStatusInput,
+        AlertRunInput,
+        AlertWatch,
+        FileAlertIssueInput,
+        FiledAlertIssue,
+        ReopenIssueInput,
+        StartAlertIssueInput,
+    )
+    from shopfloor.models.github_ops import UpsertCommentInput
+    from shopfloor.models.inbox import Alert
+    from shopfloor.search_attributes import SHOPFLOOR_ISSUE, SHOPFLOOR_STAGE
+
+QUIET = {"info", "informational", "debug", "none", "ok", "low"}
+GITHUB_RETRY = RetryPolicy(initial_interval=timedelta(seconds=2), maximum_interval=timedelta(seconds=60), maximum_attempts=5)
+ACT_TIMEOUT = timedelta(seconds=60)
+
+
+def assess(a: Alert, repo: str | None) -> tuple[bool, str]:
+    """(actionable, why) for a notification while no issue exists."""
+    if not repo:
+        return False, "unrouted: no repository for this alert (SHOPFLOOR_ALERT_ROUTES)"
+    if a.status != "firing":
+        return False, "resolved before an issue was filed"
+    labels = {k.lower(): v.strip().lower() for k, v in a.labels.items()}
+    if labels.get("shopfloor") == "ignore":
+        return False, "labelled shopfloor=ignore"
+    for key in ("severity", "level", "priority"):
+        if labels.get(key) in QUIET:
+            return False, f"informational ({key}={labels[key]})"
+    return True, f"firing on {repo}"
+
+
+def _when(t: datetime) -> str:
+    return t.strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+class AlertIssueFlow:
+    """The filing part of AlertWorkflow; `self.s` is its AlertWatch, `self.inp` its input."""
+
+    s: AlertWatch
+    inp: AlertRunInput
+
+    # -- one notification, in arrival order -----------------------------------------------------
+
+    async def take(self, a: Alert) -> None:
+        s, now = self.s, workflow.now()
+        s.poll_delay = self.inp.poll_seconds  # news: look again soon
+        if s.issue_number is not None and s.phase in ("filed", "fixing", "reopened"):
+            await self.poll()  # a firing just after the fix closed the issue must see it closed
+        if a.status != "firing":
+            if s.phase == "assessing" and not s.want_issue:
+                self._assess(a)
+            return
+        if s.phase == "watching" and s.watch_until is not None and now <= s.watch_until:
+            s.issue_occurrences += a.occurrences
+            if s.closed_reason == "completed":
+                s.reopened += 1
+                s.reopen_pending = True
+                self.set_phase("reopened")
+            else:
+                s.assessment = f"fired again, but the issue was closed as {s.closed_reason}: counted only"
+            return
+        if s.phase in ("watching", "closed"):
+            self._forget_issue()  # the window passed: this is a new bug, a new issue
+        if s.want_issue:
+            s.issue_occurrences += a.occurrences
+            return
+        self._assess(a)
+
+    def _assess(self, a: Alert) -> None:
+        s = self.s
+        actionable, s.assessment = assess(a, s.repo)
+        if not s.repo:
+            self.set_phase("unrouted")
+        elif actionable:
+            s.want_issue, s.issue_occurrences, s.filing_alert = True, a.occurrences, a
+
+    def _forget_issue(self) -> None:
+        s = self.s
+        s.want_issue, s.issue_number, s.issue_url, s.filing_alert = False, None, "", None
+        s.issue_occurrences = s.reported_occurrences = s.starts_wanted = s.starts_done = 0
+        s.reopen_pending, s.issue_closed_at, s.closed_reason, s.watch_until = False, None, None, None
+        s.closed_seen_at, s.issue_workflow = None, ""
+        self.set_phase("assessing")
+
+    # -- converge GitHub and Temporal to what the state says ------------------------------------
+
+    async def converge(self) -> None:
+        s = self.s
+        if s.want_issue and s.issue_number is None and s.repo:
+            filed = await self._act("github_file_alert_issue", self._file_input(), FiledAlertIssue, "file the issue")
+            if filed is None:
+                return
+            s.issue_number, s.issue_url = filed.number, filed.url
+            s.issues_filed += 1
+            s.reported_occurrences = s.issue_occurrences if filed.created else 0
+            s.starts_wanted = max(s.starts_wanted, 1)
+            workflow.upsert_search_attributes([SHOPFLOOR_ISSUE.value_set(filed.number)])
+            self.set_phase("filed")
+        if s.issue_number is None or not s.repo:
+            return
+        if s.reopen_pending:
+            await self._reopen()
+            if s.reopen_pending:
+                return
+        if s.starts_done < s.starts_wanted:
+            reopening = s.reopened > 0 and s.starts_wanted > 1
+            delivery = f"alert:{self.wf_id.removeprefix('alert/')}#{s.issue_number}"
+            start = StartAlertIssueInput(
+                repo=s.repo, number=s.issue_number, action="reopened" if reopening else "opened",
+                delivery_id=f"{delivery}:reopened-{s.reopened}" if reopening else delivery, new_run=reopening,
+            )  # fmt: skip
+            if await self._act("alert_start_issue_workflow", start, None, "start the issue workflow") is None:
+                return
+            s.starts_done = s.starts_wanted
+            if s.phase == "filed":
+                self.set_phase("fixing")
+        if s.phase in ("filed", "fixing", "reopened") and s.issue_occurrences > s.reported_occurrences:
+            await self._comment(OCCURRENCES_KIND, self._occurrences_text(), s.issue_occurrences)
+
+    async def _reopen(self) -> None:
+        s = self.s
+        assert s.repo and s.issue_number
+        inp = ReopenIssueInput(repo=s.repo, issue_number=s.issue_number)
+        if await self._act("github_reopen_issue", inp, None, "reopen the issue") is None:
+            return
+        closed = f"closed {_when(s.issue_closed_at)}" if s.issue_closed_at else "closed"
+        text = (
+            f"This alert fired again after the fix merged ({closed}; fired again {_when(workflow.now())}, "
+            f"within the {_hours(self.inp.refire_window_seconds)} watch window), so shopfloor reopened this issue "
+            "and starts a new run on it."
+        )
+        if await self._comment(f"refired-{s.reopened}", text, None):
+            s.reopen_pending = False
+            s.starts_wanted += 1
+            s.issue_closed_at = s.closed_reason = s.watch_until = s.closed_seen_at = None
+
+    async def _comment(self, kind: str, body: str, reported: int | None) -> bool:
+        s = self.s
+        assert s.repo and s.issue_number
+        inp = UpsertCommentInput(repo=s.repo, issue_number=s.issue_number, workflow_id=self.wf_id, kind=kind, body=body)
+        if await self._act("github_upsert_comment", inp, None, f"comment {kind}") is None:
+            return False
+        if reported is not None:
+            s.reported_occurrences = reported
+        return True
+
+    def _occurrences_text(self) -> str:
+        s = self.s
+        n = s.issue_occurrences
+        last = _when(s.last_seen) if s.last_seen else _when(workflow.now())
+        return f"This alert has fired **{n}** time{'s' if n != 1 else ''}, last at {last}."
+
+    def _file_input(self) -> FileAlertIssueInput:
+        s, a = self.s, self.s.filing_alert
+        assert s.repo
+        return FileAlertIssueInput(
+            repo=s.repo, workflow_id=self.wf_id, source=s.source, fingerprint=s.fingerprint,
+            summary=a.summary if a else s.summary, description=a.description if a else "",
+            labels=a.labels if a else {}, links=a.links if a else [], occurrences=s.issue_occurrences,
+            first_seen=s.first_seen, last_seen=s.last_seen,
+        )  # fmt: skip
+
+    # -- how the issue stands --------------------------------------------------------------------
+
+    async def poll(self) -> bool:
+        """Refresh the issue's state; True when something changed."""
+        s = self.s
+        if s.issue_number is None or not s.repo:
+            return False
+        inp = AlertIssueStatusInput(repo=s.repo, number=s.issue_number)
+        st = await self._act("alert_issue_status", inp, AlertIssueStatus, "read the issue's status", attempts=3)
+        if st is None:
+            return False
+        before = (s.phase, s.issue_workflow)
+        s.issue_workflow = st.workflow + (f" ({st.outcome_state})" if st.outcome_state else "")
+        now = workflow.now()
+        if st.state == "closed":
+            s.closed_seen_at = s.closed_seen_at or now.timestamp()
+            grace_over = now.timestamp() - s.closed_seen_at >= self.inp.close_grace_seconds
+            if st.workflow != "running" or grace_over:
+                s.issue_closed_at = st.closed_at or now
+                s.closed_reason = st.state_reason or "completed"
+                s.watch_until = s.issue_closed_at + timedelta(seconds=self.inp.refire_window_seconds)
+                s.reopen_pending = False
+                self.set_phase("watching")
+        elif s.starts_done >= s.starts_wanted and s.phase != "reopened":
+            s.closed_seen_at = None
+            self.set_phase("fixing" if st.workflow == "running" else "filed")
+        return (s.phase, s.issue_workflow) != before
+
+    # -- plumbing --------------------------------------------------------------------------------
+
+    async def _act(self, name: str, arg: object, result_type: type | None, what: str, attempts: int = 5):
+        retry = GITHUB_RETRY if attempts == 5 else RetryPolicy(
+            initial_interval=timedelta(seconds=2), maximum_interval=timedelta(seconds=30), maximum_attempts=attempts
+        )  # fmt: skip
+        try:
+            out = await workflow.execute_activity(
+                name, arg, start_to_close_timeout=ACT_TIMEOUT, retry_policy=retry,
+                result_type=result_type, summary=f"alert: {what}",
+            )  # fmt: skip
+        except ActivityError as exc:
+            cause = getattr(exc.cause, "message", None) or str(exc.cause or exc)
+            self.s.last_error = f"{what}: {cause}"[:300]
+            return None
+        self.s.last_error = ""
+        return out if out is not None else True
+
+    def set_phase(self, phase: str) -> None:
+        if self.s.phase != phase:
+            self.s.phase = phase  # type: ignore[assignment]
+            workflow.upsert_search_attributes([SHOPFLOOR_STAGE.value_set(phase)])
+
+    @property
+    def wf_id(self) -> str:
+        return workflow.info().workflow_id
+
+
+def _hours(seconds: float) -> str:
+    return f"{seconds / 3600:g} h" if seconds >= 3600 else f"{seconds:g} s"
