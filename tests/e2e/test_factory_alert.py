@@ -1,0 +1,162 @@
+"""An alert becomes a merged fix, and a regression reopens it (issue 6, acceptance 5), end to end:
+a monitor POSTs generic alerts (bearer token) to the real webhook edge, `SHOPFLOOR_ALERT_ROUTES`
+sends them to a repository on the GitHub simulator, the AlertWorkflow files one issue and starts
+its IssueWorkflow, which runs the real pipeline with scripted agents (triage → fix → PR → the
+simulator's CI → review → a maintainer's `/shopfloor approve` → squash merge → issue closed).
+The alert then fires again: the issue is reopened and a new IssueWorkflow run starts on it.
+
+The edge starts the AlertWorkflow with its defaults (poll every 60 s, a 24 h refire window): the
+test never waits for a poll, because every new firing checks the issue's state at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import httpx
+from agent_runs import call
+from factory_runs import (
+    APPROVE,
+    TRIAGE_TURNS,
+    Factory,
+    approve_and_finish,
+    assert_merged,
+    factory,
+    fix_turns,
+)
+from pydantic import SecretStr
+from temporalio.client import WorkflowExecutionStatus
+from temporalio.service import RPCError
+
+from shopfloor.models.alert_issue import ALERT_ISSUE_LABEL, AlertWatch
+from shopfloor.models.factory import InboxSummary
+from shopfloor.models.github_ops import comment_marker
+from shopfloor.models.inbox import alert_workflow_id, issue_workflow_id
+
+TOKEN = "factory-alert-token"
+
+
+class Monitor:
+    """The monitoring system: POSTs generic alerts for one fingerprint to the edge."""
+
+    def __init__(self, f: Factory, fingerprint: str) -> None:
+        self.f, self.fp = f, fingerprint
+        self.wf_id = alert_workflow_id("generic", fingerprint)
+        self.t0 = datetime.now(UTC).replace(microsecond=0)
+        self.fired = 0
+
+    def fire(self) -> str:
+        """One notification (a distinct one each time: a later `last_seen`); the edge's outcome."""
+        self.fired += 1
+        body = {
+            "fingerprint": self.fp, "summary": "calc.add returns the difference", "status": "firing",
+            "description": "AssertionError: add(2, 3) == -1, expected 5", "labels": {"service": "calc"},
+            "first_seen": self.t0.isoformat(), "last_seen": (self.t0 + timedelta(seconds=self.fired)).isoformat(),
+        }  # fmt: skip
+        resp = httpx.post(f"{self.f.edge_url}/webhooks/alerts/generic", json=body,
+                          headers={"Authorization": f"Bearer {TOKEN}"}, timeout=30)  # fmt: skip
+        assert resp.status_code == 202, resp.text
+        (got,) = resp.json()["alerts"]
+        assert got["workflow_id"] == self.wf_id, got
+        return got["outcome"]
+
+    async def state_when(self, ok: Callable[[AlertWatch], bool], what: str, timeout: float = 40) -> AlertWatch:
+        handle = self.f.client.get_workflow_handle(self.wf_id)
+        deadline = asyncio.get_running_loop().time() + timeout
+        state = None
+        while True:
+            state = await handle.query("alert_state", result_type=AlertWatch)
+            if ok(state):
+                return state
+            assert asyncio.get_running_loop().time() < deadline, f"timed out waiting for {what}; last: {state}"
+            await asyncio.sleep(0.2)
+
+    def alert_comments(self, number: int, kind: str) -> list[dict[str, Any]]:
+        marker = comment_marker(self.wf_id, kind)
+        return [c for c in self.f.get(f"/issues/{number}/comments") if marker in c["body"]]
+
+
+async def inbox_when(f: Factory, ok: Callable[[InboxSummary], bool], what: str, timeout: float = 30) -> InboxSummary:
+    deadline = asyncio.get_running_loop().time() + timeout
+    summary = None
+    while True:
+        try:
+            summary = await f.handle.query("inbox", result_type=InboxSummary)
+            if ok(summary):
+                return summary
+        except RPCError:
+            pass  # not started yet
+        assert asyncio.get_running_loop().time() < deadline, f"timed out waiting for {what}; last: {summary}"
+        await asyncio.sleep(0.2)
+
+
+async def test_alert_fires_three_times_is_fixed_and_merged_then_refires_and_reopens(
+    simulator, settings, running_worker, temporal_client, tmp_path
+):
+    models = {"triage": TRIAGE_TURNS, "fix": fix_turns(), "review": [{"tool_calls": [call("submit", **APPROVE)]}]}
+    name = f"calc{uuid.uuid4().hex[:6]}"
+    routes = {"service=calc": f"acme/{name}"}
+    async with factory(simulator, settings, running_worker, temporal_client, tmp_path, models, name=name,
+                       alert_token=SecretStr(TOKEN), alert_routes=routes) as f:  # fmt: skip
+        m = Monitor(f, f"calc-add-{uuid.uuid4().hex[:8]}")
+        try:
+            await fired_fixed_refired(f, m)
+        finally:  # the reopened run would go on (its cassettes are spent): stop both workflows
+            await terminate_running(f, m.wf_id, *([f.handle.id] if f.handle else []))
+
+
+async def fired_fixed_refired(f: Factory, m: Monitor) -> None:
+    # First firing: the edge starts the AlertWorkflow, which files the issue and starts its run.
+    assert m.fire() == "started"
+    filed = await m.state_when(lambda s: s.issue_number is not None and s.starts_done == 1, "the issue to be filed")
+    number = filed.issue_number
+    f.handle = f.client.get_workflow_handle(issue_workflow_id(f.repo, number))
+    # Two more notifications while the fix is under way: counted on the same issue.
+    assert m.fire() == "signalled"
+    assert m.fire() == "signalled"
+    await m.state_when(lambda s: s.reported_occurrences == 3, "the occurrences comment to say 3")
+
+    # The IssueWorkflow the alert started runs the real pipeline; a maintainer approves; merged.
+    outcome = await approve_and_finish(f, number)
+    assert_merged(f, number, outcome)  # closed as completed, ONE merged PR, the fix on main
+    first_run = (await f.handle.describe()).run_id
+    issues = f.get("/issues", state="all", labels=ALERT_ISSUE_LABEL)
+    assert [i["number"] for i in issues] == [number], issues  # ONE issue for the fingerprint
+    issue = issues[0]
+    assert issue["user"]["login"] == "shopfloor[bot]" and issue["title"] == "[alert] calc.add returns the difference"
+    assert comment_marker(m.wf_id, "alert-issue") in issue["body"]
+    assert {label["name"] for label in issue["labels"]} == {"bug", ALERT_ISSUE_LABEL}
+    (occurrences,) = m.alert_comments(number, "occurrences")
+    assert "fired **3** times" in occurrences["body"], occurrences["body"]
+    state = await m.state_when(lambda s: True, "a look")
+    assert (state.occurrences, state.notifications, state.issues_filed, state.reopened) == (3, 3, 1, 0), state
+
+    # The alert fires again after the merge (within the 24 h window): the issue is reopened with a
+    # comment and a new IssueWorkflow run starts on it (an internal `issues.reopened`).
+    assert m.fire() == "signalled"
+    reopened = await m.state_when(lambda s: s.phase == "reopened" and s.starts_done == 2, "the reopen")
+    assert (reopened.reopened, reopened.issue_number, reopened.issues_filed) == (1, number, 1), reopened
+    issue = f.get(f"/issues/{number}")
+    assert issue["state"] == "open", issue
+    refired = m.alert_comments(number, "refired-1")
+    assert len(refired) == 1 and "fired again after the fix merged" in refired[0]["body"], refired
+    inbox = await inbox_when(f, lambda s: s.events_seen >= 1, "the new run's first event")
+    assert (await f.handle.describe()).run_id != first_run
+    assert inbox.last_events[0].delivery_id == f"alert:generic/{m.fp}#{number}:reopened-1"
+    assert inbox.last_events[0].action == "reopened"
+    assert [i["number"] for i in f.get("/issues", state="all", labels=ALERT_ISSUE_LABEL)] == [number]
+    assert len(f.get("/pulls", state="all")) == 1
+
+
+async def terminate_running(f: Factory, *workflow_ids: str) -> None:
+    for wf_id in workflow_ids:
+        handle = f.client.get_workflow_handle(wf_id)
+        try:
+            if (await handle.describe()).status == WorkflowExecutionStatus.RUNNING:
+                await handle.terminate("test over")
+        except RPCError:
+            pass  # never started

@@ -1,0 +1,183 @@
+"""The factory's end-to-end rig (issue 6), shared by tests/e2e/test_factory_issue.py and
+tests/e2e/test_factory_alert.py: a sample repository on the GitHub simulator (with CI), the real
+webhook edge served in a thread and subscribed to the repository's webhooks, and a worker whose
+triage/fix/review agents replay per-agent scripted cassettes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from agent_runs import call, write_cassette
+from pydantic import SecretStr
+from shopfloor.webhooks.app import create_app
+from simulator_runs import SimulatorHandle
+from temporalio.client import Client, WorkflowHandle
+from temporalio.service import RPCError, RPCStatusCode
+from threaded_server import serving
+
+from shopfloor.blobs import FileBlobStore
+from shopfloor.models.factory import IssueOutcome
+from shopfloor.models.factory_run import FactoryState
+from shopfloor.models.inbox import issue_workflow_id
+from shopfloor.settings import Settings
+
+SECRET = "factory-edge-secret"
+TEST_CMD = "python -m pytest -q"
+POLICY = f"auto_fix: always\nrequire_human_approval: true\ntest_command: {TEST_CMD}\nci_timeout_minutes: 10\n"
+
+TRIAGE = {
+    "kind": "bug", "severity": "medium", "labels": ["bug"],
+    "summary": "calc.add subtracts instead of adding.",
+    "plan": "In calc/ops.py, add() returns a - b; make it a + b. tests/test_ops.py covers it.",
+    "fixability": 0.9, "fixability_reasons": ["one line", "a failing test shows it"],
+}  # fmt: skip
+FIX = {
+    "pr_title": "Fix add() returning the difference",
+    "pr_body": "add() subtracted its arguments; it now adds them.",
+    "summary": "calc/ops.py: add() used - instead of +.",
+    "tests_command": TEST_CMD,
+}
+GOOD_EDIT = {"path": "calc/ops.py", "old": "return a - b", "new": "return a + b"}
+APPROVE = {"verdict": "approve", "summary": "The one-line fix matches the issue and CI is green."}
+
+
+def sample_repo(root: Path, policy: str = POLICY) -> Path:
+    (root / "calc").mkdir(parents=True)
+    (root / "calc" / "__init__.py").write_text("")
+    (root / "calc" / "ops.py").write_text("def add(a, b):\n    return a - b\n\n\ndef mul(a, b):\n    return a * b\n")
+    (root / "tests").mkdir()
+    (root / "tests" / "test_ops.py").write_text(
+        "from calc.ops import add, mul\n\n\ndef test_add():\n    assert add(2, 3) == 5\n\n\n"
+        "def test_mul():\n    assert mul(2, 3) == 6\n"
+    )
+    (root / "pytest.ini").write_text("[pytest]\naddopts = -p no:cacheprovider\n")
+    (root / ".github").mkdir()
+    (root / ".github" / "shopfloor.yml").write_text(policy)
+    return root
+
+
+@dataclass
+class Factory:
+    sim: SimulatorHandle
+    client: Client
+    repo: str
+    handle: WorkflowHandle | None = None
+    edge_url: str = ""
+
+    def gh(self, login: str | None = None):
+        return self.sim.api(login)
+
+    def open_issue(self, title: str, body: str, login: str = "bob") -> int:
+        resp = self.gh(login).post(f"/repos/{self.repo}/issues", json={"title": title, "body": body})
+        assert resp.status_code == 201, resp.text
+        number = resp.json()["number"]
+        self.handle = self.client.get_workflow_handle(issue_workflow_id(self.repo, number))
+        return number
+
+    def comment(self, number: int, body: str, login: str) -> None:
+        resp = self.gh(login).post(f"/repos/{self.repo}/issues/{number}/comments", json={"body": body})
+        assert resp.status_code == 201, resp.text
+
+    def get(self, path: str, **params: Any) -> Any:
+        resp = self.gh().get(f"/repos/{self.repo}{path}", params=params)
+        resp.raise_for_status()
+        return resp.json()
+
+    def file(self, path: str, ref: str = "main") -> str:
+        return base64.b64decode(self.get(f"/contents/{path}", ref=ref)["content"]).decode()
+
+    async def state_when(self, ok, what: str, timeout_s: float = 80) -> FactoryState:
+        deadline = asyncio.get_running_loop().time() + timeout_s
+        last = None
+        while True:
+            try:
+                last = await self.handle.query("factory", result_type=FactoryState)
+                if ok(last):
+                    return last
+            except RPCError as exc:
+                if exc.status != RPCStatusCode.NOT_FOUND:
+                    raise
+            assert asyncio.get_running_loop().time() < deadline, f"timed out waiting for {what}; last: {last}"
+            await asyncio.sleep(0.3)
+
+    def progress_comments(self, number: int) -> list[dict[str, Any]]:
+        return [c for c in self.get(f"/issues/{number}/comments")
+                if "<!-- shopfloor:" in c["body"] and ":progress -->" in c["body"]]  # fmt: skip
+
+
+@asynccontextmanager
+async def factory(simulator: SimulatorHandle, settings: Settings, running_worker, client: Client, tmp_path: Path,
+                  models: dict[str, list[dict[str, Any]]], policy: str = POLICY, *, name: str | None = None,
+                  **extra_settings: Any) -> AsyncIterator[Factory]:  # fmt: skip
+    """The repository is `acme/<name>` (default: a fresh one); `extra_settings` update the worker's
+    and the edge's settings (alert token and routes...)."""
+    owner, name = "acme", name or f"calc{uuid.uuid4().hex[:6]}"
+    repo = f"{owner}/{name}"
+    simulator.create_repo(owner, name, source_dir=sample_repo(tmp_path / "src", policy), ci_command=TEST_CMD)
+    simulator.set_permission(owner, name, "maria", "maintain")
+    agent_models = {agent: write_cassette(tmp_path / f"{agent}.json", turns) for agent, turns in models.items()}
+    worker_settings = settings.model_copy(update={
+        "github_api_url": simulator.api_url, "github_token": SecretStr("bot-token"),
+        "webhook_secret": SecretStr(SECRET), "agent_models": agent_models, **extra_settings,
+    })  # fmt: skip
+    blobs = FileBlobStore(worker_settings.data_dir / "blobs")
+
+    async def get_client() -> Client:
+        return client
+
+    with serving(create_app(get_client, worker_settings, blobs), name="edge") as edge_url:
+        hook = simulator.api(owner).post(f"/repos/{repo}/hooks", json={
+            "config": {"url": f"{edge_url}/webhooks/github", "secret": SECRET, "content_type": "json"},
+            "events": ["*"], "active": True,
+        })  # fmt: skip
+        assert hook.status_code == 201, hook.text
+        async with running_worker(worker_settings):
+            yield Factory(simulator, client, repo, edge_url=edge_url)
+
+
+def fix_turns(edit: dict[str, str] = GOOD_EDIT, **fix: Any) -> list[dict[str, Any]]:
+    return [
+        {"tool_calls": [call("read_file", path="calc/ops.py")]},
+        {"tool_calls": [call("edit_file", **edit)]},
+        {"tool_calls": [call("run_command", command=TEST_CMD)]},
+        {"tool_calls": [call("submit", **{**FIX, **fix})]},
+    ]
+
+
+TRIAGE_TURNS = [{"tool_calls": [call("read_file", path="calc/ops.py")]}, {"tool_calls": [call("submit", **TRIAGE)]}]
+
+
+async def approve_and_finish(f: Factory, number: int) -> IssueOutcome:
+    await f.state_when(lambda s: s.waiting_for == "approval", "the merge stage to wait for approval")
+    f.comment(number, "/shopfloor approve", "maria")
+    return IssueOutcome.model_validate(await asyncio.wait_for(f.handle.result(), timeout=60))
+
+
+def assert_merged(f: Factory, number: int, outcome: IssueOutcome, *, reviews: int = 1, label: str = "bug") -> dict[str, Any]:
+    assert outcome.state == "done", outcome
+    assert outcome.factory is not None and outcome.factory.result == "merged", outcome
+    issue = f.get(f"/issues/{number}")
+    assert issue["state"] == "closed" and issue["state_reason"] == "completed"
+    assert label in [x["name"] for x in issue["labels"]]
+    prs = f.get("/pulls", state="all")
+    assert len(prs) == 1, prs
+    pr = f.get(f"/pulls/{prs[0]['number']}")
+    assert pr["merged"] and pr["head"]["ref"] == f"shopfloor/issue-{number}"
+    assert f"Fixes #{number}" in pr["body"]
+    assert "return a + b" in f.file("calc/ops.py")
+    got = f.get(f"/pulls/{pr['number']}/reviews")
+    assert len(got) == reviews and all(r["state"] == "COMMENTED" for r in got), got
+    progress = f.progress_comments(number)
+    assert len(progress) == 1, progress
+    assert "Final state: merged." in progress[0]["body"]
+    branches = [b["name"] for b in f.get("/branches")]
+    assert f"shopfloor/issue-{number}" not in branches
+    return pr
