@@ -125,6 +125,14 @@ class FakeModelServer:
         with self._lock:
             return list(self._requests)
 
+    def settled_requests(self, timeout_s: float = 5.0) -> list[LoggedRequest]:
+        """The requests once every answer the server is still writing has been marked: a client
+        can read the last frame just before the server records the request as completed."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline and not all(r.completed for r in self.requests):
+            time.sleep(0.02)
+        return self.requests
+
     def fail_next(
         self, status: int, times: int = 1, retry_after: float | None = None, body: dict[str, Any] | None = None
     ) -> None:

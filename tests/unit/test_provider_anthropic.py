@@ -64,7 +64,7 @@ async def test_tool_calls_then_results_then_final_text(server: FakeModelServer) 
     finally:
         await provider.aclose()
 
-    one, two = server.requests
+    one, two = server.settled_requests()
     assert one.api == "anthropic"
     assert one.body["system"] == "You are a test."  # top level, not a message
     assert one.body["max_tokens"] == 555
@@ -157,7 +157,8 @@ async def test_streamed_response_parses_with_official_sdk() -> None:
         ) as stream:
             message = await stream.get_final_message()
         await client.close()
-        assert srv.requests[0].stream and srv.requests[0].completed
+        settled = srv.settled_requests()
+        assert settled[0].stream and settled[0].completed
     assert message.stop_reason == "tool_use"
     text, tool = message.content
     assert text.type == "text" and text.text == turn.content

@@ -92,7 +92,7 @@ async def test_tool_call_then_result_then_final_text(server: FakeModelServer) ->
     assert tool == {"role": "tool", "tool_call_id": call.id, "content": "hello"}
     assert (one.turn, two.turn) == (0, 1)
     assert one.headers["authorization"] == "Bearer sk-test"
-    assert all(r.completed and r.status == 200 for r in server.requests)
+    assert all(r.completed and r.status == 200 for r in server.settled_requests())
 
 
 async def test_multiple_tool_calls_in_one_reply() -> None:
@@ -204,7 +204,8 @@ async def test_streamed_response_parses_with_official_sdk() -> None:
                     entry["name"] += (d.function.name or "") if d.function else ""
                     entry["arguments"] += (d.function.arguments or "") if d.function else ""
         await client.close()
-        assert srv.requests[0].stream and srv.requests[0].completed
+        settled = srv.settled_requests()
+        assert settled[0].stream and settled[0].completed
     assert chunks > 6  # really incremental, not one blob
     assert text == turn.content
     assert finish == "tool_calls"
