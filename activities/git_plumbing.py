@@ -9,17 +9,14 @@ config, never in a URL that an error message could echo, and sent only to the re
 
 from __future__ import annotations
 
-import asyncio
 import base64
-import contextlib
 import os
-import signal
 from collections.abc import Mapping
 from datetime import datetime, timezone
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from shopfloor.activities.workspace import GIT_TIMEOUT_S, GitError, redact
+from shopfloor.activities.workspace import GIT_TIMEOUT_S, run_git
 
 _SAFE = [
     "-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false", "-c", "credential.helper=",
@@ -67,30 +64,9 @@ class Git:
         timeout: float = GIT_TIMEOUT_S, ok: tuple[int, ...] = (0,),
     ) -> tuple[int, bytes, bytes]:  # fmt: skip
         """(exit code, stdout, stderr); GitError (stderr redacted) for a code outside `ok`."""
-        proc = await asyncio.create_subprocess_exec(
-            "git", *_SAFE, f"--git-dir={self.git_dir}", *args,
-            cwd=str(self.git_dir),
-            env={**self._env, **(env or {})},
-            stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            start_new_session=True,  # a timeout kills git and its remote helper together
-        )  # fmt: skip
-        shown = redact(" ".join(["git", *args]))
-        try:
-            out, err = await asyncio.wait_for(proc.communicate(stdin), timeout)
-        except (asyncio.TimeoutError, asyncio.CancelledError) as e:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            await proc.wait()
-            if isinstance(e, asyncio.CancelledError):
-                raise
-            raise GitError(f"`{shown}` timed out after {timeout:.0f} s") from None
-        code = proc.returncode or 0
-        if code not in ok:
-            stderr = redact(err.decode("utf-8", "replace").strip())
-            raise GitError(f"`{shown}` failed (exit {code}): {stderr}", stderr=stderr, returncode=code)
-        return code, out, err
+        return await run_git([*_SAFE, f"--git-dir={self.git_dir}", *args], cwd=self.git_dir,
+                             env={**self._env, **(env or {})}, stdin=stdin, timeout=timeout, ok=ok,
+                             shown=list(args))  # fmt: skip
 
     async def out(self, *args: str, **kw: object) -> str:
         return (await self.run(*args, **kw))[1].decode().strip()  # type: ignore[arg-type]

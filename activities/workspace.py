@@ -44,7 +44,7 @@ import re
 import shutil
 import signal
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 
 from shopfloor.activities.tools.confine import resolve_in_workspace
@@ -90,6 +90,39 @@ class PatchError(WorkspaceError):
 def redact(text: str) -> str:
     """`https://user:token@host/...` -> `https://***@host/...`, for messages and logs."""
     return _USERINFO_RE.sub("***@", text)
+
+
+async def run_git(
+    argv: list[str], *, cwd: Path, env: Mapping[str, str], shown: list[str], stdin: bytes | None = None,
+    timeout: float = GIT_TIMEOUT_S, ok: tuple[int, ...] = (0,),
+) -> tuple[int, bytes, bytes]:  # fmt: skip
+    """`git ARGV` in its own process group: (exit code, stdout, stderr). A timeout or cancellation
+    kills git with its helpers (remote-https, ssh); an exit code outside `ok` is a GitError whose
+    message shows `git SHOWN` and the stderr, both with credentials redacted."""
+    proc = await asyncio.create_subprocess_exec(
+        "git", *argv,
+        cwd=str(cwd),
+        env=dict(env),
+        stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        start_new_session=True,
+    )  # fmt: skip
+    command = redact(" ".join(["git", *shown]))
+    try:
+        out, err = await asyncio.wait_for(proc.communicate(stdin), timeout)
+    except (asyncio.TimeoutError, asyncio.CancelledError) as e:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        await proc.wait()
+        if isinstance(e, asyncio.CancelledError):
+            raise
+        raise GitError(f"`{command}` timed out after {timeout:.0f} s") from None
+    code = proc.returncode or 0
+    if code not in ok:
+        stderr = redact(err.decode("utf-8", "replace").strip())
+        raise GitError(f"`{command}` failed (exit {code}): {stderr}", stderr=stderr, returncode=code)
+    return code, out, err
 
 
 class Workspaces:
@@ -335,28 +368,9 @@ class Workspaces:
         timeout: float = GIT_TIMEOUT_S,
     ) -> bytes:  # fmt: skip
         """Run git in the clean environment: stdout, or GitError carrying stderr."""
-        proc = await asyncio.create_subprocess_exec(
-            "git", *_SAFE, *args,
-            cwd=str(cwd),
-            env={**self._env, **(env or {})},
-            stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            start_new_session=True,  # a timeout kills git and its helpers (remote-https, ssh) together
-        )  # fmt: skip
-        shown = redact(" ".join(["git", *(a for a in args if not a.startswith(("--git-dir=", "--work-tree=")))]))
-        try:
-            out, err = await asyncio.wait_for(proc.communicate(stdin), timeout)
-        except (asyncio.TimeoutError, asyncio.CancelledError) as e:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            await proc.wait()
-            if isinstance(e, asyncio.CancelledError):
-                raise
-            raise GitError(f"`{shown}` timed out after {timeout:.0f} s") from None
-        if proc.returncode != 0:
-            stderr = redact(err.decode("utf-8", "replace").strip())
-            raise GitError(f"`{shown}` failed (exit {proc.returncode}): {stderr}", stderr=stderr, returncode=proc.returncode)
+        shown = [a for a in args if not a.startswith(("--git-dir=", "--work-tree="))]
+        _, out, _ = await run_git([*_SAFE, *args], cwd=cwd, env={**self._env, **(env or {})}, stdin=stdin,
+                                  timeout=timeout, shown=shown)  # fmt: skip
         return out
 
 
