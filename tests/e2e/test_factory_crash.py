@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import SecretStr
+from factory_runs import APPROVE, FIX, TEST_CMD, TRIAGE, sample_repo
 from simulator_runs import SimulatorHandle
 from temporalio.client import Client, WorkflowHandle
 from temporalio.service import RPCError, RPCStatusCode
@@ -37,23 +38,8 @@ from shopfloor.testing import FakeModelServer, LoggedRequest, ScriptTurn
 from shopfloor.webhooks.app import create_app
 
 SECRET = "factory-crash-edge-secret"
-TEST_CMD = "python -m pytest -q"
-POLICY = f"auto_fix: always\nrequire_human_approval: true\ntest_command: {TEST_CMD}\nci_timeout_minutes: 10\n"
 LATENCY_S = 1.0  # every model call "thinks" this long: the window in which a worker is killed
 
-TRIAGE = {
-    "kind": "bug", "severity": "medium", "labels": ["bug"],
-    "summary": "calc.add subtracts instead of adding.",
-    "plan": "In calc/ops.py, add() returns a - b; make it a + b. tests/test_ops.py covers it.",
-    "fixability": 0.9, "fixability_reasons": ["one line", "a failing test shows it"],
-}  # fmt: skip
-FIX = {
-    "pr_title": "Fix add() returning the difference",
-    "pr_body": "add() subtracted its arguments; it now adds them.",
-    "summary": "calc/ops.py: add() used - instead of +.",
-    "tests_command": TEST_CMD,
-}
-APPROVE = {"verdict": "approve", "summary": "The one-line fix matches the issue and CI is green."}
 
 # One script per agent, chosen by the model name in the request ("openai:<agent>-model").
 SCRIPTS: dict[str, list[ScriptTurn]] = {
@@ -77,21 +63,6 @@ FIX_KILL_TURN, REVIEW_KILL_TURN = 2, 1
 
 def answer(turn: int, body: dict[str, Any]) -> ScriptTurn:
     return SCRIPTS[body["model"]][turn]  # an unknown model or an extra turn: a 500 the run shows
-
-
-def sample_repo(root: Path) -> Path:
-    (root / "calc").mkdir(parents=True)
-    (root / "calc" / "__init__.py").write_text("")
-    (root / "calc" / "ops.py").write_text("def add(a, b):\n    return a - b\n\n\ndef mul(a, b):\n    return a * b\n")
-    (root / "tests").mkdir()
-    (root / "tests" / "test_ops.py").write_text(
-        "from calc.ops import add, mul\n\n\ndef test_add():\n    assert add(2, 3) == 5\n\n\n"
-        "def test_mul():\n    assert mul(2, 3) == 6\n"
-    )
-    (root / "pytest.ini").write_text("[pytest]\naddopts = -p no:cacheprovider\n")
-    (root / ".github").mkdir()
-    (root / ".github" / "shopfloor.yml").write_text(POLICY)
-    return root
 
 
 def log_tail(worker: WorkerProcess, chars: int = 4000) -> str:
