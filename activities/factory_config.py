@@ -2,14 +2,29 @@
 
 from __future__ import annotations
 
+import structlog
 from temporalio import activity
 
+from shopfloor.agents.budget import Price, find_price, price_table
 from shopfloor.models.factory_config import FactoryConfig
 from shopfloor.settings import Settings
+
+log = structlog.get_logger(__name__)
+
+
+def unpriced_models(settings: Settings) -> list[str]:
+    """The configured models (default and per-agent) with no price in the table settings extend."""
+    table = price_table({k: Price(input_per_mtok=i, output_per_mtok=o) for k, (i, o) in settings.prices.items()})
+    models = dict.fromkeys([settings.model, *settings.agent_models.values()])
+    return [m for m in models if find_price(m, table) is None]
 
 
 class FactoryConfigActivity:
     def __init__(self, settings: Settings) -> None:
+        unpriced = unpriced_models(settings)
+        if unpriced:
+            log.warning("models without a price run without cost limits; add them to SHOPFLOOR_PRICES",
+                        models=unpriced)  # fmt: skip
         self._config = FactoryConfig(
             default_model=settings.model,
             agent_models=dict(settings.agent_models),
@@ -18,6 +33,8 @@ class FactoryConfigActivity:
             ui_url=settings.ui_url,
             namespace=settings.temporal_namespace,
             pipeline=settings.factory_pipeline,
+            unpriced_models=unpriced,
+            model_heartbeat_s=settings.model_heartbeat_seconds,
         )
 
     @activity.defn(name="factory_config")

@@ -40,6 +40,9 @@ class Settings(BaseSettings):
     agent_models: dict[str, str] = Field(default_factory=dict)
     # Price overrides, USD per million tokens: {"my-model": [input, output]} (JSON in SHOPFLOOR_PRICES).
     prices: dict[str, tuple[float, float]] = Field(default_factory=dict)
+    # How long a model call may go without a heartbeat before Temporal retries it elsewhere: how
+    # soon a crashed worker's in-flight call is noticed (factory agent runs).
+    model_heartbeat_seconds: float = Field(default=30.0, ge=5, le=600)
     sandbox: Literal["auto", "bwrap", "none"] = "auto"  # how agents' commands are contained
 
     webhook_host: str = "127.0.0.1"

@@ -4,7 +4,10 @@ of a fix to `shopfloor/issue-<n>`, its pull request (draft when salvaged), and t
 as a COMMENT (GitHub forbids approving your own PR; the verdict lives in the workflow).
 
 Limits come from the repository policy: per-agent max_steps, and what is left of the run's cost
-budget (budgets.max_cost_usd_per_run) for each child.
+budget (budgets.max_cost_usd_per_run) for each child. A model the worker has no price for runs
+under the step limits alone, and the progress timeline says the cost was not tracked: refusing to
+run would make every unpriced (self-hosted) model unusable; the operator prices it in
+SHOPFLOOR_PRICES to have the budget enforced.
 """
 
 from __future__ import annotations
@@ -17,7 +20,15 @@ from temporalio.exceptions import ActivityError
 with workflow.unsafe.imports_passed_through():
     from shopfloor.agents.outputs import FixResult, ReviewResult
     from shopfloor.agents.registry import get_agent
-    from shopfloor.models.agent_run import AgentInput, AgentResult, CommandPolicy, Limits, PermissionRules, WorkspaceRef
+    from shopfloor.models.agent_run import (
+        AgentInput,
+        AgentResult,
+        CommandPolicy,
+        Limits,
+        PermissionRules,
+        Timeouts,
+        WorkspaceRef,
+    )
     from shopfloor.models.factory_run import GoalInput, GoalOutput
     from shopfloor.models.git_remote import PushInput, PushOutput
     from shopfloor.models.github_ops import (
@@ -52,9 +63,9 @@ class AgentStages:
         run, s, policy = self.run, self.run.s, self.run.policy
         defaults = get_agent(agent).limits
         steps = getattr(policy.budgets.max_steps, agent, None) or defaults.max_steps
-        budget = policy.budgets.max_cost_usd_per_run
-        left = None if budget is None else max(budget - s.cost_usd, 0.01)
         model = run.config.model_for(agent, round_)
+        budget = policy.budgets.max_cost_usd_per_run if run.config.is_priced(model) else None
+        left = None if budget is None else max(budget - s.cost_usd, 0.01)
         child_id = f"{workflow.info().workflow_id}/{suffix}"
         run.progress.stage(stage, agent)
         await run.progress.show("running")
@@ -67,6 +78,7 @@ class AgentStages:
                 commands=CommandPolicy(network=policy.network_for_commands, test_command=policy.test_command),
                 permissions=PermissionRules(protected_paths=list(policy.protected_paths)),
                 required_command=required_command,
+                timeouts=Timeouts(model_heartbeat_s=run.config.model_heartbeat_s),
             ),  # fmt: skip
             id=child_id,
             result_type=AgentResult,
@@ -76,7 +88,8 @@ class AgentStages:
         s.tokens += result.usage.input_tokens + result.usage.output_tokens
         s.cost_usd += result.cost_usd
         outcome = result.state if result.state != "completed" else "done"
-        run.progress.outcome(f"{agent}: {outcome}" + (f" ({result.reason})" if result.reason else ""),
+        untracked = "" if run.config.is_priced(model) else f"; cost not tracked: no price for {model}"
+        run.progress.outcome(f"{agent}: {outcome}" + (f" ({result.reason})" if result.reason else "") + untracked,
                              steps=result.steps, cost=result.cost_usd)  # fmt: skip
         return result
 

@@ -18,12 +18,19 @@ class FactoryConfig(BaseModel):
     ui_url: str = ""  # Temporal UI base, for links in progress comments
     namespace: str = "default"
     pipeline: bool = True  # False: IssueWorkflow is an event inbox only (no agents run)
+    # Configured models with no known price: their runs cannot enforce a cost limit, so the
+    # factory runs them under the step limits alone and says so (rather than not at all).
+    unpriced_models: list[str] = Field(default_factory=list)
+    model_heartbeat_s: float = 30.0
 
     def model_for(self, agent: str, round_: int | None = None) -> str:
         """The model for one agent run: "<agent>-<round>", then "<agent>", then the default."""
         if round_ is not None and (chosen := self.agent_models.get(f"{agent}-{round_}")):
             return chosen
         return self.agent_models.get(agent) or self.default_model
+
+    def is_priced(self, model: str) -> bool:
+        return model not in self.unpriced_models
 
     def workflow_url(self, workflow_id: str) -> str:
         from urllib.parse import quote

@@ -29,3 +29,16 @@ async def test_the_activity_hands_out_settings_without_secrets(tmp_path):
     assert config.workflow_url("issue/a/b/1") == "http://localhost:9999/namespaces/default/workflows/issue%2Fa%2Fb%2F1"
     dumped = config.model_dump_json()
     assert "secret" not in dumped
+
+
+async def test_models_without_a_price_are_named_so_runs_skip_the_cost_limit(tmp_path):
+    settings = Settings(
+        data_dir=tmp_path, model="openai:my-local-llama", agent_models={"fix": "anthropic:claude-sonnet-4-5",
+        "review": "openai:other-local", "triage": "scripted:t"}, prices={"other-local": (0.5, 1.0)},
+        model_heartbeat_seconds=7,
+    )  # fmt: skip
+    config = await ActivityEnvironment().run(FactoryConfigActivity(settings).factory_config)
+    assert config.unpriced_models == ["openai:my-local-llama"]
+    assert not config.is_priced(config.model_for("triage-x")) and config.is_priced(config.model_for("fix"))
+    assert config.is_priced(config.model_for("review")) and config.is_priced(config.model_for("triage"))
+    assert config.model_heartbeat_s == 7
