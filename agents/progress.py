@@ -27,19 +27,23 @@ MAX_TIMELINE = 20  # entries kept; older ones are counted in `timeline_dropped`
 MAX_UNTRUSTED_CHARS = 300
 
 Stage = Literal["triage", "policy", "fix", "ci", "review", "merge", "done"]
-RunState = Literal["running", "waiting", "merged", "parked", "failed", "cancelled", "salvaged"]
-FINAL_STATES: frozenset[str] = frozenset({"merged", "parked", "failed", "cancelled", "salvaged"})
+# closed: a pull request's review run ended because a person closed (or merged) the pull request.
+RunState = Literal["running", "waiting", "merged", "parked", "failed", "cancelled", "salvaged", "closed"]
+FINAL_STATES: frozenset[str] = frozenset({"merged", "parked", "failed", "cancelled", "salvaged", "closed"})
+Subject = Literal["issue", "pull_request"]
 
 # What a run can wait for, said to humans. Any other `waiting_for` is shown as quoted text.
 WAITING_FOR: dict[str, str] = {
-    "approval": "a maintainer's approval: comment `/shopfloor approve` on this issue",
-    "fix_command": "a maintainer to ask for a fix: comment `/shopfloor fix` on this issue",
+    "approval": "a maintainer's approval: comment `/shopfloor approve` on this {subject}",
+    "fix_command": "a maintainer to ask for a fix: comment `/shopfloor fix` on this {subject}",
     "ci": "CI to finish on the pull request",
     "review": "a review of the pull request",
     "operator": "an operator to approve or reject a step (Temporal UI, or `shopfloor approve <workflow id>`)",
     "policy": "a valid `.github/shopfloor.yml` on the default branch (the errors are listed above)",
     "resume": "someone to resume the run: comment `/shopfloor resume`",
     "retry": "a maintainer to retry: comment `/shopfloor retry`",
+    "push": "a new push to the pull request, or a maintainer's `/shopfloor review`",
+    "review_command": "a maintainer to ask for a review: comment `/shopfloor review`",
 }
 
 
@@ -63,6 +67,7 @@ class ProgressView(BaseModel):
     workflow_id: str
     repo: RepoName
     number: int = Field(ge=1)
+    subject: Subject = "issue"  # what `number` is: the run's issue, or a person's pull request
     stage: Stage = "triage"
     round: int = 0  # review ⇄ fix round
     step: int = 0
@@ -74,6 +79,7 @@ class ProgressView(BaseModel):
     links: ProgressLinks = Field(default_factory=ProgressLinks)
     timeline: list[TimelineEntry] = Field(default_factory=list)
     timeline_dropped: int = 0
+    unpriced_models: list[str] = Field(default_factory=list, max_length=10)  # cost of their steps not counted
     updated_at: datetime | None = None
 
     @model_validator(mode="after")
@@ -122,7 +128,7 @@ def _cell(text: str) -> str:
 
 def _waiting(view: ProgressView) -> str:
     if view.waiting_for in WAITING_FOR:
-        return WAITING_FOR[view.waiting_for]
+        return WAITING_FOR[view.waiting_for].format(subject=view.subject.replace("_", " "))
     return f"a human: {untrusted(view.waiting_for)}" if view.waiting_for else "a human to decide how to go on"
 
 
@@ -137,8 +143,12 @@ def status_sentence(view: ProgressView) -> str:
             why = f" Why: {reason}." if view.reason else ""
             return f"**Waiting** for {_waiting(view)} ({where}).{why}"
         case "merged":
+            if view.subject == "pull_request":
+                return "**Final state: merged.** shopfloor merged this pull request."
             pr = _link("the pull request", view.links.pr_url) or "the pull request"
             return f"**Final state: merged.** The fix in {pr} is merged and the issue is closed."
+        case "closed":
+            return f"**Final state: closed.** {reason}; nothing more will happen in this run."
         case "parked":
             why = f" Why: {reason}." if view.reason else ""
             return f"**Final state: waiting for a human.** The run is parked until {_waiting(view)}.{why}"
@@ -155,7 +165,7 @@ def status_sentence(view: ProgressView) -> str:
 
 
 _LABELS = {"running": "running", "waiting": "waiting", "merged": "merged", "parked": "needs a human",
-           "failed": "failed", "cancelled": "cancelled", "salvaged": "salvaged"}  # fmt: skip
+           "failed": "failed", "cancelled": "cancelled", "salvaged": "salvaged", "closed": "closed"}  # fmt: skip
 
 
 def render_progress(view: ProgressView) -> str:
@@ -170,7 +180,10 @@ def render_progress(view: ProgressView) -> str:
                 f"| {e.stage} | {_when(e.started_at)} | {_when(e.ended_at)} | {e.steps} | ${e.cost_usd:.2f} | {outcome} |"
             )
         lines.append("")
-    lines.append(f"Spent: {view.step} steps, {view.tokens:,} tokens, ${view.cost_usd:.2f}.")
+    unpriced = ""
+    if view.unpriced_models:
+        unpriced = f" (cost not tracked for {', '.join(untrusted(m, 80) for m in view.unpriced_models)}: no price known)"
+    lines.append(f"Spent: {view.step} steps, {view.tokens:,} tokens, ${view.cost_usd:.2f}{unpriced}.")
     links = [
         _link("pull request", view.links.pr_url), _link("run in the Temporal UI", view.links.workflow_url),
         _link("branch", view.links.branch_url), _link("issue", view.links.issue_url),

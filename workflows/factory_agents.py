@@ -5,7 +5,7 @@ as a COMMENT (GitHub forbids approving your own PR; the verdict lives in the wor
 
 Limits come from the repository policy: per-agent max_steps, and what is left of the run's cost
 budget (budgets.max_cost_usd_per_run) for each child. A model the worker has no price for runs
-under the step limits alone, and the progress timeline says the cost was not tracked: refusing to
+under the step limits alone, and the progress comment says its cost was not tracked: refusing to
 run would make every unpriced (self-hosted) model unusable; the operator prices it in
 SHOPFLOOR_PRICES to have the budget enforced.
 """
@@ -88,8 +88,9 @@ class AgentStages:
         s.tokens += result.usage.input_tokens + result.usage.output_tokens
         s.cost_usd += result.cost_usd
         outcome = result.state if result.state != "completed" else "done"
-        untracked = "" if run.config.is_priced(model) else f"; cost not tracked: no price for {model}"
-        run.progress.outcome(f"{agent}: {outcome}" + (f" ({result.reason})" if result.reason else "") + untracked,
+        if not run.config.is_priced(model) and model not in run.progress.view.unpriced_models:
+            run.progress.view.unpriced_models = [*run.progress.view.unpriced_models, model][-10:]
+        run.progress.outcome(f"{agent}: {outcome}" + (f" ({result.reason})" if result.reason else ""),
                              steps=result.steps, cost=result.cost_usd)  # fmt: skip
         return result
 
