@@ -94,6 +94,7 @@ def alerts_router(deps: EdgeDeps) -> APIRouter:
                     # A firing alert after its bug was closed is a regression: a new run. A late
                     # "resolved" never revives a finished one.
                     restart_closed=alert.status == "firing",
+                    static_summary=f"{workflow_id} on {repo or 'no repository (unrouted)'}",
                 )
                 outcome = delivered.outcome
             except WorkflowClosed:

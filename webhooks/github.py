@@ -145,6 +145,8 @@ def github_router(deps: EdgeDeps) -> APIRouter:
                             SearchAttributePair(SHOPFLOOR_ISSUE, target.number),
                         ]),
                         restart_closed=target.restart_closed,
+                        static_summary=f"{target.workflow} for {signal_arg.repo}#{target.number}, started by "
+                                       f"{signal_arg.event}.{signal_arg.action or ''} from @{signal_arg.sender}",
                     ))
                 except WorkflowClosed as exc:
                     closed.append(exc.workflow_id)

@@ -108,6 +108,7 @@ class Starter:
         dedupe_key: str,
         search_attributes: TypedSearchAttributes | None = None,
         restart_closed: bool = True,
+        static_summary: str | None = None,
     ) -> Delivered:
         """Start `workflow_id` with `arg` if not running, and signal it; "started" if this call
         created it. Raises TemporalUnavailable (→ 503) or WorkflowClosed."""
@@ -123,7 +124,7 @@ class Starter:
         self._in_flight[dedupe_key] = future
         try:
             result = await self._send(
-                workflow, workflow_id, arg, signal, signal_arg, search_attributes, restart_closed
+                workflow, workflow_id, arg, signal, signal_arg, search_attributes, restart_closed, static_summary
             )
         except BaseException as exc:
             if not future.done():
@@ -146,6 +147,7 @@ class Starter:
         signal_arg: BaseModel,
         search_attributes: TypedSearchAttributes | None,
         restart_closed: bool,
+        static_summary: str | None = None,
     ) -> Delivered:
         try:
             client = await asyncio.wait_for(self._get_client(), timeout=self._rpc_timeout_s)
@@ -164,6 +166,8 @@ class Starter:
                         else WorkflowIDReusePolicy.REJECT_DUPLICATE
                     ),
                     search_attributes=search_attributes,
+                    # What the Temporal UI shows for the run (only a start sets it; a signal keeps it).
+                    static_summary=static_summary,
                     rpc_timeout=timedelta(seconds=self._rpc_timeout_s),
                 ),
                 # The SDK retries unavailable servers internally; bound the whole attempt.

@@ -99,6 +99,7 @@ async def test_every_real_payload_reaches_its_alert_workflow(edge, temporal_clie
         assert item["outcome"] in ("started", "signalled", "duplicate")
         desc = await temporal_client.get_workflow_handle(workflow_id).describe()
         assert desc.workflow_type == ALERT_WORKFLOW
+        assert await desc.static_summary() == f"{workflow_id} on {repo or 'no repository (unrouted)'}"
         signals = [a for a in await _alert_signals(temporal_client, workflow_id) if a.status == status]
         assert signals, f"no {status} alert signal on {workflow_id}"
         alert = signals[-1]

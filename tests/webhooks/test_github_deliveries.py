@@ -105,6 +105,9 @@ async def test_real_payloads(name: str, http: httpx.AsyncClient, temporal_client
     assert description.workflow_type == ("IssueWorkflow" if workflow_id.startswith("issue/") else "PullRequestWorkflow")
     assert description.typed_search_attributes.get(SHOPFLOOR_REPO) == repo
     assert description.typed_search_attributes.get(SHOPFLOOR_ISSUE) == int(workflow_id.rsplit("/", 1)[1])
+    if expect == "started":
+        summary = await description.static_summary()
+        assert summary and summary.startswith(f"{description.workflow_type} for {repo}#") and f".{payload.get('action') or ''} from @" in summary
     [signal] = await github_signals(temporal_client, workflow_id)
     assert signal.delivery_id == delivery and signal.event == event and signal.repo == repo
     assert signal.action == payload.get("action")
