@@ -150,8 +150,10 @@ async def test_worker_killed_during_fix_and_during_review_still_merges_once(
             SHOPFLOOR_AGENT_MODELS=json.dumps(
                 {agent: f"openai:{agent}-model" for agent in ("triage", "fix", "review")}
             ),
-            # A price for each fake model: the run's cost budget refuses steps of unknown cost.
+            # Priced, so the repository's cost budget is enforced on these runs too.
             SHOPFLOOR_PRICES=json.dumps({model: [1.0, 2.0] for model in SCRIPTS}),
+            # The killed worker's in-flight model call is retried elsewhere after this silence.
+            SHOPFLOOR_MODEL_HEARTBEAT_SECONDS="5",
             OPENAI_BASE_URL=fake.openai_base_url,
             OPENAI_API_KEY="sk-test-not-a-secret",
         )
