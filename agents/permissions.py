@@ -32,6 +32,7 @@ from typing import Any
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
 from shopfloor.agents.command_judge import Decision, Rule, judge_command
+from shopfloor.agents.path_glob import first_match
 from shopfloor.agents.path_rules import credential
 from shopfloor.agents.shell_parse import ShellParseError, parse
 from shopfloor.agents.tools import TOOLS
@@ -73,7 +74,7 @@ class PermissionPolicy(BaseModel):
 
     ask_commands: list[str] = Field(default_factory=lambda: list(DEFAULT_ASK_COMMANDS))
     deny_commands: list[str] = Field(default_factory=list)
-    protected_paths: list[str] = Field(default_factory=list)  # globs from the repo root, gitignore-like
+    protected_paths: list[str] = Field(default_factory=list)  # globs from the repo root: see path_glob
 
     @field_validator("ask_commands", "deny_commands")
     @classmethod
@@ -134,9 +135,9 @@ def _write(tool: str, path: str, policy: PermissionPolicy) -> tuple[Decision, st
         return "deny", f"{tool} may not write to {path!r}: '..' leads outside the workspace."
     if ".git" in norm.lower().split("/"):
         return "deny", f"{tool} may not write to {path!r}: .git is managed by shopfloor; change working-tree files."
-    for glob in policy.protected_paths:
-        if _glob(glob).fullmatch(norm):
-            return "deny", f"{path!r} is protected by the repository's policy ({glob!r}); leave it unchanged."
+    glob = first_match(policy.protected_paths, norm)
+    if glob is not None:
+        return "deny", f"{path!r} is protected by the repository's policy ({glob!r}); leave it unchanged."
     return "allow", ""
 
 
@@ -163,37 +164,3 @@ def _rules(ask: tuple[str, ...], deny: tuple[str, ...]) -> tuple[list[Rule], lis
         [(re.compile(p), DEFAULT_ASK_COMMANDS.get(p, "")) for p in ask],
         [(re.compile(p), "") for p in deny],
     )
-
-
-@functools.lru_cache(maxsize=256)
-def _glob(pattern: str) -> re.Pattern[str]:
-    """A gitignore-like glob: '*' and '?' stay within a component, '**' spans them, a pattern
-    without '/' matches at any depth, and a match on a directory covers everything below it."""
-    p = pattern.strip()
-    p = p[2:] if p.startswith("./") else p
-    anchored = "/" in p.rstrip("/")
-    p = p.strip("/")
-    out, i = [], 0
-    while i < len(p):
-        if p.startswith("**/", i):
-            out.append("(?:.*/)?")
-            i += 3
-        elif p.startswith("**", i):
-            out.append(".*")
-            i += 2
-        elif p[i] == "*":
-            out.append("[^/]*")
-            i += 1
-        elif p[i] == "?":
-            out.append("[^/]")
-            i += 1
-        elif p[i] == "[" and (close := p.find("]", i + 2)) > 0:
-            inner = p[i + 1 : close]
-            inner = inner.replace("\\", "\\\\")
-            out.append("[" + ("^" + inner[1:] if inner.startswith("!") else inner) + "]")
-            i = close + 1
-        else:
-            out.append(re.escape(p[i]))
-            i += 1
-    prefix = "" if anchored else "(?:.*/)?"
-    return re.compile(prefix + "".join(out) + "(?:/.*)?", re.S)

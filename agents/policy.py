@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import difflib
 import posixpath
-import re
-from functools import lru_cache
 from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
+from shopfloor.agents.path_glob import first_match
 from shopfloor.models.github_reads import POLICY_FILE
 
 POLICY_PATH = POLICY_FILE
@@ -218,58 +217,17 @@ def _message(err: Any) -> str:
 # --- protected paths --------------------------------------------------------------------------
 
 
-@lru_cache(maxsize=512)
-def _glob_regex(pattern: str) -> re.Pattern[str]:
-    """Git-style globs: `*` and `?` stay within one path segment, `**` spans segments
-    (`a/**/b` also matches `a/b`), `[...]` is a character class."""
-    out, i, n = [], 0, len(pattern)
-    while i < n:
-        if pattern.startswith("/**", i) and i + 3 == n:  # `dir/**`: the directory and all inside
-            out.append("(?:/.*)?")
-            i += 3
-        elif pattern.startswith("**/", i):
-            out.append("(?:.*/)?")
-            i += 3
-        elif pattern.startswith("**", i):
-            out.append(".*")
-            i += 2
-        elif pattern[i] == "*":
-            out.append("[^/]*")
-            i += 1
-        elif pattern[i] == "?":
-            out.append("[^/]")
-            i += 1
-        elif pattern[i] == "[" and (end := pattern.find("]", i + 2)) != -1:
-            body = pattern[i + 1 : end]
-            negate = body[0] in "!^"
-            chars = "".join(c if c == "-" else re.escape(c) for c in (body[1:] if negate else body))
-            out.append("[" + ("^" if negate else "") + chars + "]")
-            i = end + 1
-        else:
-            out.append(re.escape(pattern[i]))
-            i += 1
-    return re.compile("".join(out))
-
-
 def is_protected(path: str, policy: RepoPolicy) -> bool:
     """Whether agents must leave `path` (relative to the repository root) unchanged.
 
-    A pattern without a `/` (`*.lock`) matches a name at any depth; one with a `/` is anchored at
-    the root (`.github/**`, `/setup.py`). A pattern that matches a directory protects everything
-    in it (`.github` protects `.github/workflows/ci.yml`). A path that leaves the repository is
+    The globs match as `.gitignore` entries do (agents/path_glob.py has the rules): a pattern
+    without a `/` (`*.lock`) matches a name at any depth; one with a `/` is anchored at the root
+    (`.github/**`, `/setup.py`). A pattern that matches a directory protects everything in it
+    (`.github` protects `.github/workflows/ci.yml`). A path that leaves the repository is
     protected (never something to allow by accident).
     """
     # Relative to the repository root; a leading "/" means the root too.
     norm = posixpath.normpath(path.replace("\\", "/").strip().lstrip("/") or ".")
     if norm in (".", "..") or norm.startswith("../"):
         return True
-    parts = norm.split("/")
-    prefixes = ["/".join(parts[: k + 1]) for k in range(len(parts))]  # the path and its parents
-    for raw in policy.protected_paths:
-        pattern = raw.strip().rstrip("/")
-        anchored = "/" in pattern
-        rx = _glob_regex(pattern.lstrip("/"))
-        for prefix in prefixes:
-            if rx.fullmatch(prefix) or (not anchored and rx.fullmatch(prefix.rsplit("/", 1)[-1])):
-                return True
-    return False
+    return first_match(policy.protected_paths, norm) is not None
