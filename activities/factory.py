@@ -12,9 +12,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from shopfloor.activities.github.api import GitHubApi, q
+from shopfloor.activities.github.api import GitHubApi, call_github, q, read_github
 from shopfloor.activities.github.clients import GitHubClients
-from shopfloor.activities.github.errors import github_failure
 from shopfloor.agents.untrusted_text import sanitize
 from temporalio import activity
 
@@ -33,6 +32,34 @@ def quoted(text: str, limit: int) -> str:
     return "\n".join("> " + line for line in text.splitlines()) or "> (empty)"
 
 
+def read_repo_info(api: GitHubApi, inp: RepoInfoInput) -> RepoInfo:
+    """The repository's default branch, its tip, and where to clone it from."""
+    data = api.get(f"/repos/{inp.repo}")
+    branch = data.get("default_branch") or "main"
+    head = api.get_or_none(f"/repos/{inp.repo}/branches/{q(branch)}")
+    return RepoInfo(
+        default_branch=branch,
+        head_sha=head["commit"]["sha"] if head else None,
+        clone_url=data.get("clone_url") or "",
+        html_url=data.get("html_url") or "",
+    )
+
+
+def failing_ci_output(api: GitHubApi, repo: str, sha: str) -> str:
+    """What the failing checks and statuses on `sha` said."""
+    runs = (api.get(f"/repos/{repo}/commits/{sha}/check-runs") or {}).get("check_runs") or []
+    parts = []
+    for run in runs:
+        if run.get("conclusion") in ("failure", "timed_out", "cancelled", "action_required"):
+            out = run.get("output") or {}
+            text = "\n".join(x for x in (out.get("title"), out.get("summary"), out.get("text")) if x)
+            parts.append(f"check `{run.get('name')}` ({run.get('conclusion')}):\n{text[-CI_CHARS:]}")
+    statuses = (api.get(f"/repos/{repo}/commits/{sha}/status") or {}).get("statuses") or []
+    parts += [f"status `{s.get('context')}` ({s.get('state')}): {s.get('description') or ''}"
+              for s in statuses if s.get("state") in ("failure", "error")]  # fmt: skip
+    return "\n\n".join(parts) or "(no failing check reported any output)"
+
+
 class FactoryActivities:
     def __init__(self, blobs: BlobStore, clients: GitHubClients) -> None:
         self._blobs = blobs
@@ -41,47 +68,12 @@ class FactoryActivities:
     def all(self) -> list[Any]:
         return [self.repo_info, self.goal]
 
-    def _api(self, repo: str) -> GitHubApi:
-        session = self._clients.session(repo)
-        return GitHubApi(session, own_login=lambda: self._clients.own_login(session))
-
-    def _repo_info(self, inp: RepoInfoInput) -> RepoInfo:
-        api: GitHubApi | None = None
-        try:
-            api = self._api(inp.repo)
-            data = api.get(f"/repos/{inp.repo}")
-            branch = data.get("default_branch") or "main"
-            head = api.get_or_none(f"/repos/{inp.repo}/branches/{q(branch)}")
-            return RepoInfo(
-                default_branch=branch,
-                head_sha=head["commit"]["sha"] if head else None,
-                clone_url=data.get("clone_url") or "",
-                html_url=data.get("html_url") or "",
-            )
-        except Exception as exc:  # noqa: BLE001 - mapped for Temporal like every GitHub failure
-            raise github_failure(exc, api.last if api else "", auth_hint=self._clients.auth_hint) from None
-
     @activity.defn(name="factory_repo_info")
     async def repo_info(self, inp: RepoInfoInput) -> RepoInfo:
-        return await asyncio.to_thread(self._repo_info, inp)
+        return await read_github(self._clients, inp.repo, read_repo_info, inp)
 
     def _ci_output(self, repo: str, sha: str) -> str:
-        api: GitHubApi | None = None
-        try:
-            api = self._api(repo)
-            runs = (api.get(f"/repos/{repo}/commits/{sha}/check-runs") or {}).get("check_runs") or []
-            parts = []
-            for run in runs:
-                if run.get("conclusion") in ("failure", "timed_out", "cancelled", "action_required"):
-                    out = run.get("output") or {}
-                    text = "\n".join(x for x in (out.get("title"), out.get("summary"), out.get("text")) if x)
-                    parts.append(f"check `{run.get('name')}` ({run.get('conclusion')}):\n{text[-CI_CHARS:]}")
-            statuses = (api.get(f"/repos/{repo}/commits/{sha}/status") or {}).get("statuses") or []
-            parts += [f"status `{s.get('context')}` ({s.get('state')}): {s.get('description') or ''}"
-                      for s in statuses if s.get("state") in ("failure", "error")]  # fmt: skip
-            return "\n\n".join(parts) or "(no failing check reported any output)"
-        except Exception as exc:  # noqa: BLE001
-            raise github_failure(exc, api.last if api else "", auth_hint=self._clients.auth_hint) from None
+        return call_github(self._clients, repo, failing_ci_output, repo, sha)
 
     @activity.defn(name="factory_goal")
     async def goal(self, inp: GoalInput) -> GoalOutput:

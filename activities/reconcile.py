@@ -18,14 +18,12 @@ who added the label, and the inbox ignores events sent by bots, so the bot canno
 
 from __future__ import annotations
 
-import asyncio
 from datetime import UTC, datetime
 from typing import Any
 
 import structlog
-from shopfloor.activities.github.api import GitHubApi
+from shopfloor.activities.github.api import GitHubApi, read_github
 from shopfloor.activities.github.clients import GitHubClients
-from shopfloor.activities.github.errors import github_failure
 from shopfloor.agents.untrusted_text import sanitize
 from temporalio import activity
 from temporalio.client import Client, WorkflowExecutionStatus
@@ -80,20 +78,16 @@ async def synthetic_labeled_event(repo: str, issue: dict[str, Any], label: str, 
     )  # fmt: skip
 
 
+def get_issue(api: GitHubApi, repo: str, number: int) -> dict[str, Any]:
+    return dict(api.get(f"/repos/{repo}/issues/{number}"))
+
+
 class ReconcileActivities:
     def __init__(self, client: Client, clients: GitHubClients, blobs: BlobStore, *, task_queue: str) -> None:
         self._client = client
         self._clients = clients
         self._blobs = blobs
         self._task_queue = task_queue  # where the factory workflows run
-
-    def _get_issue(self, repo: str, number: int) -> dict[str, Any]:
-        api: GitHubApi | None = None
-        try:
-            api = GitHubApi(self._clients.session(repo))
-            return dict(api.get(f"/repos/{repo}/issues/{number}"))
-        except Exception as exc:  # noqa: BLE001 - every failure leaves as one mapped ApplicationError
-            raise github_failure(exc, api.last if api else "", auth_hint=self._clients.auth_hint) from None
 
     async def _status(self, workflow_id: str) -> WorkflowExecutionStatus | None:
         """The latest run's status; None when no workflow of that id ever ran."""
@@ -116,7 +110,7 @@ class ReconcileActivities:
                 out.skipped.append(Skipped(repo=inp.repo, what=f"issue #{number}", reason=reason))
                 continue
             try:
-                issue = await asyncio.to_thread(self._get_issue, inp.repo, number)
+                issue = await read_github(self._clients, inp.repo, get_issue, inp.repo, number)
             except ApplicationError as exc:
                 if not exc.non_retryable:
                     raise  # Temporal retries the activity; the issues done so far are then "running"

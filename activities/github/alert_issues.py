@@ -129,15 +129,15 @@ class AlertIssueActivities:
 
     @activity.defn(name="github_file_alert_issue")
     async def file_alert_issue(self, inp: FileAlertIssueInput) -> FiledAlertIssue:
-        return await self._github._write(file_alert_issue, inp)
+        return await self._github.write(file_alert_issue, inp)
 
     @activity.defn(name="github_reopen_issue")
     async def reopen_issue(self, inp: ReopenIssueInput) -> ReopenIssueOutput:
-        return await self._github._write(reopen_issue, inp)
+        return await self._github.write(reopen_issue, inp)
 
     @activity.defn(name="alert_start_issue_workflow")
     async def start_issue_workflow(self, inp: StartAlertIssueInput) -> StartAlertIssueOutput:
-        issue = await self._github._read(_issue, AlertIssueStatusInput(repo=inp.repo, number=inp.number))
+        issue = await self._github.read(_issue, AlertIssueStatusInput(repo=inp.repo, number=inp.number))
         user = issue.get("user") or {}
         title, body = str(issue.get("title") or ""), str(issue.get("body") or "")
         event = RepoEvent(
@@ -169,7 +169,7 @@ class AlertIssueActivities:
 
     @activity.defn(name="alert_issue_status")
     async def issue_status(self, inp: AlertIssueStatusInput) -> AlertIssueStatus:
-        issue = await self._github._read(_issue, inp)
+        issue = await self._github.read(_issue, inp)
         workflow_id = issue_workflow_id(inp.repo, inp.number)
         status = await self._status(workflow_id)
         outcome: str | None = None

@@ -2,20 +2,29 @@
 
 Paths are spelled out rather than reached through PyGithub's object graph, so each step is
 exactly one documented request, and a failure names the request that failed ("GET /repos/...").
+
+Every caller goes through `call_github` (blocking) or `read_github` / `write_github` (async, in a
+worker thread; writes under the installation's write lock): this thread's session for the
+repository, a GitHubApi that knows who we are, and any failure mapped by `github_failure`.
 """
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, Concatenate, ParamSpec, TypeVar
 from urllib.parse import quote
 
 from github import GithubException
-from shopfloor.activities.github.clients import PER_PAGE, Session
+from shopfloor.activities.github.clients import PER_PAGE, GitHubClients, Session
+from shopfloor.activities.github.errors import github_failure
 
 _NEXT_LINK = re.compile(r'<([^>]+)>;\s*rel="next"')
 MAX_PAGES = 50  # 5,000 items: past that an issue is not one shopfloor should be editing
+
+_P = ParamSpec("_P")
+_T = TypeVar("_T")
 
 
 def q(segment: str) -> str:
@@ -78,3 +87,38 @@ class GitHubApi:
             yield from (data.get(items) or []) if items else (data or [])
             match = _NEXT_LINK.search(headers.get("link", ""))
             url, query = (match.group(1), None) if match else (None, None)
+
+
+def call_github(
+    clients: GitHubClients, repo: str, fn: Callable[Concatenate[GitHubApi, _P], _T], *args: _P.args, **kwargs: _P.kwargs
+) -> _T:
+    """Blocking: `fn(api, *args, **kwargs)` on this thread's session for `repo`. Every failure
+    (finding the session included) leaves as the one ApplicationError `github_failure` maps it
+    to, naming the request in flight."""
+    api: GitHubApi | None = None
+    try:
+        session = clients.session(repo)
+        api = GitHubApi(session, own_login=lambda: clients.own_login(session))
+        return fn(api, *args, **kwargs)
+    except Exception as exc:  # noqa: BLE001 - every failure leaves as one mapped ApplicationError
+        raise github_failure(exc, api.last if api else "", auth_hint=clients.auth_hint) from None
+
+
+async def read_github(
+    clients: GitHubClients, repo: str, fn: Callable[Concatenate[GitHubApi, _P], _T], *args: _P.args, **kwargs: _P.kwargs
+) -> _T:
+    """`call_github` in a worker thread (PyGithub blocks)."""
+    return await asyncio.to_thread(call_github, clients, repo, fn, *args, **kwargs)
+
+
+async def write_github(
+    clients: GitHubClients, repo: str, fn: Callable[Concatenate[GitHubApi, _P], _T], *args: _P.args, **kwargs: _P.kwargs
+) -> _T:
+    """`call_github` in a worker thread under the write lock of `repo`'s installation (or token):
+    one write at a time per installation, per worker."""
+    try:
+        key = await asyncio.to_thread(clients.write_key, repo)
+    except Exception as exc:  # noqa: BLE001 - mapped like any other failure
+        raise github_failure(exc, auth_hint=clients.auth_hint) from None
+    async with clients.write_lock(key):
+        return await asyncio.to_thread(call_github, clients, repo, fn, *args, **kwargs)

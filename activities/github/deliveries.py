@@ -5,22 +5,20 @@ GitHub keeps every attempt of a repository hook's deliveries for a few days
 `POST .../deliveries/{id}/attempts` with the same `X-GitHub-Delivery` guid, so the edge's
 de-duplication by guid makes a redelivery harmless. A GitHub App's own webhook has the same API
 under `/app/hook/deliveries` (JWT auth); only repository hooks are read here (follow-up).
-Same patterns as operations.py: blocking PyGithub calls in a thread, failures mapped by
-`github_failure`, the redelivery (a write) under the installation's write lock.
+Same patterns as operations.py (api.py's `read_github` / `write_github`): blocking PyGithub calls
+in a thread, failures mapped by `github_failure`, the redelivery (a write) under the
+installation's write lock.
 """
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any
 
 import structlog
-from pydantic import BaseModel
-from shopfloor.activities.github.api import GitHubApi
+from shopfloor.activities.github.api import GitHubApi, read_github, write_github
 from shopfloor.activities.github.clients import GitHubClients
-from shopfloor.activities.github.errors import github_failure
 from temporalio import activity
 
 from shopfloor.models.reconcile import (
@@ -35,9 +33,6 @@ from shopfloor.models.reconcile import (
 )
 
 log = structlog.get_logger(__name__)
-
-In = TypeVar("In", bound=BaseModel)
-Out = TypeVar("Out", bound=BaseModel)
 
 _IN_FLIGHT = frozenset({"pending", "queued"})  # an attempt not made yet (our own redelivery, say)
 
@@ -149,32 +144,19 @@ class DeliveryActivities:
     def __init__(self, clients: GitHubClients) -> None:
         self._clients = clients
 
-    def _call(self, fn: Callable[[GitHubApi, In], Out], inp: In) -> Out:
-        api: GitHubApi | None = None
-        try:
-            api = GitHubApi(self._clients.session(inp.repo))  # type: ignore[attr-defined]
-            return fn(api, inp)
-        except Exception as exc:  # noqa: BLE001 - every failure leaves as one mapped ApplicationError
-            raise github_failure(exc, api.last if api else "", auth_hint=self._clients.auth_hint) from None
-
     @activity.defn(name="github_failed_deliveries")
     async def failed_deliveries(self, inp: FailedDeliveriesInput) -> FailedDeliveriesOutput:
-        return await asyncio.to_thread(self._call, failed_deliveries, inp)
+        return await read_github(self._clients, inp.repo, failed_deliveries, inp)
 
     @activity.defn(name="github_redeliver")
     async def redeliver(self, inp: RedeliverInput) -> RedeliverOutput:
-        try:
-            key = await asyncio.to_thread(self._clients.write_key, inp.repo)
-        except Exception as exc:  # noqa: BLE001 - mapped like any other failure
-            raise github_failure(exc, auth_hint=self._clients.auth_hint) from None
-        async with self._clients.write_lock(key):
-            out = await asyncio.to_thread(self._call, redeliver, inp)
+        out = await write_github(self._clients, inp.repo, redeliver, inp)
         log.info("github redelivery requested", repo=inp.repo, hook_id=inp.hook_id, delivery_id=inp.delivery_id)
         return out
 
     @activity.defn(name="github_open_issues_with_label")
     async def open_issues_with_label(self, inp: LabelledIssuesInput) -> LabelledIssuesOutput:
-        return await asyncio.to_thread(self._call, open_issues_with_label, inp)
+        return await read_github(self._clients, inp.repo, open_issues_with_label, inp)
 
     def all(self) -> list[Callable[..., Any]]:
         return [self.failed_deliveries, self.redeliver, self.open_issues_with_label]

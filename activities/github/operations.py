@@ -7,16 +7,14 @@ an ApplicationError that says whether Temporal should retry (see errors.py).
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 import structlog
 from pydantic import BaseModel
 from shopfloor.activities.github import branches, issues, policy, pulls, reads, similar
-from shopfloor.activities.github.api import GitHubApi
+from shopfloor.activities.github.api import GitHubApi, read_github, write_github
 from shopfloor.activities.github.clients import GitHubClients
-from shopfloor.activities.github.errors import github_failure
 from shopfloor.agents.policy import PolicyLoad
 from temporalio import activity
 
@@ -63,89 +61,74 @@ class GitHubActivities:
     def __init__(self, clients: GitHubClients) -> None:
         self._clients = clients
 
-    def _call(self, fn: Callable[[GitHubApi, In], Out], inp: In) -> Out:
-        """Blocking: one operation in this thread, every failure mapped for Temporal."""
-        api: GitHubApi | None = None
-        try:
-            session = self._clients.session(inp.repo)  # type: ignore[attr-defined]
-            api = GitHubApi(session, own_login=lambda: self._clients.own_login(session))
-            return fn(api, inp)
-        except Exception as exc:  # noqa: BLE001 - every failure leaves as one mapped ApplicationError
-            raise github_failure(exc, api.last if api else "", auth_hint=self._clients.auth_hint) from None
+    async def read(self, fn: Callable[[GitHubApi, In], Out], inp: In) -> Out:
+        return await read_github(self._clients, inp.repo, fn, inp)  # type: ignore[attr-defined]
 
-    async def _read(self, fn: Callable[[GitHubApi, In], Out], inp: In) -> Out:
-        return await asyncio.to_thread(self._call, fn, inp)
-
-    async def _write(self, fn: Callable[[GitHubApi, In], Out], inp: In) -> Out:
+    async def write(self, fn: Callable[[GitHubApi, In], Out], inp: In) -> Out:
         repo: str = inp.repo  # type: ignore[attr-defined]
-        try:
-            key = await asyncio.to_thread(self._clients.write_key, repo)
-        except Exception as exc:  # noqa: BLE001 - mapped like any other failure
-            raise github_failure(exc, auth_hint=self._clients.auth_hint) from None
-        async with self._clients.write_lock(key):
-            out = await asyncio.to_thread(self._call, fn, inp)
+        out = await write_github(self._clients, repo, fn, inp)
         log.info("github write", op=fn.__name__, repo=repo, result=_brief(out))
         return out
 
     @activity.defn(name="github_ensure_branch")
     async def ensure_branch(self, inp: EnsureBranchInput) -> EnsureBranchOutput:
-        return await self._write(branches.ensure_branch, inp)
+        return await self.write(branches.ensure_branch, inp)
 
     @activity.defn(name="github_delete_branch")
     async def delete_branch(self, inp: DeleteBranchInput) -> DeleteBranchOutput:
-        return await self._write(branches.delete_branch, inp)
+        return await self.write(branches.delete_branch, inp)
 
     @activity.defn(name="github_find_or_create_pr")
     async def find_or_create_pr(self, inp: FindOrCreatePrInput) -> PrOutput:
-        return await self._write(pulls.find_or_create_pr, inp)
+        return await self.write(pulls.find_or_create_pr, inp)
 
     @activity.defn(name="github_submit_review")
     async def submit_review(self, inp: SubmitReviewInput) -> ReviewOutput:
-        return await self._write(pulls.submit_review, inp)
+        return await self.write(pulls.submit_review, inp)
 
     @activity.defn(name="github_merge_pr")
     async def merge_pr(self, inp: MergePrInput) -> MergeOutput:
-        return await self._write(pulls.merge_pr, inp)
+        return await self.write(pulls.merge_pr, inp)
 
     @activity.defn(name="github_upsert_comment")
     async def upsert_comment(self, inp: UpsertCommentInput) -> CommentOutput:
-        return await self._write(issues.upsert_comment, inp)
+        return await self.write(issues.upsert_comment, inp)
 
     @activity.defn(name="github_add_labels")
     async def add_labels(self, inp: LabelsInput) -> LabelsOutput:
-        return await self._write(issues.add_labels, inp)
+        return await self.write(issues.add_labels, inp)
 
     @activity.defn(name="github_remove_label")
     async def remove_label(self, inp: RemoveLabelInput) -> LabelsOutput:
-        return await self._write(issues.remove_label, inp)
+        return await self.write(issues.remove_label, inp)
 
     @activity.defn(name="github_close_issue")
     async def close_issue(self, inp: CloseIssueInput) -> CloseIssueOutput:
-        return await self._write(issues.close_issue, inp)
+        return await self.write(issues.close_issue, inp)
 
     @activity.defn(name="github_get_issue")
     async def get_issue(self, inp: IssueRef) -> IssueOutput:
-        return await self._read(issues.get_issue, inp)
+        return await self.read(issues.get_issue, inp)
 
     @activity.defn(name="github_permission")
     async def permission(self, inp: PermissionInput) -> PermissionOutput:
-        return await self._read(reads.permission, inp)
+        return await self.read(reads.permission, inp)
 
     @activity.defn(name="github_read_file")
     async def read_file(self, inp: ReadFileInput) -> FileOutput:
-        return await self._read(reads.read_file, inp)
+        return await self.read(reads.read_file, inp)
 
     @activity.defn(name="github_ci_status")
     async def ci_status(self, inp: CiStatusInput) -> CiStatusOutput:
-        return await self._read(reads.ci_status, inp)
+        return await self.read(reads.ci_status, inp)
 
     @activity.defn(name="github_load_policy")
     async def load_policy(self, inp: PolicyInput) -> PolicyLoad:
-        return await self._read(policy.load_policy, inp)
+        return await self.read(policy.load_policy, inp)
 
     @activity.defn(name="github_similar_issues")
     async def similar_issues(self, inp: SimilarIssuesInput) -> SimilarIssuesOutput:
-        return await self._read(similar.similar_issues, inp)
+        return await self.read(similar.similar_issues, inp)
 
     def all(self) -> list[Callable[..., Any]]:
         return [

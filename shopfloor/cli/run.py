@@ -24,10 +24,9 @@ from temporalio.common import (
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError
 
-from shopfloor.activities.github.api import GitHubApi
+from shopfloor.activities.github.api import call_github
 from shopfloor.activities.github.clients import GitHubClients
-from shopfloor.activities.github.errors import github_failure
-from shopfloor.activities.reconcile import synthetic_labeled_event
+from shopfloor.activities.reconcile import get_issue, synthetic_labeled_event
 from shopfloor.blobs import open_blob_store
 from shopfloor.cli.common import EXIT_FAILURE, command, fail, load_settings
 from shopfloor.cli.simulator import github_or_simulator
@@ -49,13 +48,10 @@ def parse_issue_ref(ref: str) -> tuple[str, int]:
 
 def _read_issue(settings: Settings, repo: str, number: int) -> dict[str, Any]:
     clients = GitHubClients(settings)
-    api: GitHubApi | None = None
     try:
-        api = GitHubApi(clients.session(repo))
-        issue = dict(api.get(f"/repos/{repo}/issues/{number}"))
-    except Exception as exc:  # noqa: BLE001 - one mapped message for the operator
-        mapped = github_failure(exc, api.last if api else "", auth_hint=clients.auth_hint)
-        raise UsageError(f"cannot read {repo}#{number} from GitHub: {mapped.message}") from None
+        issue = call_github(clients, repo, get_issue, repo, number)
+    except ApplicationError as exc:  # every failure, mapped: one message for the operator
+        raise UsageError(f"cannot read {repo}#{number} from GitHub: {exc.message}") from None
     finally:
         clients.close()
     if "pull_request" in issue:
