@@ -61,8 +61,20 @@ class MergeResult(_Output):
     resolved: bool = Field(description="True when every conflict is resolved and the branch merges cleanly.")
 
 
+class AlertAssessment(_Output):
+    """Whether a monitoring alert is worth an issue (the AlertWorkflow's `assess_alert` agent)."""
+
+    actionable: bool = Field(description="True when a code change in this repository can plausibly fix what fired.")
+    reason: str = Field(max_length=1000, description="Why (not): what you found in the code, in a few sentences.")
+    title: str = Field(min_length=1, max_length=120, description="The title of the issue to file, in your words.")
+    severity: Literal["low", "medium", "high", "critical"]
+    suspected_area: str = Field(
+        default="", max_length=2000, description="Files and functions that likely cause it, with why."
+    )
+
+
 OUTPUT_MODELS: dict[str, type[BaseModel]] = {
-    m.__name__: m for m in (TriageResult, FixResult, ReviewResult, MergeResult)
+    m.__name__: m for m in (TriageResult, FixResult, ReviewResult, MergeResult, AlertAssessment)
 }
 
 

@@ -57,6 +57,15 @@ AGENTS: dict[str, AgentDefinition] = {
             limits=Limits(max_steps=30),
             output_model="MergeResult",
         ),
+        # The AlertWorkflow's: is an alert worth an issue? Read-only, and cheap (few steps).
+        AgentDefinition(
+            name="assess_alert",
+            description="Decides whether a monitoring alert points at a bug in the repository (read-only).",
+            prompt_file="assess_alert.md",
+            tools=list(READ_ONLY_TOOLS),
+            limits=Limits(max_steps=20),
+            output_model="AlertAssessment",
+        ),
     ]
 }
 

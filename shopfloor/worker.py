@@ -12,6 +12,7 @@ from temporalio.client import Client
 from temporalio.worker import Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
+from shopfloor.activities.alert_goal import AlertGoalActivities
 from shopfloor.activities.factory import FactoryActivities
 from shopfloor.activities.factory_config import FactoryConfigActivity
 from shopfloor.activities.git_remote import GitRemoteActivities
@@ -104,6 +105,7 @@ def activities_for(
         *git_remote.all(),
         config.factory_config,
         *FactoryActivities(blobs, github).all(),
+        *AlertGoalActivities().all(),
     ]
 
 

@@ -2,15 +2,18 @@
 
 Each new notification (de-duplicated by its delivery id, so a retried webhook counts once) adds
 its occurrences, and the run keeps the last status and the first and last time the alert was seen.
-Then (workflows/alert_issue.py) it decides whether the alert is actionable, files ONE issue for
-the fingerprint (later firings update one occurrences comment on it), starts that issue's
+Then (workflows/alert_issue.py) it decides whether the alert is actionable (the deterministic
+rules as a pre-filter, then the assessing agent as the child AgentWorkflow `<id>/assess-<n>`;
+notifications that arrive meanwhile are counted and queued, and taken in order afterwards), files
+ONE issue for the fingerprint (later firings update one occurrences comment on it), starts that issue's
 IssueWorkflow itself, follows the issue by polling its state (GitHub's issue plus the
 IssueWorkflow's latest run, by id: this survives either workflow continuing as new), and once the
 issue is closed watches for `refire_window_seconds`: a firing within the window reopens an issue
 closed as fixed and starts a new IssueWorkflow run on it; when the window passes the run ends, so
 the next firing starts a fresh run, which files a new issue.
 
-Runs recorded before filing existed only count (workflow.patched(FILES_ISSUES) is False on replay).
+Runs recorded before filing existed only count (workflow.patched(FILES_ISSUES) is False on replay),
+and runs recorded before the assessing agent existed decide by the rules alone (ASSESS_AGENT).
 """
 
 from __future__ import annotations
@@ -184,7 +187,16 @@ class AlertWorkflow(AlertIssueFlow):
         if s.watch_until is not None and s.phase == "watching":
             lines.append(f"closed ({s.closed_reason}); watching until {s.watch_until.isoformat()}")
         if s.assessment:
-            lines.append(f"assessment: {s.assessment}")
+            lines.append(f"assessment: {s.assessment[:600]}")
+        if s.verdict is not None and s.assessed_at is not None:
+            v = s.verdict
+            lines.append(
+                f"agent verdict ({s.verdict_run}, {s.assessed_at.isoformat()}): "
+                f"{'actionable' if v.actionable else 'not actionable'}, severity {v.severity}"
+                + (f" · suspected: {v.suspected_area[:160]!r}" if v.suspected_area else "")
+            )
+        if s.assessments:
+            lines.append(f"assessing agent runs: {s.assessments} · ${s.assess_cost_usd:.4f}")
         if s.summary:
             lines.append(f"summary: {s.summary[:120]!r}")
         if s.first_seen and s.last_seen:

@@ -1,12 +1,17 @@
 """How an AlertWorkflow files, follows and watches the bug for its fingerprint (DESIGN §5).
 
-The rules that decide whether an alert is actionable (deterministic; an assessing agent may
-replace them later):
+Whether an alert is actionable is decided in two steps. First the deterministic rules, a cheap
+pre-filter that spends no model call:
 - no routed repository → not actionable, the run ends as `unrouted`;
 - `resolved` before any issue was filed → not actionable (yet): a later firing is assessed again;
 - a label `severity`, `level` or `priority` of info / informational / debug / none / ok / low, or
   `shopfloor=ignore` → not actionable (informational);
-- otherwise firing + routed → actionable: one issue is filed.
+- otherwise firing + routed → actionable by the rules.
+Then, when the rules say actionable, the assessing agent decides (workflows/alert_assess.py):
+actionable → one issue is filed; not actionable → nothing is filed and `assessment` says why; it
+cannot decide → the rules' decision stands. Runs recorded before the agent existed replay with the
+rules alone (workflow.patched(ASSESS_AGENT) is False there); AlertRunInput.assess_with_agent=False
+keeps the rules alone on purpose.
 
 Every GitHub or Temporal step is idempotent, so the loop converges: what should exist (an issue,
 its IssueWorkflow run, the reopened state, the occurrence count on GitHub) is compared with what
@@ -15,7 +20,7 @@ was done, and a failed step (bounded retries) is tried again on the next tick.
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import timedelta
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
@@ -23,6 +28,7 @@ from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
     from shopfloor.models.alert_issue import (
+        ASSESSMENT_KIND,
         OCCURRENCES_KIND,
         AlertIssueStatus,
         AlertIssueStatusInput,
@@ -36,11 +42,11 @@ with workflow.unsafe.imports_passed_through():
     from shopfloor.models.github_ops import UpsertCommentInput
     from shopfloor.models.inbox import Alert
     from shopfloor.search_attributes import SHOPFLOOR_ISSUE, SHOPFLOOR_STAGE
+    from shopfloor.workflows.alert_assess import ASSESS_AGENT, AlertAssessing, assessment_comment, when_text
 
 QUIET = {"info", "informational", "debug", "none", "ok", "low"}
 GITHUB_RETRY = RetryPolicy(initial_interval=timedelta(seconds=2), maximum_interval=timedelta(seconds=60), maximum_attempts=5)
 ACT_TIMEOUT = timedelta(seconds=60)
-
 
 def assess(a: Alert, repo: str | None) -> tuple[bool, str]:
     """(actionable, why) for a notification while no issue exists."""
@@ -57,11 +63,7 @@ def assess(a: Alert, repo: str | None) -> tuple[bool, str]:
     return True, f"firing on {repo}"
 
 
-def _when(t: datetime) -> str:
-    return t.strftime("%Y-%m-%d %H:%M:%S UTC")
-
-
-class AlertIssueFlow:
+class AlertIssueFlow(AlertAssessing):
     """The filing part of AlertWorkflow; `self.s` is its AlertWatch, `self.inp` its input."""
 
     s: AlertWatch
@@ -76,7 +78,7 @@ class AlertIssueFlow:
             await self.poll()  # a firing just after the fix closed the issue must see it closed
         if a.status != "firing":
             if s.phase == "assessing" and not s.want_issue:
-                self._assess(a)
+                await self._assess(a)
             return
         if s.phase == "watching" and s.watch_until is not None and now <= s.watch_until:
             s.issue_occurrences += a.occurrences
@@ -92,15 +94,24 @@ class AlertIssueFlow:
         if s.want_issue:
             s.issue_occurrences += a.occurrences
             return
-        self._assess(a)
+        await self._assess(a)
 
-    def _assess(self, a: Alert) -> None:
+    async def _assess(self, a: Alert) -> None:
         s = self.s
-        actionable, s.assessment = assess(a, s.repo)
+        actionable, why = assess(a, s.repo)
+        verdict = None
         if not s.repo:
+            s.assessment = why
             self.set_phase("unrouted")
-        elif actionable:
+            return
+        # Notifications keep arriving while the agent runs: the signal handler counts and queues
+        # them, and take() sees them afterwards, in order.
+        if actionable and self.inp.assess_with_agent and workflow.patched(ASSESS_AGENT):
+            actionable, why, verdict = await self._ask_agent(a, why)
+        s.assessment = why
+        if actionable:
             s.want_issue, s.issue_occurrences, s.filing_alert = True, a.occurrences, a
+            s.filing_verdict, s.assessment_posted = verdict, False
 
     def _forget_issue(self) -> None:
         s = self.s
@@ -108,6 +119,7 @@ class AlertIssueFlow:
         s.issue_occurrences = s.reported_occurrences = s.starts_wanted = s.starts_done = 0
         s.reopen_pending, s.issue_closed_at, s.closed_reason, s.watch_until = False, None, None, None
         s.closed_seen_at, s.issue_workflow = None, ""
+        s.filing_verdict, s.assessment_posted = None, False  # the agent's last verdict still stands its hour
         self.set_phase("assessing")
 
     # -- converge GitHub and Temporal to what the state says ------------------------------------
@@ -126,6 +138,10 @@ class AlertIssueFlow:
             self.set_phase("filed")
         if s.issue_number is None or not s.repo:
             return
+        if s.filing_verdict is not None and not s.assessment_posted:
+            # Not blocking: a failed comment is tried again on the next tick.
+            text = assessment_comment(s.filing_verdict, s.verdict_run)
+            s.assessment_posted = await self._comment(ASSESSMENT_KIND, text, None)
         if s.reopen_pending:
             await self._reopen()
             if s.reopen_pending:
@@ -151,9 +167,9 @@ class AlertIssueFlow:
         inp = ReopenIssueInput(repo=s.repo, issue_number=s.issue_number)
         if await self._act("github_reopen_issue", inp, None, "reopen the issue") is None:
             return
-        closed = f"closed {_when(s.issue_closed_at)}" if s.issue_closed_at else "closed"
+        closed = f"closed {when_text(s.issue_closed_at)}" if s.issue_closed_at else "closed"
         text = (
-            f"This alert fired again after the fix merged ({closed}; fired again {_when(workflow.now())}, "
+            f"This alert fired again after the fix merged ({closed}; fired again {when_text(workflow.now())}, "
             f"within the {_hours(self.inp.refire_window_seconds)} watch window), so shopfloor reopened this issue "
             "and starts a new run on it."
         )
@@ -175,7 +191,7 @@ class AlertIssueFlow:
     def _occurrences_text(self) -> str:
         s = self.s
         n = s.issue_occurrences
-        last = _when(s.last_seen) if s.last_seen else _when(workflow.now())
+        last = when_text(s.last_seen) if s.last_seen else when_text(workflow.now())
         return f"This alert has fired **{n}** time{'s' if n != 1 else ''}, last at {last}."
 
     def _file_input(self) -> FileAlertIssueInput:
@@ -185,7 +201,7 @@ class AlertIssueFlow:
             repo=s.repo, workflow_id=self.wf_id, source=s.source, fingerprint=s.fingerprint,
             summary=a.summary if a else s.summary, description=a.description if a else "",
             labels=a.labels if a else {}, links=a.links if a else [], occurrences=s.issue_occurrences,
-            first_seen=s.first_seen, last_seen=s.last_seen,
+            first_seen=s.first_seen, last_seen=s.last_seen, title=s.filing_verdict.title if s.filing_verdict else "",
         )  # fmt: skip
 
     # -- how the issue stands --------------------------------------------------------------------
@@ -224,7 +240,7 @@ class AlertIssueFlow:
         )  # fmt: skip
         try:
             out = await workflow.execute_activity(
-                name, arg, start_to_close_timeout=ACT_TIMEOUT, retry_policy=retry,
+                name, args=[] if arg is None else [arg], start_to_close_timeout=ACT_TIMEOUT, retry_policy=retry,
                 result_type=result_type, summary=f"alert: {what}",
             )  # fmt: skip
         except ActivityError as exc:

@@ -69,7 +69,8 @@ def _span(text: str) -> str:
 def render_alert_issue(inp: FileAlertIssueInput) -> tuple[str, str]:
     """Title and body of the issue: the alert's details as quoted data, plus the marker."""
     summary = sanitize(inp.summary).replace("\n", " ").strip()
-    title = f"[alert] {summary or f'{inp.source} alert {inp.fingerprint}'}"[:TITLE_CHARS]
+    named = sanitize(inp.title).replace("\n", " ").strip()  # the assessing agent's title, if it decided
+    title = f"[alert] {named or summary or f'{inp.source} alert {inp.fingerprint}'}"[:TITLE_CHARS]
     seen = " · ".join(
         f"{what} {t.isoformat()}" for what, t in (("first seen", inp.first_seen), ("last seen", inp.last_seen)) if t
     )

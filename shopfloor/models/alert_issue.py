@@ -1,5 +1,6 @@
 """What an AlertWorkflow keeps while it files, follows and watches the bug for its fingerprint
-(DESIGN §5), and the inputs and outputs of its activities (activities/github/alert_issues.py).
+(DESIGN §5), and the inputs and outputs of its activities (activities/github/alert_issues.py,
+activities/alert_goal.py).
 
 AlertWatch extends the counting AlertState (the `alert_state` query and the continue-as-new
 carry), AlertRunInput the edge's AlertWorkflowInput, AlertRunOutcome the AlertOutcome: clients
@@ -14,9 +15,10 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from shopfloor.agents.outputs import AlertAssessment
 from shopfloor.models.factory import AlertInboxInput, AlertOutcome, AlertState
 from shopfloor.models.github_ops import RepoName
-from shopfloor.models.inbox import Alert
+from shopfloor.models.inbox import Alert, AlertStatus
 
 # The label every issue filed from an alert carries: how the filing activity finds the open one
 # again (GitHub's search does not index the hidden marker, an HTML comment).
@@ -24,6 +26,7 @@ ALERT_ISSUE_LABEL = "shopfloor:alert"
 ALERT_ISSUE_LABELS = ("bug", ALERT_ISSUE_LABEL)
 ISSUE_MARKER_KIND = "alert-issue"  # comment_marker(<alert workflow id>, kind) in the issue body
 OCCURRENCES_KIND = "occurrences"  # the one comment with the count, updated in place
+ASSESSMENT_KIND = "assessment"  # the assessing agent's verdict on the filed issue
 
 DEFAULT_REFIRE_WINDOW_SECONDS = 24 * 3600.0
 DEFAULT_POLL_SECONDS = 60.0
@@ -31,6 +34,9 @@ DEFAULT_POLL_MAX_SECONDS = 1800.0
 # An issue closed on GitHub whose IssueWorkflow still runs after this long counts as closed anyway
 # (its `issues.closed` webhook was lost).
 DEFAULT_CLOSE_GRACE_SECONDS = 3600.0
+# The assessing agent's verdict on a fingerprint stands this long: firings meanwhile reuse it
+# instead of spending a model call each.
+DEFAULT_REASSESS_SECONDS = 3600.0
 
 # assessing: no issue yet (deciding, or not actionable so far); filed: the issue exists, its
 # IssueWorkflow is not running (not started yet, or ended without closing it); fixing: its
@@ -43,7 +49,18 @@ AlertEnd = Literal["watching", "idle", "closed", "unrouted"]
 
 class AlertWatch(AlertState):
     phase: AlertPhase = "assessing"
-    assessment: str = ""  # why the alert is (not) actionable, by the rules in workflows/alert_issue.py
+    assessment: str = ""  # why the alert is (not) actionable: the rules', the agent's, or the fallback's word
+    # The assessing agent (workflows/alert_issue.py): its runs so far (child `<id>/assess-<n>`),
+    # its last verdict and when it came (it stands for reassess_seconds), what it cost; the verdict
+    # the current issue was filed on (None: the rules, or the fallback, filed it) and whether its
+    # `assessment` comment is on the issue.
+    assessments: int = 0
+    verdict: AlertAssessment | None = None
+    verdict_run: str = ""  # the child AgentWorkflow that gave it
+    assessed_at: datetime | None = None
+    assess_cost_usd: float = 0.0
+    filing_verdict: AlertAssessment | None = None
+    assessment_posted: bool = False
     want_issue: bool = False  # actionable: an issue should exist for this fingerprint
     filing_alert: Alert | None = None  # the notification found actionable: its text files the issue
     issue_number: int | None = None
@@ -73,6 +90,8 @@ class AlertRunInput(AlertInboxInput):
     poll_seconds: float = Field(default=DEFAULT_POLL_SECONDS, gt=0)
     poll_max_seconds: float = Field(default=DEFAULT_POLL_MAX_SECONDS, gt=0)
     close_grace_seconds: float = Field(default=DEFAULT_CLOSE_GRACE_SECONDS, ge=0)
+    assess_with_agent: bool = True  # False: the deterministic rules alone decide (no model call)
+    reassess_seconds: float = Field(default=DEFAULT_REASSESS_SECONDS, gt=0)
 
 
 class AlertRunOutcome(AlertOutcome):
@@ -98,6 +117,28 @@ class FileAlertIssueInput(BaseModel):
     labels: dict[str, str] = Field(default_factory=dict)
     links: list[str] = Field(default_factory=list)
     occurrences: int = 1
+    first_seen: datetime | None = None
+    last_seen: datetime | None = None
+    # The assessing agent's title for the issue ("" when the rules alone decided: the summary).
+    title: str = Field(default="", max_length=120)
+
+
+class AlertGoalInput(BaseModel):
+    """The alert as the AlertWorkflow holds it: the assessing agent's goal (activities/alert_goal.py).
+
+    The text fields are untrusted (the sender's, sanitized and capped at the edge); the goal quotes them.
+    """
+
+    repo: RepoName
+    source: str
+    fingerprint: str
+    status: AlertStatus = "firing"
+    summary: str = ""
+    description: str = ""
+    labels: dict[str, str] = Field(default_factory=dict)
+    links: list[str] = Field(default_factory=list)
+    occurrences: int = 1  # over every notification so far
+    notifications: int = 1
     first_seen: datetime | None = None
     last_seen: datetime | None = None
 

@@ -1,7 +1,7 @@
 """An alert becomes a merged fix, and a regression reopens it (issue 6, acceptance 5), end to end:
 a monitor POSTs generic alerts (bearer token) to the real webhook edge, `SHOPFLOOR_ALERT_ROUTES`
-sends them to a repository on the GitHub simulator, the AlertWorkflow files one issue and starts
-its IssueWorkflow, which runs the real pipeline with scripted agents (triage → fix → PR → the
+sends them to a repository on the GitHub simulator, the AlertWorkflow has its assessing agent
+(scripted: actionable) judge the first firing, files one issue and starts its IssueWorkflow, which runs the real pipeline with scripted agents (triage → fix → PR → the
 simulator's CI → review → a maintainer's `/shopfloor approve` → squash merge → issue closed).
 The alert then fires again: the issue is reopened and a new IssueWorkflow run starts on it.
 
@@ -21,16 +21,18 @@ import httpx
 from agent_runs import call
 from factory_runs import (
     APPROVE,
+    ASSESS,
     TRIAGE_TURNS,
     Factory,
     approve_and_finish,
     assert_merged,
+    assess_turns,
     factory,
     fix_turns,
 )
 from pydantic import SecretStr
 from temporalio.client import WorkflowExecutionStatus
-from temporalio.service import RPCError
+from temporalio.service import RPCError, RPCStatusCode
 
 from shopfloor.models.alert_issue import ALERT_ISSUE_LABEL, AlertWatch
 from shopfloor.models.factory import InboxSummary
@@ -97,7 +99,8 @@ async def inbox_when(f: Factory, ok: Callable[[InboxSummary], bool], what: str, 
 async def test_alert_fires_three_times_is_fixed_and_merged_then_refires_and_reopens(
     simulator, settings, running_worker, temporal_client, tmp_path
 ):
-    models = {"triage": TRIAGE_TURNS, "fix": fix_turns(), "review": [{"tool_calls": [call("submit", **APPROVE)]}]}
+    models = {"assess_alert": assess_turns(), "triage": TRIAGE_TURNS, "fix": fix_turns(),
+              "review": [{"tool_calls": [call("submit", **APPROVE)]}]}  # fmt: skip
     name = f"calc{uuid.uuid4().hex[:6]}"
     routes = {"service=calc": f"acme/{name}"}
     async with factory(simulator, settings, running_worker, temporal_client, tmp_path, models, name=name,
@@ -114,6 +117,8 @@ async def fired_fixed_refired(f: Factory, m: Monitor) -> None:
     assert m.fire() == "started"
     filed = await m.state_when(lambda s: s.issue_number is not None and s.starts_done == 1, "the issue to be filed")
     number = filed.issue_number
+    assert filed.assessments == 1 and filed.verdict is not None and filed.verdict.actionable, filed
+    assert filed.verdict_run == f"{m.wf_id}/assess-1" and filed.assessment.startswith("actionable, severity high")
     f.handle = f.client.get_workflow_handle(issue_workflow_id(f.repo, number))
     # Two more notifications while the fix is under way: counted on the same issue.
     assert m.fire() == "signalled"
@@ -127,13 +132,15 @@ async def fired_fixed_refired(f: Factory, m: Monitor) -> None:
     issues = f.get("/issues", state="all", labels=ALERT_ISSUE_LABEL)
     assert [i["number"] for i in issues] == [number], issues  # ONE issue for the fingerprint
     issue = issues[0]
-    assert issue["user"]["login"] == "shopfloor[bot]" and issue["title"] == "[alert] calc.add returns the difference"
+    assert issue["user"]["login"] == "shopfloor[bot]" and issue["title"] == f"[alert] {ASSESS['title']}"
     assert comment_marker(m.wf_id, "alert-issue") in issue["body"]
     assert {label["name"] for label in issue["labels"]} == {"bug", ALERT_ISSUE_LABEL}
     (occurrences,) = m.alert_comments(number, "occurrences")
     assert "fired **3** times" in occurrences["body"], occurrences["body"]
     state = await m.state_when(lambda s: True, "a look")
     assert (state.occurrences, state.notifications, state.issues_filed, state.reopened) == (3, 3, 1, 0), state
+    (assessed,) = m.alert_comments(number, "assessment")  # the verdict the issue was filed on
+    assert "actionable, severity **high**" in assessed["body"] and ASSESS["suspected_area"] in assessed["body"]
 
     # The alert fires again after the merge (within the 24 h window): the issue is reopened with a
     # comment and a new IssueWorkflow run starts on it (an internal `issues.reopened`).
@@ -150,6 +157,14 @@ async def fired_fixed_refired(f: Factory, m: Monitor) -> None:
     assert inbox.last_events[0].action == "reopened"
     assert [i["number"] for i in f.get("/issues", state="all", labels=ALERT_ISSUE_LABEL)] == [number]
     assert len(f.get("/pulls", state="all")) == 1
+    # The assessing agent ran once for the fingerprint, not once per firing.
+    assert reopened.assessments == 1, reopened
+    assert (await f.client.get_workflow_handle(f"{m.wf_id}/assess-1").describe()).status == WorkflowExecutionStatus.COMPLETED
+    try:
+        await f.client.get_workflow_handle(f"{m.wf_id}/assess-2").describe()
+        raise AssertionError("a second assessing run started")
+    except RPCError as exc:
+        assert exc.status == RPCStatusCode.NOT_FOUND
 
 
 async def terminate_running(f: Factory, *workflow_ids: str) -> None:

@@ -154,6 +154,20 @@ def fix_turns(edit: dict[str, str] = GOOD_EDIT, **fix: Any) -> list[dict[str, An
 
 TRIAGE_TURNS = [{"tool_calls": [call("read_file", path="calc/ops.py")]}, {"tool_calls": [call("submit", **TRIAGE)]}]
 
+# The AlertWorkflow's assessing agent (`assess_alert`): the alert is a bug in calc/ops.py.
+ASSESS = {
+    "actionable": True, "severity": "high", "title": "add() returns the difference of its arguments",
+    "reason": "calc/ops.py add() returns a - b; the alert's assertion add(2, 3) == -1 is exactly that.",
+    "suspected_area": "calc/ops.py: add()",
+}  # fmt: skip
+
+
+def assess_turns(path: str = "calc/ops.py", reads: int = 1, **verdict: Any) -> list[dict[str, Any]]:
+    """The assessing agent's cassette: read `path` `reads` times (distinct calls, so no doom-loop
+    warning), then submit ASSESS updated by `verdict`."""
+    read = [{"tool_calls": [call("read_file", path=path, limit=400 - i)]} for i in range(reads)]
+    return [*read, {"tool_calls": [call("submit", **{**ASSESS, **verdict})]}]
+
 
 async def approve_and_finish(f: Factory, number: int) -> IssueOutcome:
     await f.state_when(lambda s: s.waiting_for == "approval", "the merge stage to wait for approval")

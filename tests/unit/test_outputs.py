@@ -10,6 +10,7 @@ from shopfloor.agents.definition import AgentDefinition
 from shopfloor.agents.outputs import (
     MAX_OUTPUT_BYTES,
     OUTPUT_MODELS,
+    AlertAssessment,
     FixResult,
     MergeResult,
     ReviewResult,
@@ -28,9 +29,10 @@ from shopfloor.agents.submission import (
 TRIAGE = {"kind": "bug", "severity": "low", "summary": "s", "fixability": 0.5}
 
 
-def test_registry_names_the_four_results():
+def test_registry_names_the_five_results():
     assert OUTPUT_MODELS == {
         "TriageResult": TriageResult, "FixResult": FixResult, "ReviewResult": ReviewResult, "MergeResult": MergeResult,
+        "AlertAssessment": AlertAssessment,
     }  # fmt: skip
 
 
