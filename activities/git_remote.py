@@ -10,6 +10,9 @@ base branch. They run in the worker (never in an agent's sandbox), with the work
 - `git_update_from_base` merges the base branch's tip into base + patch (`git merge-tree`, no
   work tree) and re-expresses the result as a patch against that tip: `merged`, or `conflicts`
   with the conflicting files left holding git's conflict markers for an agent to resolve.
+- `git_pull_request_change` brings a pull request's head and base branch into the mirror and
+  stores its change (`git diff merge-base..head`, what GitHub's "Files changed" shows) for a
+  reviewer: the head by sha, or through `refs/pull/<n>/head` when it lives in a fork.
 
 Everything is built in this worker's mirror of the repository (workspace.py); the token reaches
 git through the environment only (git_plumbing.py) and is never returned or logged.
@@ -36,6 +39,7 @@ from temporalio.exceptions import ApplicationError
 from shopfloor.models.agent_run import WorkspaceRef
 from shopfloor.models.git_remote import PushInput, PushOutput, UpdateInput, UpdateOutput
 from shopfloor.models.github_ops import BRANCH_PREFIX
+from shopfloor.models.pull_request_review import PullChange, PullChangeInput
 
 log = structlog.get_logger(__name__)
 
@@ -63,8 +67,12 @@ class GitRemoteActivities:
     async def update_from_base(self, inp: UpdateInput) -> UpdateOutput:
         return await self._guarded(self._update(inp), f"update {inp.workspace.repo} from {inp.base_branch}")
 
+    @activity.defn(name="git_pull_request_change")
+    async def pull_request_change(self, inp: PullChangeInput) -> PullChange:
+        return await self._guarded(self._pull_change(inp), f"fetch {inp.repo}#{inp.number}")
+
     def all(self) -> list[Callable[..., Any]]:
-        return [self.push_workspace, self.update_from_base]
+        return [self.push_workspace, self.update_from_base, self.pull_request_change]
 
     async def _guarded(self, work: Awaitable[T], detail: str) -> T:
         """Heartbeat through fetches and pushes; map failures to what Temporal should do."""
@@ -174,6 +182,32 @@ class GitRemoteActivities:
                  conflicts=len(conflicts))  # fmt: skip
         new_ref = ref.model_copy(update={"base_sha": tip, "patch_digest": digest, "path": None})
         return UpdateOutput(status=status, workspace=new_ref, base_sha=tip, conflicts=conflicts if code == 1 else [])
+
+    async def _pull_change(self, inp: PullChangeInput) -> PullChange:
+        clone_url, _ = _portable(WorkspaceRef(repo=inp.repo, clone_url=inp.clone_url, base_sha=inp.head_sha))
+        git = await self._git(inp.repo, clone_url)
+        code, _, _ = await git.run("check-ref-format", f"refs/heads/{inp.base_ref}", ok=(0, 1))
+        if code != 0 or inp.base_ref.startswith("-"):
+            raise _fail("WorkspaceError", f"{inp.repo}: {inp.base_ref!r} is not a valid branch name")
+        tip = await self._fetch_branch(git, clone_url, inp.base_ref)
+        try:
+            await self._ensure_commit(git, clone_url, inp.head_sha)
+        except (GitError, WorkspaceError):  # a fork's head: GitHub keeps it under refs/pull/<n>/head
+            async with self._ws.mirror_lock(git.git_dir):
+                await git.run("fetch", "--no-tags", "--quiet", "--", clone_url, f"refs/pull/{inp.number}/head",
+                              timeout=FETCH_TIMEOUT_S)  # fmt: skip
+            if not await git.has_commit(inp.head_sha):
+                raise _fail("WorkspaceError", f"{inp.repo}#{inp.number}: head {inp.head_sha[:12]} is not fetchable "
+                            "(pushed over since?)", retry=True) from None  # fmt: skip
+            await git.run("update-ref", f"refs/shopfloor/base/{inp.head_sha}", inp.head_sha)
+        code, out, _ = await git.run("merge-base", tip, inp.head_sha, ok=(0, 1))
+        merge_base = out.decode().strip() if code == 0 else tip  # unrelated histories: against the tip
+        diff = (await git.run("diff", "--binary", "--full-index", "--no-renames", *DIFF, merge_base, inp.head_sha))[1]
+        names = (await git.out("diff", "--name-only", "--no-renames", "-z", merge_base, inp.head_sha)).split("\0")
+        digest = await self._ws.blobs.put(diff) if diff else None
+        ws = WorkspaceRef(repo=inp.repo, clone_url=clone_url, base_sha=inp.head_sha)
+        return PullChange(workspace=ws, merge_base=merge_base, diff_digest=digest, diff_bytes=len(diff),
+                          files=[n for n in names if n][:200])  # fmt: skip
 
     # --- mirror and credentials --------------------------------------------------------------------------
 

@@ -61,6 +61,20 @@ class Labels(_Strict):
     fixed: str | None = _LabelName
 
 
+class PullRequests(_Strict):
+    """Pull requests opened by people (PullRequestWorkflow).
+
+    review: when shopfloor reviews one by itself — `members`: PRs whose author has write access
+    (a non-member's PR waits for a writer's `/shopfloor review`: nothing runs on a stranger's
+    say-so); `everyone`: every PR; `on_request`: only on `/shopfloor review`.
+    merge: shopfloor squash-merges a person's PR once CI is green, its own review approves and
+    the approval policy (require_human_approval / auto_merge) is met. Off by default.
+    """
+
+    review: Literal["on_request", "members", "everyone"] = "members"
+    merge: bool = False
+
+
 class RepoPolicy(_Strict):
     auto_fix: AutoFix = "label"  # label: the trigger label or a maintainer's `/shopfloor fix`
     fixability_threshold: float = Field(default=0.6, ge=0, le=1)
@@ -73,6 +87,7 @@ class RepoPolicy(_Strict):
     network_for_commands: bool = False
     ci_timeout_minutes: int = Field(default=60, ge=1, le=1440)
     labels: Labels = Field(default_factory=Labels)
+    pull_requests: PullRequests = Field(default_factory=PullRequests)
 
 
 class PolicyLoad(BaseModel):

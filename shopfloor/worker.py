@@ -16,6 +16,7 @@ from shopfloor.activities.alert_goal import AlertGoalActivities
 from shopfloor.activities.factory import FactoryActivities
 from shopfloor.activities.factory_config import FactoryConfigActivity
 from shopfloor.activities.git_remote import GitRemoteActivities
+from shopfloor.activities.pull_requests import PullRequestActivities
 from shopfloor.activities.github.alert_issues import AlertIssueActivities
 from shopfloor.activities.github.clients import GitHubClients
 from shopfloor.activities.github.deliveries import DeliveryActivities
@@ -105,6 +106,7 @@ def activities_for(
         *git_remote.all(),
         config.factory_config,
         *FactoryActivities(blobs, github).all(),
+        *PullRequestActivities(github, blobs).all(),
         *AlertGoalActivities().all(),
     ]
 

@@ -12,6 +12,7 @@ review must name the current head: a push after the approval needs a new one.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -38,7 +39,7 @@ if TYPE_CHECKING:
     from shopfloor.workflows.factory_run import FactoryRun
 
 CI_POLL = timedelta(minutes=1)
-CiOutcome = Literal["success", "failure", "timeout"]
+CiOutcome = Literal["success", "failure", "timeout", "moved"]
 MergeStatus = Literal["merged", "conflicts", "moved", "blocked"]
 
 
@@ -50,7 +51,8 @@ class MergeStage:
     def __init__(self, run: FactoryRun) -> None:
         self.run = run
 
-    async def wait_ci(self, head: str) -> CiOutcome:
+    async def wait_ci(self, head: str, until: Callable[[], bool] | None = None) -> CiOutcome:
+        """CI's verdict on `head`; "moved" as soon as `until()` says waiting is pointless."""
         run, s = self.run, self.run.s
         run.progress.stage("ci")
         await run.progress.show("waiting", waiting_for="ci")
@@ -68,9 +70,12 @@ class MergeStage:
                 run.progress.outcome("CI timed out")
                 return "timeout"
             try:
-                await workflow.wait_condition(lambda: run.ci_events > seen, timeout=min(CI_POLL, left))
+                await workflow.wait_condition(lambda: run.ci_events > seen or bool(until and until()),
+                                              timeout=min(CI_POLL, left))  # fmt: skip
             except TimeoutError:
                 pass
+            if until is not None and until():
+                return "moved"
 
     async def wait_approval(self, head: str, *, force: bool = False) -> None:
         """`force`: a human must approve whatever the policy says (the review neither approved

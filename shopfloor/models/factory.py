@@ -14,6 +14,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from shopfloor.models.factory_run import FactoryState
+from shopfloor.models.pull_request_review import PullReviewCarry
 from shopfloor.models.inbox import (
     AlertWorkflowInput,
     IssueWorkflowInput,
@@ -94,6 +95,7 @@ class IssueInboxInput(IssueWorkflowInput):
 class PullRequestInboxInput(PullRequestWorkflowInput):
     carry: InboxCarry | None = None
     continue_after_events: int = Field(default=DEFAULT_CONTINUE_AFTER_EVENTS, ge=1)
+    review: PullReviewCarry | None = None  # the review run, carried across continue-as-new
 
 
 class InboxSummary(BaseModel):
@@ -130,7 +132,7 @@ class IssueOutcome(BaseModel):
 
 
 class PullRequestOutcome(IssueOutcome):
-    """How a PullRequestWorkflow ended (the next issue adds the review verdict, merge sha)."""
+    """How a PullRequestWorkflow ended; `factory` is its review run (verdict, merge sha)."""
 
 
 class AlertNotification(BaseModel):

@@ -15,7 +15,8 @@ from shopfloor.models.github_ops import RepoName
 
 # ShopfloorStage values while the pipeline runs (the inbox's own are received/closed/stopped/idle).
 PipelineStage = Literal["waiting", "triage", "policy", "fix", "ci", "review", "merge", "done", "parked"]
-PipelineResult = Literal["", "merged", "salvaged", "failed", "cancelled", "parked"]
+# closed: (pull request runs) a person closed or merged the pull request.
+PipelineResult = Literal["", "merged", "salvaged", "failed", "cancelled", "parked", "closed"]
 
 
 class FactoryState(BaseModel):
@@ -57,7 +58,8 @@ class RepoInfo(BaseModel):
     html_url: str = ""
 
 
-GoalKind = Literal["triage", "fix", "review"]
+# pr_review: a pull request a person opened (PullRequestWorkflow); `number` is the PR.
+GoalKind = Literal["triage", "fix", "review", "pr_review"]
 
 
 class GoalInput(BaseModel):
@@ -80,6 +82,7 @@ class GoalInput(BaseModel):
     pr_number: int | None = None
     ci_summary: str = ""  # review: "CI passed: ci"
     test_command: str | None = None
+    author: str | None = None  # pr_review: who opened the pull request
 
 
 class GoalOutput(BaseModel):

@@ -83,3 +83,15 @@ def get_review(owner: str, repo: str, number: int, review_id: int, request: Requ
         if review is None:
             raise GitHubError(404, "Not Found")
         return JSONResponse(sim.pulls.review(r, issue, review))
+
+
+
+@router.get("/repos/{owner}/{repo}/pulls/{number}/comments")
+def list_review_comments(owner: str, repo: str, number: int, request: Request) -> JSONResponse:
+    """The inline comments of every review, oldest first (GitHub's "review comments")."""
+    sim, _, r = load_repo(request, owner, repo)
+    with sim.store.lock:
+        issue = load_issue(r, number, pr=True)
+        assert issue.pr is not None
+        pairs = [(rv, c) for rv in issue.pr.reviews for c in rv.comments]
+        return paginate(request, pairs, shape=lambda p: sim.pulls.review_comment(r, issue, *p))

@@ -93,6 +93,20 @@ class PullShapes:
         })  # fmt: skip
         return data
 
+    def review_comment(self, r: Repo, i: Issue, rv: Review, c: dict[str, Any]) -> dict[str, Any]:
+        url = f"{self.s.api}/repos/{r.full_name}/pulls"
+        html = f"{self.s.base}/{r.full_name}/pull/{i.number}#discussion_r{c['id']}"
+        return {
+            "id": c["id"], "node_id": node_id("PullRequestReviewComment", c["id"]), "pull_request_review_id": rv.id,
+            "path": c["path"], "line": c.get("line"), "side": c.get("side") or "RIGHT", "position": c.get("position"),
+            "body": c["body"], "commit_id": rv.commit_id, "original_commit_id": rv.commit_id, "diff_hunk": "",
+            "user": self.s.user(rv.user), "created_at": iso(rv.submitted_at), "updated_at": iso(rv.submitted_at),
+            "url": f"{url}/comments/{c['id']}", "html_url": html, "pull_request_url": f"{url}/{i.number}",
+            "author_association": self.s.author_association(r, rv.user),
+            "_links": {"self": {"href": f"{url}/comments/{c['id']}"}, "html": {"href": html},
+                       "pull_request": {"href": f"{url}/{i.number}"}},
+        }  # fmt: skip
+
     def review(self, r: Repo, i: Issue, rv: Review) -> dict[str, Any]:
         url = f"{self.s.api}/repos/{r.full_name}/pulls/{i.number}"
         html = f"{self.s.base}/{r.full_name}/pull/{i.number}#pullrequestreview-{rv.id}"

@@ -1,0 +1,181 @@
+"""PullRequestWorkflow end to end (issue 6): a person's pull request on the GitHub simulator is
+reviewed by a scripted review agent and, where the repository's policy allows, merged.
+
+Each test asserts the final GitHub state (the pull request, its reviews and comments, main, the
+author's branch) and the workflow's outcome.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+from typing import Any
+
+from agent_runs import call
+from factory_runs import APPROVE, POLICY, TEST_CMD, Factory, factory
+from temporalio.client import WorkflowHandle
+
+from shopfloor.models.factory import InboxSummary, PullRequestOutcome
+from shopfloor.models.factory_run import FactoryState
+from shopfloor.models.inbox import pr_workflow_id
+
+MERGING = POLICY + "pull_requests:\n  review: members\n  merge: true\n"
+FIXED_OPS = "def add(a, b):\n    return a + b\n\n\ndef mul(a, b):\n    return a * b\n"
+REVIEW_TURNS = [
+    {"tool_calls": [call("read_file", path="calc/ops.py")]},
+    {"tool_calls": [call("run_tests", command=TEST_CMD)]},
+    {"tool_calls": [call("submit", **APPROVE)]},
+]
+CHANGES = {
+    "verdict": "request_changes", "summary": "mul() now adds; the tests fail.",
+    "comments": [{"path": "calc/ops.py", "line": 6, "body": "This should stay `a * b`."}],
+}  # fmt: skip
+
+
+def open_person_pr(f: Factory, author: str, branch: str, ops: str, *, pusher: str | None = None) -> tuple[int, str]:
+    """`pusher` (default: the author) makes `branch` from main with `ops` as calc/ops.py; `author`
+    opens the pull request. Returns (number, head sha)."""
+    gh = f.gh(pusher or author)
+    main = f.get("/branches/main")["commit"]["sha"]
+    assert gh.post(f"/repos/{f.repo}/git/refs", json={"ref": f"refs/heads/{branch}", "sha": main}).status_code == 201
+    push_ops(f, pusher or author, branch, ops)
+    resp = f.gh(author).post(f"/repos/{f.repo}/pulls", json={
+        "title": "Make add() add", "head": branch, "base": "main", "body": "add(2, 3) returned -1.",
+    })  # fmt: skip
+    assert resp.status_code == 201, resp.text
+    pr = resp.json()
+    return pr["number"], pr["head"]["sha"]
+
+
+def push_ops(f: Factory, login: str, branch: str, ops: str) -> str:
+    old = f.get("/contents/calc/ops.py", ref=branch)["sha"]
+    resp = f.gh(login).put(f"/repos/{f.repo}/contents/calc/ops.py", json={
+        "message": "edit ops", "content": base64.b64encode(ops.encode()).decode(), "sha": old, "branch": branch,
+    })  # fmt: skip
+    assert resp.status_code in (200, 201), resp.text
+    return resp.json()["commit"]["sha"]
+
+
+async def pr_state_when(handle: WorkflowHandle, ok, what: str, timeout_s: float = 80) -> FactoryState:
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    last: FactoryState | None = None
+    while True:
+        try:
+            last = await handle.query("factory", result_type=FactoryState)
+            if ok(last):
+                return last
+        except Exception as exc:  # noqa: BLE001 - not started yet (the webhook is on its way)
+            if "not found" not in str(exc).lower():
+                raise
+        assert asyncio.get_running_loop().time() < deadline, f"timed out waiting for {what}; last: {last}"
+        await asyncio.sleep(0.3)
+
+
+async def accepted(handle: WorkflowHandle, name: str, sender: str, timeout_s: float = 30) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    while True:
+        inbox = await handle.query("inbox", result_type=InboxSummary)
+        if any(r.name == name and r.sender == sender for r in inbox.commands_accepted):
+            return
+        assert asyncio.get_running_loop().time() < deadline, f"/shopfloor {name} by {sender} not accepted: {inbox}"
+        await asyncio.sleep(0.3)
+
+
+def bot_comments(f: Factory, number: int) -> list[dict[str, Any]]:
+    return [c for c in f.get(f"/issues/{number}/comments") if "<!-- shopfloor:" in c["body"]]
+
+
+async def test_members_pull_request_is_reviewed_approved_by_a_maintainer_and_merged(
+    simulator, settings, running_worker, temporal_client, tmp_path
+):
+    models = {"review": REVIEW_TURNS}
+    async with factory(simulator, settings, running_worker, temporal_client, tmp_path, models, MERGING) as f:
+        owner, name = f.repo.split("/")
+        simulator.set_permission(owner, name, "carol", "write")
+        number, head = open_person_pr(f, "carol", "carol/fix-add", FIXED_OPS)
+        handle = temporal_client.get_workflow_handle(pr_workflow_id(f.repo, number))
+        await pr_state_when(handle, lambda s: s.waiting_for == "approval", "the merge to wait for approval")
+        # The author's own approval is not the second pair of eyes the policy asks for.
+        f.comment(number, "/shopfloor approve", "carol")
+        await accepted(handle, "approve", "carol")
+        state = await handle.query("factory", result_type=FactoryState)
+        assert state.approved_heads == [] and state.waiting_for == "approval"
+        resp = f.gh("maria").post(f"/repos/{f.repo}/pulls/{number}/reviews", json={"event": "APPROVE", "commit_id": head})
+        assert resp.status_code == 200, resp.text
+        outcome = PullRequestOutcome.model_validate(await asyncio.wait_for(handle.result(), timeout=60))
+
+    assert outcome.state == "done" and outcome.factory is not None, outcome
+    assert outcome.factory.result == "merged" and outcome.factory.approved_heads == [head]
+    assert outcome.factory.children == [f"{handle.id}/review-1"]
+    pr = f.get(f"/pulls/{number}")
+    assert pr["merged"] and pr["merge_commit_sha"] == outcome.factory.merged_sha
+    assert "return a + b" in f.file("calc/ops.py")
+    assert "carol/fix-add" in [b["name"] for b in f.get("/branches")]  # a person's branch is theirs
+    reviews = f.get(f"/pulls/{number}/reviews")
+    bot = [r for r in reviews if r["user"]["login"] != "maria"]
+    assert len(bot) == 1 and bot[0]["state"] == "COMMENTED" and bot[0]["commit_id"] == head
+    progress = [c for c in bot_comments(f, number) if ":progress -->" in c["body"]]
+    assert len(progress) == 1 and "Final state: merged." in progress[0]["body"], progress
+
+
+async def test_strangers_pull_request_waits_for_a_maintainer_then_is_reviewed_per_push_until_closed(
+    simulator, settings, running_worker, temporal_client, tmp_path
+):
+    broken = FIXED_OPS.replace("return a * b", "return a + b")  # add() fixed, mul() broken
+    models = {"review": [
+        {"tool_calls": [call("run_tests", command=TEST_CMD)]}, {"tool_calls": [call("submit", **CHANGES)]},
+    ], "review-2": [{"tool_calls": [call("submit", **APPROVE)]}]}  # fmt: skip
+    async with factory(simulator, settings, running_worker, temporal_client, tmp_path, models, MERGING) as f:
+        number, head = open_person_pr(f, "eve", "eve-patch", broken, pusher="maria")
+        handle = temporal_client.get_workflow_handle(pr_workflow_id(f.repo, number))
+        await pr_state_when(handle, lambda s: s.head_sha == head and s.waiting_for == "review_command",
+                            "the run to decide not to review a stranger's PR")  # fmt: skip
+        assert bot_comments(f, number) == [] and f.get(f"/pulls/{number}/reviews") == []
+
+        f.comment(number, "/shopfloor review", "eve")  # refused: eve has no write access
+        f.comment(number, "/shopfloor review", "maria")
+        state = await pr_state_when(handle, lambda s: s.verdict == "request_changes", "the first review")
+        assert state.verdict_head == head and state.review_round == 1
+        reviews = f.get(f"/pulls/{number}/reviews")
+        assert len(reviews) == 1 and reviews[0]["state"] == "COMMENTED" and "request changes" in reviews[0]["body"]
+        lines = f.get(f"/pulls/{number}/comments")
+        assert [(c["path"], c["line"]) for c in lines] == [("calc/ops.py", 6)]
+
+        # A new push is not reviewed by itself (the author is a stranger); a maintainer asks again.
+        head2 = push_ops(f, "maria", "eve-patch", FIXED_OPS)
+        await pr_state_when(handle, lambda s: s.head_sha == head2, "the push to be seen")
+        f.comment(number, "/shopfloor review", "maria")
+        state = await pr_state_when(handle, lambda s: s.verdict == "approve" and s.verdict_head == head2, "review 2")
+        f.comment(number, "/shopfloor approve", "maria")
+        outcome = PullRequestOutcome.model_validate(await asyncio.wait_for(handle.result(), timeout=90))
+
+    assert outcome.factory is not None and outcome.factory.result == "merged", outcome
+    assert outcome.factory.children == [f"{handle.id}/review-1", f"{handle.id}/review-2"]
+    assert outcome.commands_refused == 1
+    refusals = [c for c in bot_comments(f, number) if ":refused-" in c["body"]]
+    assert len(refusals) == 1 and "needs write access" in refusals[0]["body"]
+    assert len(f.get(f"/pulls/{number}/reviews")) == 2
+    assert f.file("calc/ops.py") == FIXED_OPS
+
+
+async def test_review_only_policy_never_merges_and_the_run_ends_when_the_pull_request_closes(
+    simulator, settings, running_worker, temporal_client, tmp_path
+):
+    models = {"review": [{"tool_calls": [call("submit", **APPROVE)]}]}
+    async with factory(simulator, settings, running_worker, temporal_client, tmp_path, models) as f:
+        owner, name = f.repo.split("/")
+        simulator.set_permission(owner, name, "carol", "write")
+        number, head = open_person_pr(f, "carol", "carol/fix", FIXED_OPS)
+        handle = temporal_client.get_workflow_handle(pr_workflow_id(f.repo, number))
+        await pr_state_when(handle, lambda s: s.verdict == "approve" and s.waiting_for == "push", "the review")
+        f.comment(number, "/shopfloor approve", "maria")  # approval alone never merges under merge: false
+        await pr_state_when(handle, lambda s: s.approved_heads == [head], "the approval to be recorded")
+        resp = f.gh("carol").patch(f"/repos/{f.repo}/pulls/{number}", json={"state": "closed"})
+        assert resp.status_code == 200, resp.text
+        outcome = PullRequestOutcome.model_validate(await asyncio.wait_for(handle.result(), timeout=60))
+
+    assert outcome.state == "closed" and outcome.factory is not None and outcome.factory.result == "closed"
+    pr = f.get(f"/pulls/{number}")
+    assert not pr["merged"] and "return a - b" in f.file("calc/ops.py")
+    progress = [c for c in bot_comments(f, number) if ":progress -->" in c["body"]]
+    assert len(progress) == 1 and "Final state: closed." in progress[0]["body"], progress
