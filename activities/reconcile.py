@@ -27,26 +27,17 @@ from shopfloor.activities.github.clients import GitHubClients
 from shopfloor.agents.untrusted_text import sanitize
 from temporalio import activity
 from temporalio.client import Client, WorkflowExecutionStatus
-from temporalio.common import (
-    SearchAttributePair,
-    TypedSearchAttributes,
-    WorkflowIDConflictPolicy,
-    WorkflowIDReusePolicy,
-)
 from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
+from shopfloor.temporal import start_issue_workflow
 from shopfloor.blobs import BlobStore, put_json
 from shopfloor.models.inbox import (
-    GITHUB_EVENT_SIGNAL,
-    ISSUE_WORKFLOW,
-    IssueWorkflowInput,
     RepoEvent,
     TextSnapshot,
     issue_workflow_id,
 )
 from shopfloor.models.reconcile import Skipped, StartIssuesInput, StartIssuesOutput
-from shopfloor.search_attributes import SHOPFLOOR_ISSUE, SHOPFLOOR_REPO
 
 log = structlog.get_logger(__name__)
 
@@ -121,19 +112,8 @@ class ReconcileActivities:
                 continue
             event = await synthetic_labeled_event(inp.repo, issue, inp.label, self._blobs)
             try:
-                await self._client.start_workflow(
-                    ISSUE_WORKFLOW,
-                    IssueWorkflowInput(repo=inp.repo, number=number),
-                    id=workflow_id,
-                    task_queue=self._task_queue,
-                    start_signal=GITHUB_EVENT_SIGNAL,
-                    start_signal_args=[event],
-                    id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-                    id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
-                    search_attributes=TypedSearchAttributes(
-                        [SearchAttributePair(SHOPFLOOR_REPO, inp.repo), SearchAttributePair(SHOPFLOOR_ISSUE, number)]
-                    ),
-                )
+                await start_issue_workflow(self._client, self._task_queue, event, new_run=False,
+                                           started_by=f"the reconciler (`{inp.label}` label, no workflow)")  # fmt: skip
             except WorkflowAlreadyStartedError:
                 out.skipped.append(Skipped(repo=inp.repo, what=f"issue #{number}", reason="closed meanwhile"))
                 continue

@@ -8,12 +8,14 @@ from datetime import timedelta
 from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest, ListSearchAttributesRequest
 from temporalio.client import Client
+from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.runtime import LogForwardingConfig, LoggingConfig, Runtime, TelemetryConfig, TelemetryFilter
 from temporalio.service import RPCError
 
 from shopfloor.errors import TemporalUnreachable
-from shopfloor.search_attributes import ALL_KEYS
+from shopfloor.models.inbox import GITHUB_EVENT_SIGNAL, ISSUE_WORKFLOW, IssueWorkflowInput, RepoEvent, issue_workflow_id
+from shopfloor.search_attributes import ALL_KEYS, SHOPFLOOR_ISSUE, SHOPFLOOR_REPO
 from shopfloor.settings import Settings
 
 
@@ -84,3 +86,25 @@ async def ensure_search_attributes(client: Client, namespace: str) -> list[str]:
         if "already exists" not in str(exc).lower():
             raise
     return sorted(wanted)
+
+
+async def start_issue_workflow(client: Client, task_queue: str, event: RepoEvent, *, new_run: bool,
+                               started_by: str) -> None:  # fmt: skip
+    """Signal-with-start `issue/<repo>/<n>` with `event`, as shopfloor's own starters do (the
+    reconciler, AlertWorkflow, `shopfloor run issue`). `new_run`: a finished run may be followed by
+    a new one; else WorkflowAlreadyStartedError says it finished. RPCError passes through."""
+    assert event.number is not None
+    await client.start_workflow(
+        ISSUE_WORKFLOW,
+        IssueWorkflowInput(repo=event.repo, number=event.number),
+        id=issue_workflow_id(event.repo, event.number),
+        task_queue=task_queue,
+        start_signal=GITHUB_EVENT_SIGNAL,
+        start_signal_args=[event],
+        id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+        id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE if new_run else WorkflowIDReusePolicy.REJECT_DUPLICATE,
+        search_attributes=TypedSearchAttributes(
+            [SearchAttributePair(SHOPFLOOR_REPO, event.repo), SearchAttributePair(SHOPFLOOR_ISSUE, event.number)]
+        ),
+        static_summary=f"{ISSUE_WORKFLOW} for {event.repo}#{event.number}, started by {started_by}",
+    )

@@ -28,10 +28,10 @@ from shopfloor.activities.reconcile import TITLE_CHARS, _temporal_failure, snaps
 from shopfloor.agents.untrusted_text import sanitize
 from temporalio import activity
 from temporalio.client import Client, WorkflowExecutionStatus
-from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
+from shopfloor.temporal import start_issue_workflow
 from shopfloor.blobs import BlobStore
 from shopfloor.models.alert_issue import (
     ALERT_ISSUE_LABEL,
@@ -48,8 +48,7 @@ from shopfloor.models.alert_issue import (
 )
 from shopfloor.models.factory import IssueOutcome
 from shopfloor.models.github_ops import comment_marker
-from shopfloor.models.inbox import GITHUB_EVENT_SIGNAL, ISSUE_WORKFLOW, IssueWorkflowInput, RepoEvent, issue_workflow_id
-from shopfloor.search_attributes import SHOPFLOOR_ISSUE, SHOPFLOOR_REPO
+from shopfloor.models.inbox import RepoEvent, issue_workflow_id
 
 
 def _fence(text: str) -> str:
@@ -151,16 +150,8 @@ class AlertIssueActivities:
         workflow_id = issue_workflow_id(inp.repo, inp.number)
         before = await self._status(workflow_id)
         try:
-            await self._client.start_workflow(
-                ISSUE_WORKFLOW, IssueWorkflowInput(repo=inp.repo, number=inp.number), id=workflow_id,
-                task_queue=self._task_queue, start_signal=GITHUB_EVENT_SIGNAL, start_signal_args=[event],
-                id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-                id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE if inp.new_run
-                else WorkflowIDReusePolicy.REJECT_DUPLICATE,
-                search_attributes=TypedSearchAttributes(
-                    [SearchAttributePair(SHOPFLOOR_REPO, inp.repo), SearchAttributePair(SHOPFLOOR_ISSUE, inp.number)]
-                ),
-            )  # fmt: skip
+            await start_issue_workflow(self._client, self._task_queue, event, new_run=inp.new_run,
+                                       started_by=f"an alert ({inp.delivery_id.split('#')[0]})")  # fmt: skip
         except WorkflowAlreadyStartedError:
             return StartAlertIssueOutput(workflow_id=workflow_id, outcome="finished_before")
         except RPCError as exc:

@@ -15,24 +15,18 @@ from typing import Any
 
 import typer
 from temporalio.client import Client
-from temporalio.common import (
-    SearchAttributePair,
-    TypedSearchAttributes,
-    WorkflowIDConflictPolicy,
-    WorkflowIDReusePolicy,
-)
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError
 
 from shopfloor.activities.github.api import call_github
 from shopfloor.activities.github.clients import GitHubClients
 from shopfloor.activities.reconcile import get_issue, synthetic_labeled_event
+from shopfloor.temporal import start_issue_workflow
 from shopfloor.blobs import open_blob_store
 from shopfloor.cli.common import EXIT_FAILURE, command, fail, load_settings
 from shopfloor.cli.simulator import github_or_simulator
 from shopfloor.errors import UsageError
-from shopfloor.models.inbox import GITHUB_EVENT_SIGNAL, ISSUE_WORKFLOW, IssueWorkflowInput, issue_workflow_id
-from shopfloor.search_attributes import SHOPFLOOR_ISSUE, SHOPFLOOR_REPO
+from shopfloor.models.inbox import issue_workflow_id
 from shopfloor.settings import Settings
 from shopfloor.temporal import connect
 
@@ -68,19 +62,7 @@ async def start_issue_run(client: Client, settings: Settings, repo: str, number:
     # Each invocation is its own delivery: running it again re-signals, and the workflow decides.
     event = event.model_copy(update={"delivery_id": f"cli:{repo}#{number}:{uuid.uuid4().hex[:12]}"})
     workflow_id = issue_workflow_id(repo, number)
-    await client.start_workflow(
-        ISSUE_WORKFLOW,
-        IssueWorkflowInput(repo=repo, number=number),
-        id=workflow_id,
-        task_queue=settings.task_queue,
-        start_signal=GITHUB_EVENT_SIGNAL,
-        start_signal_args=[event],
-        id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-        id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
-        search_attributes=TypedSearchAttributes(
-            [SearchAttributePair(SHOPFLOOR_REPO, repo), SearchAttributePair(SHOPFLOOR_ISSUE, number)]
-        ),
-    )
+    await start_issue_workflow(client, settings.task_queue, event, new_run=True, started_by="`shopfloor run issue`")
     return workflow_id
 
 

@@ -39,6 +39,7 @@ async def test_run_issue_starts_then_signals_the_issue_workflow(
     assert "ui        http://localhost:8233/namespaces/default/workflows/issue%2Facme%2F" in first.stdout
     described = await temporal_client.get_workflow_handle(workflow_id).describe()
     assert described.workflow_type == "IssueWorkflow"
+    assert await described.static_summary() == f"IssueWorkflow for {repo}#{number}, started by `shopfloor run issue`"
 
     again = await arun_cli(["run", "issue", f"{repo}#{number}"], env)
     assert again.returncode == 0, str(again)

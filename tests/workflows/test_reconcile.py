@@ -137,6 +137,7 @@ async def test_labelled_issue_without_workflow_is_started_once(
         assert first.issues_started == [workflow_id], first
         desc = await temporal_client.get_workflow_handle(workflow_id).describe()
         assert desc.status == WorkflowExecutionStatus.RUNNING and desc.workflow_type == "IssueWorkflow"
+        assert (await desc.static_summary() or "").endswith("started by the reconciler (`shopfloor` label, no workflow)")
         event = await start_signal(temporal_client, workflow_id)
         # What the edge would have sent: a stable delivery id, a person as sender, the text snapshotted.
         assert event.delivery_id == f"reconcile:{repo}#{issue['number']}:shopfloor"
