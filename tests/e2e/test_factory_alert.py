@@ -11,7 +11,6 @@ test never waits for a poll, because every new firing checks the issue's state a
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -33,6 +32,7 @@ from factory_runs import (
 from pydantic import SecretStr
 from temporalio.client import WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
+from waiting import query_until
 
 from shopfloor.models.alert_issue import ALERT_ISSUE_LABEL, AlertWatch
 from shopfloor.models.factory import InboxSummary
@@ -66,34 +66,17 @@ class Monitor:
         assert got["workflow_id"] == self.wf_id, got
         return got["outcome"]
 
-    async def state_when(self, ok: Callable[[AlertWatch], bool], what: str, timeout: float = 40) -> AlertWatch:
-        handle = self.f.client.get_workflow_handle(self.wf_id)
-        deadline = asyncio.get_running_loop().time() + timeout
-        state = None
-        while True:
-            state = await handle.query("alert_state", result_type=AlertWatch)
-            if ok(state):
-                return state
-            assert asyncio.get_running_loop().time() < deadline, f"timed out waiting for {what}; last: {state}"
-            await asyncio.sleep(0.2)
+    async def state_when(self, ok: Callable[[AlertWatch], bool], what: str) -> AlertWatch:
+        return await query_until(self.f.client.get_workflow_handle(self.wf_id), "alert_state", AlertWatch, ok, what)
 
     def alert_comments(self, number: int, kind: str) -> list[dict[str, Any]]:
         marker = comment_marker(self.wf_id, kind)
         return [c for c in self.f.get(f"/issues/{number}/comments") if marker in c["body"]]
 
 
-async def inbox_when(f: Factory, ok: Callable[[InboxSummary], bool], what: str, timeout: float = 30) -> InboxSummary:
-    deadline = asyncio.get_running_loop().time() + timeout
-    summary = None
-    while True:
-        try:
-            summary = await f.handle.query("inbox", result_type=InboxSummary)
-            if ok(summary):
-                return summary
-        except RPCError:
-            pass  # not started yet
-        assert asyncio.get_running_loop().time() < deadline, f"timed out waiting for {what}; last: {summary}"
-        await asyncio.sleep(0.2)
+async def inbox_when(f: Factory, ok: Callable[[InboxSummary], bool], what: str) -> InboxSummary:
+    assert f.handle is not None
+    return await query_until(f.handle, "inbox", InboxSummary, ok, what)
 
 
 async def test_alert_fires_three_times_is_fixed_and_merged_then_refires_and_reopens(

@@ -11,11 +11,12 @@ import asyncio
 import base64
 from typing import Any
 
-from agent_runs import call
+from agent_runs import call, record_history
 from factory_runs import APPROVE, POLICY, TEST_CMD, Factory, factory
 from temporalio.client import WorkflowHandle
+from waiting import DEADLINE_S, query_until
 
-from shopfloor.models.factory import InboxSummary, PullRequestOutcome
+from shopfloor.models.factory import InboxSummary, PullRequestInboxInput, PullRequestOutcome
 from shopfloor.models.factory_run import FactoryState
 from shopfloor.models.inbox import pr_workflow_id
 
@@ -56,29 +57,13 @@ def push_ops(f: Factory, login: str, branch: str, ops: str) -> str:
     return resp.json()["commit"]["sha"]
 
 
-async def pr_state_when(handle: WorkflowHandle, ok, what: str, timeout_s: float = 80) -> FactoryState:
-    deadline = asyncio.get_running_loop().time() + timeout_s
-    last: FactoryState | None = None
-    while True:
-        try:
-            last = await handle.query("factory", result_type=FactoryState)
-            if ok(last):
-                return last
-        except Exception as exc:  # noqa: BLE001 - not started yet (the webhook is on its way)
-            if "not found" not in str(exc).lower():
-                raise
-        assert asyncio.get_running_loop().time() < deadline, f"timed out waiting for {what}; last: {last}"
-        await asyncio.sleep(0.3)
+async def pr_state_when(handle: WorkflowHandle, ok, what: str) -> FactoryState:
+    return await query_until(handle, "factory", FactoryState, ok, what)
 
 
-async def accepted(handle: WorkflowHandle, name: str, sender: str, timeout_s: float = 30) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout_s
-    while True:
-        inbox = await handle.query("inbox", result_type=InboxSummary)
-        if any(r.name == name and r.sender == sender for r in inbox.commands_accepted):
-            return
-        assert asyncio.get_running_loop().time() < deadline, f"/shopfloor {name} by {sender} not accepted: {inbox}"
-        await asyncio.sleep(0.3)
+async def accepted(handle: WorkflowHandle, name: str, sender: str) -> None:
+    ok = lambda inbox: any(r.name == name and r.sender == sender for r in inbox.commands_accepted)  # noqa: E731
+    await query_until(handle, "inbox", InboxSummary, ok, f"/shopfloor {name} by {sender} to be accepted")
 
 
 def bot_comments(f: Factory, number: int) -> list[dict[str, Any]]:
@@ -102,7 +87,8 @@ async def test_members_pull_request_is_reviewed_approved_by_a_maintainer_and_mer
         assert state.approved_heads == [] and state.waiting_for == "approval"
         resp = f.gh("maria").post(f"/repos/{f.repo}/pulls/{number}/reviews", json={"event": "APPROVE", "commit_id": head})
         assert resp.status_code == 200, resp.text
-        outcome = PullRequestOutcome.model_validate(await asyncio.wait_for(handle.result(), timeout=60))
+        outcome = PullRequestOutcome.model_validate(await asyncio.wait_for(handle.result(), timeout=DEADLINE_S))
+        await record_history(handle, "pr-reviewed-approved-merged")
 
     assert outcome.state == "done" and outcome.factory is not None, outcome
     assert outcome.factory.result == "merged" and outcome.factory.approved_heads == [head]
@@ -147,7 +133,7 @@ async def test_strangers_pull_request_waits_for_a_maintainer_then_is_reviewed_pe
         f.comment(number, "/shopfloor review", "maria")
         state = await pr_state_when(handle, lambda s: s.verdict == "approve" and s.verdict_head == head2, "review 2")
         f.comment(number, "/shopfloor approve", "maria")
-        outcome = PullRequestOutcome.model_validate(await asyncio.wait_for(handle.result(), timeout=90))
+        outcome = PullRequestOutcome.model_validate(await asyncio.wait_for(handle.result(), timeout=DEADLINE_S))
 
     assert outcome.factory is not None and outcome.factory.result == "merged", outcome
     assert outcome.factory.children == [f"{handle.id}/review-1", f"{handle.id}/review-2"]
@@ -172,10 +158,42 @@ async def test_review_only_policy_never_merges_and_the_run_ends_when_the_pull_re
         await pr_state_when(handle, lambda s: s.approved_heads == [head], "the approval to be recorded")
         resp = f.gh("carol").patch(f"/repos/{f.repo}/pulls/{number}", json={"state": "closed"})
         assert resp.status_code == 200, resp.text
-        outcome = PullRequestOutcome.model_validate(await asyncio.wait_for(handle.result(), timeout=60))
+        outcome = PullRequestOutcome.model_validate(await asyncio.wait_for(handle.result(), timeout=DEADLINE_S))
 
     assert outcome.state == "closed" and outcome.factory is not None and outcome.factory.result == "closed"
     pr = f.get(f"/pulls/{number}")
     assert not pr["merged"] and "return a - b" in f.file("calc/ops.py")
     progress = [c for c in bot_comments(f, number) if ":progress -->" in c["body"]]
     assert len(progress) == 1 and "Final state: closed." in progress[0]["body"], progress
+
+
+async def test_the_review_run_is_carried_across_continue_as_new(
+    simulator, settings, running_worker, temporal_client, tmp_path
+):
+    models = {"review": [{"tool_calls": [call("submit", **CHANGES)]}],
+              "review-2": [{"tool_calls": [call("submit", **APPROVE)]}]}  # fmt: skip
+    async with factory(simulator, settings, running_worker, temporal_client, tmp_path, models) as f:
+        owner, name = f.repo.split("/")
+        simulator.set_permission(owner, name, "carol", "write")
+        # The run exists before the webhook (the PR will be #1) and continues as new every 3 events.
+        handle = await temporal_client.start_workflow(
+            "PullRequestWorkflow", PullRequestInboxInput(repo=f.repo, number=1, continue_after_events=3),
+            id=pr_workflow_id(f.repo, 1), task_queue=settings.task_queue,
+        )  # fmt: skip
+        number, head = open_person_pr(f, "carol", "carol/fix", FIXED_OPS)
+        assert number == 1
+        await pr_state_when(handle, lambda s: s.verdict == "request_changes" and s.waiting_for == "push", "review 1")
+        for i in range(3):  # events that change nothing: the run continues as new between reviews
+            f.comment(number, f"thinking about it ({i})", "carol")
+        await query_until(handle, "inbox", InboxSummary, lambda s: s.runs >= 1 and s.events_seen >= 2, "a new run")
+        f.comment(number, "/shopfloor review", "maria")
+        state = await pr_state_when(handle, lambda s: s.verdict == "approve" and s.waiting_for == "push", "review 2")
+        inbox = await handle.query("inbox", result_type=InboxSummary)
+
+    assert inbox.runs >= 1 and state.review_round == 2 and state.verdict_head == head
+    assert state.children == [f"{handle.id}/review-1", f"{handle.id}/review-2"]  # carried, not restarted
+    reviews = f.get(f"/pulls/{number}/reviews")
+    assert len(reviews) == 2 and "review (round 1): request changes" in reviews[0]["body"]
+    assert "review (round 2): approve" in reviews[1]["body"]
+    progress = [c for c in bot_comments(f, number) if ":progress -->" in c["body"]]
+    assert len(progress) == 1, progress  # the same comment, updated in place by both runs

@@ -20,8 +20,8 @@ from pydantic import SecretStr
 from shopfloor.webhooks.app import create_app
 from simulator_runs import SimulatorHandle
 from temporalio.client import Client, WorkflowHandle
-from temporalio.service import RPCError, RPCStatusCode
 from threaded_server import serving
+from waiting import DEADLINE_S, query_until
 
 from shopfloor.blobs import FileBlobStore
 from shopfloor.models.factory import IssueOutcome
@@ -94,19 +94,23 @@ class Factory:
     def file(self, path: str, ref: str = "main") -> str:
         return base64.b64decode(self.get(f"/contents/{path}", ref=ref)["content"]).decode()
 
-    async def state_when(self, ok, what: str, timeout_s: float = 80) -> FactoryState:
+    async def state_when(self, ok, what: str, timeout_s: float = DEADLINE_S) -> FactoryState:
+        assert self.handle is not None
+        return await query_until(self.handle, "factory", FactoryState, ok, what, timeout_s)
+
+    def progress(self, number: int) -> str:
+        """The one progress comment's body."""
+        comments = self.progress_comments(number)
+        assert len(comments) == 1, comments
+        return comments[0]["body"]
+
+    async def progress_when(self, number: int, text: str, timeout_s: float = 60) -> str:
+        """The progress comment once it holds `text` (the `factory` query runs ahead of its upsert)."""
         deadline = asyncio.get_running_loop().time() + timeout_s
-        last = None
-        while True:
-            try:
-                last = await self.handle.query("factory", result_type=FactoryState)
-                if ok(last):
-                    return last
-            except RPCError as exc:
-                if exc.status != RPCStatusCode.NOT_FOUND:
-                    raise
-            assert asyncio.get_running_loop().time() < deadline, f"timed out waiting for {what}; last: {last}"
+        while text not in (body := self.progress(number)):
+            assert asyncio.get_running_loop().time() < deadline, f"the progress comment never said {text!r}: {body}"
             await asyncio.sleep(0.3)
+        return body
 
     def progress_comments(self, number: int) -> list[dict[str, Any]]:
         return [c for c in self.get(f"/issues/{number}/comments")
@@ -172,7 +176,7 @@ def assess_turns(path: str = "calc/ops.py", reads: int = 1, **verdict: Any) -> l
 async def approve_and_finish(f: Factory, number: int) -> IssueOutcome:
     await f.state_when(lambda s: s.waiting_for == "approval", "the merge stage to wait for approval")
     f.comment(number, "/shopfloor approve", "maria")
-    return IssueOutcome.model_validate(await asyncio.wait_for(f.handle.result(), timeout=60))
+    return IssueOutcome.model_validate(await asyncio.wait_for(f.handle.result(), timeout=DEADLINE_S))
 
 
 def assert_merged(f: Factory, number: int, outcome: IssueOutcome, *, reviews: int = 1, label: str = "bug") -> dict[str, Any]:

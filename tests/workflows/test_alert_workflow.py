@@ -22,6 +22,7 @@ from simulator_runs import BOT_TOKEN, SimulatorHandle
 from temporalio.api.sdk.v1 import WorkflowMetadata
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError, WorkflowHandle
 from temporalio.service import RPCError, RPCStatusCode
+from waiting import query_until
 
 from shopfloor.models.alert_issue import ALERT_ISSUE_LABEL, AlertRunInput, AlertRunOutcome, AlertWatch
 from shopfloor.models.factory import InboxSummary
@@ -82,16 +83,8 @@ class Fixture:
             id=self.wf_id, task_queue=self.s.task_queue, start_signal=ALERT_SIGNAL, start_signal_args=[a],
         )  # fmt: skip
 
-    async def state_when(self, ok: Callable[[AlertWatch], bool], timeout: float = 60) -> AlertWatch:
-        handle = self.client.get_workflow_handle(self.wf_id)
-        deadline = asyncio.get_running_loop().time() + timeout
-        while True:
-            state = await handle.query("alert_state", result_type=AlertWatch)
-            if ok(state):
-                return state
-            if asyncio.get_running_loop().time() > deadline:
-                raise AssertionError(f"alert never got there: {state.model_dump_json(indent=1)}")
-            await asyncio.sleep(0.2)
+    async def state_when(self, ok: Callable[[AlertWatch], bool], what: str = "the alert's state") -> AlertWatch:
+        return await query_until(self.client.get_workflow_handle(self.wf_id), "alert_state", AlertWatch, ok, what)
 
     def issues(self, state: str = "all") -> list[dict[str, Any]]:
         with self.sim.api() as c:
@@ -137,15 +130,8 @@ class Fixture:
             await asyncio.wait_for(handle.result(), 30)
 
 
-async def inbox_when(handle: WorkflowHandle, ok: Callable[[InboxSummary], bool], timeout: float = 30) -> InboxSummary:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while True:
-        summary = await handle.query("inbox", result_type=InboxSummary)
-        if ok(summary):
-            return summary
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError(f"inbox never got there: {summary.model_dump_json(indent=1)}")
-        await asyncio.sleep(0.2)
+async def inbox_when(handle: WorkflowHandle, ok: Callable[[InboxSummary], bool]) -> InboxSummary:
+    return await query_until(handle, "inbox", InboxSummary, ok, "the issue's inbox")
 
 
 async def test_three_firings_one_issue_fixed_then_refire_reopens_and_later_files_anew(

@@ -18,6 +18,7 @@ from agent_runs import record_history
 from pydantic import SecretStr
 from simulator_runs import BOT_TOKEN, SimulatorHandle
 from temporalio.client import Client, WorkflowHandle
+from waiting import query_until
 
 from shopfloor.models.factory import AlertState, InboxSummary, IssueInboxInput, IssueOutcome, PullRequestOutcome
 from shopfloor.models.inbox import (
@@ -104,15 +105,8 @@ async def start_issue(client: Client, s: Settings, repo: Repo, first: RepoEvent,
     )
 
 
-async def inbox_when(handle: WorkflowHandle, ok: Callable[[InboxSummary], bool], timeout: float = 30) -> InboxSummary:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while True:
-        summary = await handle.query("inbox", result_type=InboxSummary)
-        if ok(summary):
-            return summary
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError(f"inbox never got there: {summary.model_dump_json(indent=1)}")
-        await asyncio.sleep(0.2)
+async def inbox_when(handle: WorkflowHandle, ok: Callable[[InboxSummary], bool]) -> InboxSummary:
+    return await query_until(handle, "inbox", InboxSummary, ok, "the inbox")
 
 
 async def test_duplicate_deliveries_have_one_effect(temporal_client, gh_settings, running_worker, repo):

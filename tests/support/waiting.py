@@ -1,0 +1,34 @@
+"""Waiting on a workflow in tests: query it until a condition holds, with a deadline.
+
+Deadlines only bound a failure (a passing test returns as soon as the condition holds), so they
+are generous: two fix rounds with CI in each took over 80 s on a loaded 2-CPU machine.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from temporalio.client import WorkflowHandle
+from temporalio.service import RPCError, RPCStatusCode
+
+T = TypeVar("T")
+DEADLINE_S = 240.0
+
+
+async def query_until(handle: WorkflowHandle[Any, Any], query: str, result_type: type[T], ok: Callable[[T], bool],
+                      what: str, timeout_s: float = DEADLINE_S) -> T:  # fmt: skip
+    """`handle`'s `query` once `ok` holds for it; a workflow not started yet counts as "not yet"."""
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    last: T | None = None
+    while True:
+        try:
+            last = await handle.query(query, result_type=result_type)
+            if ok(last):
+                return last
+        except RPCError as exc:
+            if exc.status != RPCStatusCode.NOT_FOUND:
+                raise
+        assert asyncio.get_running_loop().time() < deadline, f"timed out waiting for {what}; last {query}: {last!r}"
+        await asyncio.sleep(0.25)
