@@ -39,7 +39,7 @@ WAITING_FOR: dict[str, str] = {
     "ci": "CI to finish on the pull request",
     "review": "a review of the pull request",
     "operator": "an operator to approve or reject a step (Temporal UI, or `shopfloor approve <workflow id>`)",
-    "policy": "a valid `.github/shopfloor.yml` on the default branch (the errors are listed above)",
+    "policy": "a valid `.github/shopfloor.yml` on the default branch, then `/shopfloor retry` (the errors are in the reason)",
     "resume": "someone to resume the run: comment `/shopfloor resume`",
     "retry": "a maintainer to retry: comment `/shopfloor retry`",
     "push": "a new push to the pull request, or a maintainer's `/shopfloor review`",

@@ -12,7 +12,7 @@ Every way out ends with an explicit final state in the progress comment: merged,
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
@@ -59,6 +59,7 @@ class FactoryRun:
         self.ci_events = 0
         self.commands: list[str] = []  # accepted /shopfloor commands, in order
         self.extra_rounds = 0  # granted by a maintainer after the rounds ran out
+        self.trigger_labeled = False  # someone added the policy's trigger label (auto_fix: label)
         self.config = FactoryConfig()
         self.policy = RepoPolicy()
         self.base_branch = "main"
@@ -78,8 +79,11 @@ class FactoryRun:
             if e.command.name == "approve" and s.head_sha and s.head_sha not in s.approved_heads:
                 s.approved_heads.append(s.head_sha)
         elif e.event == "pull_request_review" and (e.state or "").lower() == "approved" and e.head_sha:
-            if e.number == s.pr_number and await self.wf.permission_of(e.sender) in WRITE_LEVELS:
+            if e.number == s.pr_number and e.head_sha not in s.approved_heads \
+                    and await self.wf.permission_of(e.sender) in WRITE_LEVELS:  # fmt: skip
                 s.approved_heads.append(e.head_sha)
+        elif e.event == "issues" and e.action == "labeled" and e.label == self.policy.labels.trigger:
+            self.trigger_labeled = True  # the label the gate looks for, added after it looked
 
     # -- the run -------------------------------------------------------------------------------
 
@@ -98,22 +102,24 @@ class FactoryRun:
         try:
             await self._pipeline()
         except asyncio.CancelledError:
-            await self._cancelled()
+            await self.finish_cancelled()
         except Final as f:
             await self._final(f.result, f.reason, f.waiting_for)
         except (ActivityError, ChildWorkflowError, ApplicationError, ValidationError) as exc:
             if is_cancelled_exception(exc):  # cancelled while an activity or child ran
-                await self._cancelled()
+                await self.finish_cancelled()
             else:
                 await self._final("failed", cause(exc))
         if c.state == "received" and self.s.result != "parked":
             c.state = "done"
 
-    async def _cancelled(self) -> None:
+    async def finish_cancelled(self) -> None:
+        """The final "cancelled" state: the issue closed, `/shopfloor stop`, or the inbox idled out."""
         c = self.wf.c
-        if self.s.result != "parked":  # a parked run stays as its comment says
-            why = {"closed": "the issue was closed", "stopped": f"stopped by @{c.stopped_by}"}.get(c.state, c.state)
-            await self._final("cancelled", why)
+        why = {"closed": "the issue was closed", "stopped": f"stopped by @{c.stopped_by}"}.get(c.state, c.state)
+        if self.s.result == "parked":  # e.g. a person merged the PR a refused merge left: not waiting any more
+            why = f"{why} while the run was parked ({self.s.reason})"
+        await self._final("cancelled", why)
 
     async def _pipeline(self) -> None:
         wid = workflow.info().workflow_id
@@ -159,7 +165,7 @@ class FactoryRun:
     async def _gate(self, t: TriageResult) -> None:
         p = self.policy
         self.progress.stage("policy")
-        reasons = []
+        reasons, no_label = [], ""
         if t.kind in NOT_FIXABLE_KINDS:
             reasons.append(f"triaged as {t.kind}" + (f" of #{t.duplicate_of}" if t.duplicate_of else ""))
         if p.auto_fix == "never":
@@ -167,13 +173,18 @@ class FactoryRun:
         elif p.auto_fix == "label":
             issue = await act("github_get_issue", IssueRef(repo=self.repo, number=self.number), IssueOutput,
                               f"labels of #{self.number}")  # fmt: skip
-            if p.labels.trigger not in issue.labels:
-                reasons.append(f"auto_fix is label and the issue has no `{p.labels.trigger}` label")
+            if p.labels.trigger not in issue.labels and not self.trigger_labeled:
+                no_label = f"auto_fix is label and the issue has no `{p.labels.trigger}` label"
+                reasons.append(no_label)
         if t.fixability < p.fixability_threshold:
             reasons.append(f"fixability {t.fixability:.2f} is below the threshold {p.fixability_threshold:.2f}")
         if reasons and "fix" not in self.commands:
-            await self.park("fix_command", "; ".join(reasons), ("fix",))
-        self.progress.outcome("fix: " + ("asked by a maintainer" if reasons else "within policy"))
+            # Only the label missing: adding it later resumes the run, as it would have passed the gate.
+            labeled = (lambda: self.trigger_labeled) if reasons == [no_label] else None
+            await self.park("fix_command", "; ".join(reasons), ("fix",), or_when=labeled)
+        by_label = reasons == [no_label] and self.trigger_labeled and "fix" not in self.commands
+        asked = "the trigger label was added" if by_label else "asked by a maintainer"
+        self.progress.outcome("fix: " + (asked if reasons else "within policy"))
 
     async def _rounds(self, t: TriageResult) -> None:
         s, p = self.s, self.policy
@@ -205,8 +216,10 @@ class FactoryRun:
                 head = s.head_sha or ""
                 outcome = await self.merging.wait_ci(head)
                 if outcome == "timeout":
-                    await self.park("ci", f"no CI result for {head[:12]} within {p.ci_timeout_minutes} minutes",
-                                    ("retry", "fix"))  # fmt: skip
+                    # What resumes the run is a command, not CI itself: the comment must name it.
+                    # Only a retry: a fix round would not make CI report on this head.
+                    await self.park("retry", f"no CI result for {head[:12]} within {p.ci_timeout_minutes} minutes",
+                                    ("retry",))  # fmt: skip
                     continue
                 ctx, step = ({"ci_failed_sha": head}, "fix") if outcome == "failure" else ({}, "review")
             elif step == "review":
@@ -222,6 +235,7 @@ class FactoryRun:
                 assert fix is not None and s.head_sha
                 head = s.head_sha
                 await self.merging.wait_approval(head, force=s.verdict != "approve")
+                await self._unpaused()  # paused while waiting for the approval: hold the merge too
                 status, detail = await self.merging.merge(ws, head, fix.pr_title, f"{fix.summary}\n\nFixes #{self.number}")
                 if status == "merged":
                     raise Final("merged", f"merged as {s.merged_sha}")
@@ -272,14 +286,17 @@ class FactoryRun:
             await self.progress.show("waiting", waiting_for="resume")
             await workflow.wait_condition(lambda: not self.wf.c.paused)
 
-    async def park(self, waiting_for: str, reason: str, resume_on: Iterable[str] = ("fix", "retry")) -> None:
-        """Wait for a human: the comment says for what; a writer's command in `resume_on` resumes."""
+    async def park(self, waiting_for: str, reason: str, resume_on: Iterable[str] = ("fix", "retry"),
+                   or_when: Callable[[], bool] | None = None) -> None:  # fmt: skip
+        """Wait for a human: the comment says for what; a writer's command in `resume_on` resumes
+        (as does `or_when()` turning true)."""
         s, wanted, mark = self.s, set(resume_on), len(self.commands)
         s.result, s.reason = "parked", reason
         self.progress.stage("parked")
         await self._label(self.policy.labels.needs_human)
         await self.progress.show("parked", waiting_for=waiting_for, reason=reason)
-        await workflow.wait_condition(lambda: any(n in wanted for n in self.commands[mark:]))
+        await workflow.wait_condition(lambda: any(n in wanted for n in self.commands[mark:])
+                                      or bool(or_when and or_when()))  # fmt: skip
         s.result, s.reason = "", ""
         self.progress.outcome("resumed by a maintainer")
 

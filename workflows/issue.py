@@ -25,6 +25,7 @@ with workflow.unsafe.imports_passed_through():
     from shopfloor.workflows.inbox import GitHubInbox
 
 PIPELINE_PATCH = "issue-pipeline-v1"
+PARKED_END_PATCH = "issue-parked-end-v1"
 
 
 @workflow.defn(name=ISSUE_WORKFLOW)
@@ -53,6 +54,10 @@ class IssueWorkflow(GitHubInbox):
                 await pipeline
             except asyncio.CancelledError:
                 pass  # cancelled before its first step (the inbox ended in the same activation)
+            # A pipeline that ended parked (a refused merge) was waiting for people; the issue is
+            # closed or stopped now, so its comment must not keep asking them.
+            if self.factory is not None and self.factory.s.result == "parked" and workflow.patched(PARKED_END_PATCH):
+                await self.factory.finish_cancelled()
         c = self.c
         factory = self.factory.s if self.factory and self.factory.s.started else None
         return IssueOutcome(
