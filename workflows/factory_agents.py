@@ -65,7 +65,12 @@ class AgentStages:
         steps = getattr(policy.budgets.max_steps, agent, None) or defaults.max_steps
         model = run.config.model_for(agent, round_)
         budget = policy.budgets.max_cost_usd_per_run if run.config.is_priced(model) else None
-        left = None if budget is None else max(budget - s.cost_usd, 0.01)
+        left = None if budget is None else round(budget - s.cost_usd, 6)
+        if left is not None and left <= 0:  # spent: no agent starts (it could only overspend)
+            why = f"cost limit reached: the run's budget of ${budget:g} is spent (${s.cost_usd:,.4f})"
+            run.progress.stage(stage, agent)
+            run.progress.outcome(f"{agent}: not started ({why})")
+            return AgentResult(state="limit_reached", steps=0, reason=why, workspace=ws)
         child_id = f"{workflow.info().workflow_id}/{suffix}"
         run.progress.stage(stage, agent)
         await run.progress.show("running")

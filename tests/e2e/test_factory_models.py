@@ -1,16 +1,21 @@
-"""The factory with a real provider's wire format (issue 6): the triage agent talks to an
-OpenAI-compatible server over HTTP, with a model no price is known for.
+"""The factory with a real provider's wire format (issue 6): the agents talk to an
+OpenAI-compatible server over HTTP.
 
-A repository's cost budget cannot be enforced on an unpriced model; the factory still runs it,
-under the step limits, and says in the progress comment that the cost was not tracked.
+- A model no price is known for: the repository's cost budget cannot be enforced on it; the
+  factory still runs it, under the step limits, and says in the progress comment that the cost
+  was not tracked.
+- A priced model and a small budget: the run's money runs out mid-fix and the work is salvaged.
 """
 
 from __future__ import annotations
 
-from factory_runs import POLICY, TRIAGE, factory
+import json
+
+from factory_runs import GOOD_EDIT, POLICY, TRIAGE, factory
 from pydantic import SecretStr
 
 from shopfloor.agents.progress import ProgressView
+from shopfloor.models.transcript import Usage
 from shopfloor.testing import FakeModelServer, ScriptToolCall, ScriptTurn
 
 NEVER = POLICY.replace("auto_fix: always", "auto_fix: never")
@@ -29,8 +34,8 @@ async def test_an_unpriced_model_triages_without_a_cost_cap_and_the_comment_says
                            openai_api_key=SecretStr("sk-local-not-a-secret")) as f:  # fmt: skip
             number = f.open_issue("add() subtracts", "add(2, 3) returns -1, expected 5.")
             state = await f.state_when(lambda s: s.result == "parked", "triage to park under auto_fix: never")
+            final = await f.progress_when(number, "Final state: waiting for a human")
             view = await f.handle.query("progress", result_type=ProgressView)
-            comments = f.progress_comments(number)
             history = (await f.handle.fetch_history()).to_json()
         requests = fake.settled_requests()
 
@@ -38,6 +43,69 @@ async def test_an_unpriced_model_triages_without_a_cost_cap_and_the_comment_says
     assert [r.api for r in requests] == ["openai", "openai"]
     assert all(r.body["model"] == "local-llm" for r in requests)
     assert view.unpriced_models == ["openai:local-llm"]
-    assert len(comments) == 1 and "cost not tracked for ` openai:local-llm `: no price known" in comments[0]["body"]
-    assert "auto_fix: never" in comments[0]["body"]
+    assert "cost not tracked for ` openai:local-llm `: no price known" in final and "auto_fix: never" in final
     assert "sk-local-not-a-secret" not in history
+
+
+EVERY_STEP = Usage(input_tokens=1_000, output_tokens=500)  # $0.002 at [1.0, 2.0] per Mtok
+TRIAGE_METERED = [
+    ScriptTurn(tool_calls=[ScriptToolCall(name="read_file", arguments={"path": "calc/ops.py"})], usage=EVERY_STEP),
+    ScriptTurn(tool_calls=[ScriptToolCall(name="submit", arguments=TRIAGE)], usage=EVERY_STEP),
+]
+
+
+async def test_a_budget_spent_by_triage_starts_no_fix(simulator, settings, running_worker, temporal_client, tmp_path):
+    policy = POLICY + "budgets:\n  max_cost_usd_per_run: 0.004\n"
+    with FakeModelServer(TRIAGE_METERED) as fake:
+        async with factory(simulator, settings, running_worker, temporal_client, tmp_path, {}, policy,
+                           model="openai:metered", prices={"metered": (1.0, 2.0)}, openai_base_url=fake.openai_base_url,
+                           openai_api_key=SecretStr("sk-metered-not-a-secret")) as f:  # fmt: skip
+            number = f.open_issue("add() subtracts", "add(2, 3) returns -1, expected 5.")
+            state = await f.state_when(lambda s: s.result != "", "the run to end")
+            final = await f.progress_when(number, "Final state: failed")
+        requests = fake.settled_requests()
+    assert len(requests) == 2 and state.cost_usd == 0.004 and state.children == [f"{f.handle.id}/triage"], state
+    assert state.result == "failed" and "budget of $0.004 is spent" in state.reason, state
+    assert f.get("/pulls", state="all") == []
+    assert "budget of $0.004 is spent" in final
+
+
+async def test_the_cost_budget_runs_out_mid_fix_and_the_work_is_salvaged(
+    simulator, settings, running_worker, temporal_client, tmp_path
+):
+    """Acceptance 6 with money rather than steps: a priced model, a $0.01 budget for the run;
+    triage spends $0.004, the fix agent edits, then the next step would pass the budget."""
+    every_step = Usage(input_tokens=1_000, output_tokens=500)  # $0.002 at [1.0, 2.0] per Mtok
+    triage = [
+        ScriptTurn(tool_calls=[ScriptToolCall(name="read_file", arguments={"path": "calc/ops.py"})], usage=every_step),
+        ScriptTurn(tool_calls=[ScriptToolCall(name="submit", arguments=TRIAGE)], usage=every_step),
+    ]
+    fix = [
+        ScriptTurn(tool_calls=[ScriptToolCall(name="read_file", arguments={"path": "calc/ops.py"})], usage=every_step),
+        ScriptTurn(tool_calls=[ScriptToolCall(name="edit_file", arguments=GOOD_EDIT)], usage=every_step),
+        *[ScriptTurn(tool_calls=[ScriptToolCall(name="run_command", arguments={"command": f"python -c 'print({i})'"})],
+                     usage=every_step) for i in range(10)],  # fmt: skip
+    ]
+
+    def answer(turn: int, body: dict) -> ScriptTurn:
+        system = json.dumps(body.get("messages", [])[:1])
+        script = triage if "You are `triage`" in system else fix
+        return script[turn] if turn < len(script) else ScriptTurn(content="out of script")
+
+    policy = POLICY + "budgets:\n  max_cost_usd_per_run: 0.01\n"
+    with FakeModelServer(answer) as fake:
+        async with factory(simulator, settings, running_worker, temporal_client, tmp_path, {}, policy,
+                           model="openai:metered", prices={"metered": (1.0, 2.0)}, openai_base_url=fake.openai_base_url,
+                           openai_api_key=SecretStr("sk-metered-not-a-secret")) as f:  # fmt: skip
+            number = f.open_issue("add() subtracts", "add(2, 3) returns -1, expected 5.")
+            state = await f.state_when(lambda s: s.result != "", "the run to end")
+            final = await f.progress_when(number, "Final state: salvaged")
+            prs = f.get("/pulls", state="all")
+            fixed = f.file("calc/ops.py", ref=f"shopfloor/issue-{number}")
+
+    assert state.result == "salvaged" and "cost limit reached" in state.reason, state
+    assert 0.008 <= state.cost_usd <= 0.0101, state  # never more than the budget (one step's rounding)
+    assert len(prs) == 1 and prs[0]["draft"] is True and "Salvaged by shopfloor" in prs[0]["body"], prs
+    assert "cost limit reached" in prs[0]["body"]
+    assert "return a + b" in fixed  # the edit made before the budget ran out is kept
+    assert "cost not tracked" not in final  # priced: the budget was enforced
