@@ -20,6 +20,23 @@ def test_there_are_histories_to_replay():
     assert len(HISTORIES) >= 4, "tests/histories/ lost its recorded histories"
 
 
+def test_every_registered_workflow_type_has_a_recorded_history():
+    from temporalio import workflow
+
+    from shopfloor.worker import WORKFLOWS
+
+    registered = {workflow._Definition.must_from_class(cls).name for cls in WORKFLOWS}
+    recorded = {
+        load_history(path).events[0].workflow_execution_started_event_attributes.workflow_type.name
+        for path in HISTORIES
+    }
+    missing = sorted(registered - recorded)
+    assert not missing, (
+        f"no recorded history in tests/histories/ for {missing}: record one from a test that runs it "
+        "(record_history in tests/support/agent_runs.py, SHOPFLOOR_RECORD_HISTORIES=1)"
+    )
+
+
 @pytest.mark.parametrize("path", HISTORIES, ids=[p.stem for p in HISTORIES])
 async def test_history_replays(path: Path):
     assert len(load_history(path).events) > 5

@@ -20,6 +20,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from agent_runs import record_history
 from pydantic import SecretStr
 from shopfloor.webhooks.app import create_app
 from shopfloor.workflows.reconcile import ReconcileWorkflow
@@ -65,11 +66,16 @@ def add_hook(sim: SimulatorHandle, repo: str, url: str, secret: str | None = Non
         return int(resp.json()["id"])
 
 
-async def reconcile(client: Client, task_queue: str, inp: ReconcileInput) -> ReconcileReport:
-    return await client.execute_workflow(
+async def reconcile(client: Client, task_queue: str, inp: ReconcileInput, record: str = "") -> ReconcileReport:
+    """One reconciler run; `record` names its history in tests/histories (SHOPFLOOR_RECORD_HISTORIES=1)."""
+    handle = await client.start_workflow(
         ReconcileWorkflow.run, inp, id=f"reconcile-{uuid.uuid4().hex[:8]}", task_queue=task_queue,
         result_type=ReconcileReport, execution_timeout=timedelta(minutes=2),
     )  # fmt: skip
+    report = await handle.result()
+    if record:
+        await record_history(handle, record)
+    return report
 
 
 @asynccontextmanager
@@ -105,7 +111,7 @@ async def test_failed_delivery_is_redelivered_once_then_left_alone(
         s = github_settings(settings, simulator)
         inp = ReconcileInput(repos=[repo])
         async with running_worker(s):
-            first = await reconcile(temporal_client, s.task_queue, inp)
+            first = await reconcile(temporal_client, s.task_queue, inp, record="reconcile-redelivered")
             assert [(d.hook_id, d.guid) for d in first.redelivered] == [(hook_id, guid)], first
             assert first.errors == []
             assert any(x.what.startswith("hook") and x.reason == "not a shopfloor hook" for x in first.skipped)
@@ -172,7 +178,8 @@ async def test_a_repository_that_fails_is_reported_and_the_others_go_on(
     s = github_settings(settings, simulator)
     issue_queue = f"issues-{uuid.uuid4().hex[:8]}"
     async with reconcile_worker(temporal_client, s, issue_queue):
-        report = await reconcile(temporal_client, s.task_queue, ReconcileInput(repos=["acme/missing", repo]))
+        inp = ReconcileInput(repos=["acme/missing", repo])
+        report = await reconcile(temporal_client, s.task_queue, inp, record="reconcile-repo-failed-issue-started")
     assert {e.repo for e in report.errors} == {"acme/missing"}
     assert all("404" in e.message for e in report.errors), report.errors
     assert report.issues_started == [f"issue/{repo}/{issue['number']}"]
