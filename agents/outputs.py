@@ -10,6 +10,10 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+# The alert assessment is also part of AlertWorkflow's state (models/alert_issue.py), so it is
+# defined with the models; it is registered here like every agent result.
+from shopfloor.models.alert_issue import AlertAssessment
+
 MAX_OUTPUT_BYTES = 16_384
 
 Label = Annotated[str, Field(min_length=1, max_length=50)]
@@ -59,18 +63,6 @@ class MergeResult(_Output):
     commit_message: str = Field(default="", max_length=4000)
     conflicts: list[Path] = Field(default_factory=list, max_length=50, description="Paths still in conflict.")
     resolved: bool = Field(description="True when every conflict is resolved and the branch merges cleanly.")
-
-
-class AlertAssessment(_Output):
-    """Whether a monitoring alert is worth an issue (the AlertWorkflow's `assess_alert` agent)."""
-
-    actionable: bool = Field(description="True when a code change in this repository can plausibly fix what fired.")
-    reason: str = Field(max_length=1000, description="Why (not): what you found in the code, in a few sentences.")
-    title: str = Field(min_length=1, max_length=120, description="The title of the issue to file, in your words.")
-    severity: Literal["low", "medium", "high", "critical"]
-    suspected_area: str = Field(
-        default="", max_length=2000, description="Files and functions that likely cause it, with why."
-    )
 
 
 OUTPUT_MODELS: dict[str, type[BaseModel]] = {

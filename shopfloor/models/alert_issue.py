@@ -13,9 +13,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
-from shopfloor.agents.outputs import AlertAssessment
 from shopfloor.models.factory import AlertInboxInput, AlertOutcome, AlertState
 from shopfloor.models.github_ops import RepoName
 from shopfloor.models.inbox import Alert, AlertStatus
@@ -45,6 +44,22 @@ DEFAULT_REASSESS_SECONDS = 3600.0
 # run ends); unrouted: no repository, nothing filed (the run ends).
 AlertPhase = Literal["assessing", "filed", "fixing", "watching", "reopened", "closed", "unrouted"]
 AlertEnd = Literal["watching", "idle", "closed", "unrouted"]
+
+
+
+class AlertAssessment(BaseModel):
+    """Whether a monitoring alert is worth an issue: the `assess_alert` agent's result (registered
+    in agents/outputs.py), kept in AlertWorkflow's state."""
+
+    model_config = ConfigDict(extra="forbid")  # a misspelt field is a validation error the model can fix
+
+    actionable: bool = Field(description="True when a code change in this repository can plausibly fix what fired.")
+    reason: str = Field(max_length=1000, description="Why (not): what you found in the code, in a few sentences.")
+    title: str = Field(min_length=1, max_length=120, description="The title of the issue to file, in your words.")
+    severity: Literal["low", "medium", "high", "critical"]
+    suspected_area: str = Field(
+        default="", max_length=2000, description="Files and functions that likely cause it, with why."
+    )
 
 
 class AlertWatch(AlertState):

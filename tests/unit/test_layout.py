@@ -110,3 +110,50 @@ def test_init_holds_only_a_docstring(name):
     assert ast.get_docstring(tree), f"{init.relative_to(ROOT)} has no docstring"
     extra = [type(node).__name__ + f" (line {node.lineno})" for node in tree.body[1:]]
     assert extra == [], f"{init.relative_to(ROOT)} holds more than a docstring: {extra}"
+
+
+# DESIGN §2: imports flow one way. Each layer, and the layers it must never import (a prefix
+# matches the module and everything under it).
+FORBIDDEN = {
+    "shopfloor.models": ("shopfloor.agents", "shopfloor.activities", "shopfloor.workflows", "shopfloor.webhooks"),
+    "shopfloor.agents": ("shopfloor.activities", "shopfloor.workflows", "shopfloor.webhooks", "temporalio.activity"),
+    "shopfloor.activities": ("shopfloor.workflows", "shopfloor.webhooks"),
+    "shopfloor.workflows": ("shopfloor.webhooks",),
+}
+
+
+def _module_files() -> dict[str, Path]:
+    files: dict[str, Path] = {}
+    for folder, dotted in FOLDERS.items():
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            if "__pycache__" in path.parts or "sample_repo" in path.parts:
+                continue
+            rel = path.relative_to(ROOT / folder).with_suffix("").parts
+            files[".".join((dotted, *rel)).removesuffix(".__init__")] = path
+    return files
+
+
+def _imports(path: Path) -> set[str]:
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+    return names
+
+
+def test_imports_flow_one_way():
+    wrong = []
+    for module, path in _module_files().items():
+        for layer, banned in FORBIDDEN.items():
+            if module == layer or module.startswith(layer + "."):
+                wrong += [f"{module} imports {name}" for name in sorted(_imports(path))
+                          if any(name == b or name.startswith(b + ".") for b in banned)]  # fmt: skip
+    assert wrong == []
+
+
+def test_the_import_rule_sees_a_violation(tmp_path: Path):
+    bad = tmp_path / "bad.py"
+    bad.write_text("from shopfloor.workflows.issue import IssueWorkflow\nimport shopfloor.webhooks.app\n")
+    assert {"shopfloor.workflows.issue", "shopfloor.webhooks.app"} <= _imports(bad)
