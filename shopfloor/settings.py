@@ -24,6 +24,9 @@ class Settings(BaseSettings):
     temporal_namespace: str = "default"
     temporal_port: int = 7233
     temporal_ui_port: int = 8233
+    # Where people reach the Temporal UI (links in progress comments and CLI output); unset: the
+    # embedded dev server's http://localhost:<temporal_ui_port>.
+    temporal_ui_url: str | None = None
     temporal_api_key: SecretStr | None = None  # Temporal Cloud and other API-key clusters
     temporal_tls: bool = False
     task_queue: str = "shopfloor"
@@ -107,7 +110,7 @@ class Settings(BaseSettings):
 
     @property
     def ui_url(self) -> str:
-        return f"http://localhost:{self.temporal_ui_port}"
+        return (self.temporal_ui_url or f"http://localhost:{self.temporal_ui_port}").rstrip("/")
 
     def workflow_url(self, workflow_id: str) -> str:
         from urllib.parse import quote
