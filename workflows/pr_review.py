@@ -156,9 +156,12 @@ class PullRequestReview:
             self.progress.links(pr_url=pull.html_url or None)
             load = await act("github_load_policy", PolicyInput(repo=self.repo), PolicyLoad, f"policy of {self.repo}")
             self.policy = load.policy
-            why = await self._why_review(pull)
+            why, why_not = await self._why_review(pull)
             if why is None and self.progress.view.updated_at is None:
                 s.waiting_for = "review_command"  # silent on GitHub: the `factory` query says it
+            elif why is None and pull.head_sha != self.reviewed_head and self.progress.view.reason != why_not:
+                # A new head this run will not review by itself: the comment says why, once.
+                await self.progress.show("waiting", waiting_for="review_command", reason=why_not)
             if why is not None and not load.ok:
                 self.review_requests = 0
                 await self.progress.show("parked", waiting_for="policy", reason="; ".join(load.errors))
@@ -170,21 +173,26 @@ class PullRequestReview:
                     await self.progress.show("waiting", waiting_for="push")
             await workflow.wait_condition(lambda: self.wakes > mark)
 
-    async def _why_review(self, pull: PullInfo) -> str | None:
+    async def _why_review(self, pull: PullInfo) -> tuple[str | None, str]:
+        """(why this head is reviewed now, or None; and if not, why not)."""
         if self.review_requests:
-            return "asked by a maintainer"
+            return "asked by a maintainer", ""
         mode = self.policy.pull_requests.review
-        if pull.head_sha == self.reviewed_head or pull.draft or mode == "on_request":
-            return None
+        if pull.head_sha == self.reviewed_head:
+            return None, f"{pull.head_sha[:12]} was reviewed"
+        if pull.draft:
+            return None, "a draft is reviewed once it is ready, or on request"
+        if mode == "on_request":
+            return None, "the policy reviews pull requests on request only"
         if self.auto_reviews >= self.policy.max_review_rounds:
-            return None  # a maintainer's `/shopfloor review` still works
+            return None, f"the {self.auto_reviews} automatic reviews of this run are used up"
         if mode == "members":
             if self.author_permission is None or self.author_permission == "unknown":
                 self.author_permission = await self.wf.permission_of(pull.author)
             if self.author_permission not in WRITE_LEVELS:
-                return None
-            return f"opened by @{pull.author}, a member"
-        return "the policy reviews every pull request"
+                return None, "its author is not a member"
+            return f"opened by @{pull.author}, a member", ""
+        return "the policy reviews every pull request", ""
 
     async def _review(self, pull: PullInfo, why: str) -> None:
         s, head = self.s, pull.head_sha

@@ -197,3 +197,31 @@ async def test_the_review_run_is_carried_across_continue_as_new(
     assert "review (round 2): approve" in reviews[1]["body"]
     progress = [c for c in bot_comments(f, number) if ":progress -->" in c["body"]]
     assert len(progress) == 1, progress  # the same comment, updated in place by both runs
+
+
+async def test_a_members_pushes_are_reviewed_again_until_the_automatic_reviews_are_used_up(
+    simulator, settings, running_worker, temporal_client, tmp_path
+):
+    models = {"review": [{"tool_calls": [call("submit", **CHANGES)]}],
+              "review-2": [{"tool_calls": [call("submit", **CHANGES)]}],
+              "review-3": [{"tool_calls": [call("submit", **APPROVE)]}]}  # fmt: skip
+    policy = POLICY.replace("ci_timeout_minutes: 10", "ci_timeout_minutes: 10\nmax_review_rounds: 2")
+    async with factory(simulator, settings, running_worker, temporal_client, tmp_path, models, policy) as f:
+        owner, name = f.repo.split("/")
+        simulator.set_permission(owner, name, "carol", "write")
+        number, head = open_person_pr(f, "carol", "carol/fix", FIXED_OPS.replace("a * b", "a ** b"))
+        handle = temporal_client.get_workflow_handle(pr_workflow_id(f.repo, number))
+        await pr_state_when(handle, lambda s: s.review_round == 1 and s.verdict_head == head, "review 1")
+        head2 = push_ops(f, "carol", "carol/fix", FIXED_OPS.replace("a * b", "b * a * 1"))
+        await pr_state_when(handle, lambda s: s.review_round == 2 and s.verdict_head == head2, "review 2, by itself")
+        head3 = push_ops(f, "carol", "carol/fix", FIXED_OPS)
+        body = await f.progress_when(number, "automatic reviews of this run are used up")
+        assert "/shopfloor review" in body
+        state = await handle.query("factory", result_type=FactoryState)
+        assert state.head_sha == head3 and state.review_round == 2  # no third review by itself
+        f.comment(number, "/shopfloor review", "maria")
+        state = await pr_state_when(handle, lambda s: s.review_round == 3 and s.verdict_head == head3, "review 3")
+
+    assert state.verdict == "approve" and len(state.children) == 3
+    assert len(f.get(f"/pulls/{number}/reviews")) == 3
+
