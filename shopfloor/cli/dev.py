@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager, suppress
+from dataclasses import dataclass
 
 import structlog
 import typer
@@ -30,42 +33,9 @@ def register(app: typer.Typer) -> None:
         """Run the whole factory on this machine: Temporal dev server with UI, worker, webhook server, and
         the GitHub simulator when no GitHub credentials are configured."""
         settings = load_settings()
-        ensure_port_free(settings.webhook_host, settings.webhook_port, "webhook server", "SHOPFLOOR_WEBHOOK_PORT")
-        # No GitHub credentials: run against the simulator, wired to our own webhook server.
-        sim = None
-        if not settings.github_configured:
-            sim = simulator_for(settings, webhook_url=webhook_target(settings), invent_secret=True)
-            settings = sim.settings
-        server: DevServer | None = None
-        if settings.temporal_address is None:
-            settings.data_dir.mkdir(parents=True, exist_ok=True)
-            server = DevServer(
-                port=settings.temporal_port,
-                ip="127.0.0.1",
-                ui_port=settings.temporal_ui_port,
-                db_file=settings.data_dir / "temporal.sqlite",
-                log_file=settings.data_dir / "temporal.log",
-                namespace=settings.temporal_namespace,
-            )
-            server.start()
-        try:
-            stop = stop_on_signals()
-            if server is not None:
-                await server.wait_ready()
-            client = await connect(settings)
-            await ensure_search_attributes(client, settings.temporal_namespace)
-            await ensure_reconcile_schedule(client, settings)  # redeliver what the edge missed
-            _banner(settings, embedded=server is not None, sim=sim)
-            jobs = [
-                asyncio.create_task(run_worker(client, settings)),
-                asyncio.create_task(_serve_webhooks(client, settings, stop)),
-            ]
-            if sim is not None:
-                jobs.append(asyncio.create_task(serve_simulator(sim, stop)))
-            await run_until(stop, *jobs)
-        finally:
-            if server is not None:
-                server.stop()
+        async with running_stack(settings) as stack:
+            _banner(stack.settings, embedded=stack.embedded, sim=stack.sim)
+            await run_until(stack.stop, *stack.jobs)
         typer.echo("shopfloor dev stopped")
 
     @app.command()
@@ -100,6 +70,73 @@ def register(app: typer.Typer) -> None:
         if outcome != "not configured":
             every = settings.reconcile_every_minutes
             typer.echo(f"reconcile schedule {outcome}: every {every} min, {len(settings.repos)} repositories")
+
+
+@dataclass
+class Stack:
+    """The whole factory running in this process (`running_stack`)."""
+
+    settings: Settings  # pointed at the simulator when it runs
+    client: Client
+    sim: EmbeddedSimulator | None
+    embedded: bool  # True: our own Temporal dev server
+    stop: asyncio.Event  # set on SIGINT/SIGTERM, and to stop everything
+    jobs: list[asyncio.Task[None]]  # worker, webhook server, simulator
+
+
+@asynccontextmanager
+async def running_stack(settings: Settings) -> AsyncIterator[Stack]:
+    """Start what `shopfloor dev` runs: the embedded Temporal dev server (unless
+    `settings.temporal_address` names one), search attributes and reconcile schedule, a worker,
+    the webhook server, and the GitHub simulator when no GitHub credentials are configured.
+
+    Inside the block the jobs run; leaving it (or a signal, which sets `stack.stop`) stops them
+    all and then the dev server. Also used by `shopfloor demo`."""
+    ensure_port_free(settings.webhook_host, settings.webhook_port, "webhook server", "SHOPFLOOR_WEBHOOK_PORT")
+    # No GitHub credentials: run against the simulator, wired to our own webhook server.
+    sim = None
+    if not settings.github_configured:
+        sim = simulator_for(settings, webhook_url=webhook_target(settings), invent_secret=True)
+        settings = sim.settings
+    server: DevServer | None = None
+    if settings.temporal_address is None:
+        settings.data_dir.mkdir(parents=True, exist_ok=True)
+        server = DevServer(
+            port=settings.temporal_port,
+            ip="127.0.0.1",
+            ui_port=settings.temporal_ui_port,
+            db_file=settings.data_dir / "temporal.sqlite",
+            log_file=settings.data_dir / "temporal.log",
+            namespace=settings.temporal_namespace,
+        )
+        server.start()
+    jobs: list[asyncio.Task[None]] = []
+    try:
+        stop = stop_on_signals()
+        if server is not None:
+            await server.wait_ready()
+        client = await connect(settings)
+        await ensure_search_attributes(client, settings.temporal_namespace)
+        await ensure_reconcile_schedule(client, settings)  # redeliver what the edge missed
+        jobs = [
+            asyncio.create_task(run_worker(client, settings)),
+            asyncio.create_task(_serve_webhooks(client, settings, stop)),
+        ]
+        if sim is not None:
+            jobs.append(asyncio.create_task(serve_simulator(sim, stop)))
+        try:
+            yield Stack(settings=settings, client=client, sim=sim, embedded=server is not None, stop=stop, jobs=jobs)
+        finally:
+            stop.set()
+            running = [job for job in jobs if not job.done()]  # the others ended, seen by the caller
+            for job in running:
+                job.cancel()
+            for job in running:
+                with suppress(asyncio.CancelledError):
+                    await job
+    finally:
+        if server is not None:
+            server.stop()
 
 
 async def _serve_webhooks(client: Client, settings: Settings, stop: asyncio.Event) -> None:

@@ -8,7 +8,7 @@ import sys
 
 import typer
 
-from shopfloor.cli import agent, bench, control, dev, replay, run, simulator, transcript
+from shopfloor.cli import agent, bench, control, demo, dev, replay, run, simulator, transcript
 
 app = typer.Typer(
     name="shopfloor",
@@ -25,6 +25,7 @@ control.register(app)
 simulator.register(app)
 transcript.register(app)
 run.register(app)
+demo.register(app)
 
 
 def main() -> None:

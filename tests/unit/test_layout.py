@@ -23,13 +23,22 @@ FOLDERS = {  # folder in the repo -> the name it is installed under
 }
 
 
+# Package data that holds Python files without being part of shopfloor: the demo's sample
+# repository is copied into a simulator repository, never imported.
+DATA_DIRS = (ROOT / "shopfloor" / "demo" / "sample_repo",)
+
+
+def _is_data(path: Path) -> bool:
+    return any(path.is_relative_to(d) for d in DATA_DIRS)
+
+
 def _packages() -> dict[str, Path]:
     """Every folder with an __init__.py under the five roots, by its installed dotted name."""
     found: dict[str, Path] = {}
     for folder, dotted in FOLDERS.items():
         base = ROOT / folder
         for init in sorted(base.rglob("__init__.py")):
-            if "__pycache__" in init.parts:
+            if "__pycache__" in init.parts or _is_data(init):
                 continue
             rel = init.parent.relative_to(base).parts
             found[".".join((dotted, *rel))] = init
@@ -126,7 +135,7 @@ def _module_files() -> dict[str, Path]:
     files: dict[str, Path] = {}
     for folder, dotted in FOLDERS.items():
         for path in sorted((ROOT / folder).rglob("*.py")):
-            if "__pycache__" in path.parts or "sample_repo" in path.parts:
+            if "__pycache__" in path.parts or _is_data(path):
                 continue
             rel = path.relative_to(ROOT / folder).with_suffix("").parts
             files[".".join((dotted, *rel)).removesuffix(".__init__")] = path
