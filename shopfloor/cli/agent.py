@@ -17,11 +17,10 @@ from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 from temporalio.service import RPCError
 
-from shopfloor.activities.providers.registry import check_credentials
 from shopfloor.agents.registry import AGENTS, get_agent
 from shopfloor.agents.tools import TOOLS
 from shopfloor.blobs import open_blob_store
-from shopfloor.cli.common import EXIT_FAILURE, command, fail, load_settings
+from shopfloor.cli.common import EXIT_FAILURE, command, fail, load_settings, usable_model
 from shopfloor.errors import UsageError
 from shopfloor.models.agent_run import AgentInput, AgentResult, AgentStatus, StepEvent, WorkspaceRef
 from shopfloor.models.model_spec import ModelSpec
@@ -40,19 +39,7 @@ def validate_agent_args(name: str, repo: Path, goal: str, model: str, settings: 
         raise UsageError("the goal is empty: say what the agent should do with --goal")
     if not repo.is_dir():
         raise UsageError(f"--repo {repo} is not a directory")
-    try:
-        spec = ModelSpec.parse(model)
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
-    problem = check_credentials(
-        spec,
-        openai_api_key=settings.openai_api_key.get_secret_value() if settings.openai_api_key else None,
-        openai_base_url=settings.openai_base_url,
-        anthropic_api_key=settings.anthropic_api_key.get_secret_value() if settings.anthropic_api_key else None,
-        anthropic_base_url=settings.anthropic_base_url,
-    )
-    if problem:
-        raise UsageError(problem)
+    spec = usable_model(settings, model)
     return repo.resolve(), spec
 
 

@@ -13,6 +13,7 @@ from pydantic import ValidationError
 
 from shopfloor.errors import ShopfloorError, TemporalUnreachable, UsageError
 from shopfloor.logs import configure_logging
+from shopfloor.models.model_spec import ModelSpec
 from shopfloor.settings import Settings
 
 P = ParamSpec("P")
@@ -57,3 +58,23 @@ def command(fn: Callable[P, Coroutine[Any, Any, T]]) -> Callable[P, T]:
             raise typer.Exit(130) from None
 
     return wrapper
+
+
+def usable_model(settings: Settings, model: str) -> ModelSpec:
+    """`provider:model` parsed, with the credentials its provider needs present; else UsageError."""
+    from shopfloor.activities.providers.registry import check_credentials
+
+    try:
+        spec = ModelSpec.parse(model)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    problem = check_credentials(
+        spec,
+        openai_api_key=settings.openai_api_key.get_secret_value() if settings.openai_api_key else None,
+        openai_base_url=settings.openai_base_url,
+        anthropic_api_key=settings.anthropic_api_key.get_secret_value() if settings.anthropic_api_key else None,
+        anthropic_base_url=settings.anthropic_base_url,
+    )
+    if problem:
+        raise UsageError(problem)
+    return spec

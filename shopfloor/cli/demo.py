@@ -33,17 +33,14 @@ import typer
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
-from shopfloor.activities.providers.registry import check_credentials
 from shopfloor.agents.progress import WAITING_FOR, ProgressView, TimelineEntry
-from shopfloor.cli.common import EXIT_FAILURE, command, load_settings
+from shopfloor.cli.common import EXIT_FAILURE, command, load_settings, usable_model
 from shopfloor.cli.dev import Stack, running_stack
 from shopfloor.devserver import free_port
-from shopfloor.errors import UsageError
 from shopfloor.logs import configure_logging
 from shopfloor.models.agent_run import AgentStatus
 from shopfloor.models.factory_run import FactoryState
 from shopfloor.models.inbox import issue_workflow_id
-from shopfloor.models.model_spec import ModelSpec
 from shopfloor.settings import Settings
 
 OWNER, NAME = "demo", "pricing"
@@ -93,19 +90,7 @@ def _choose_model(model: str | None, settings: Settings) -> str | None:
         if not from_env or from_env.startswith("scripted:"):
             return None
         model = from_env
-    try:
-        spec = ModelSpec.parse(model)
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
-    problem = check_credentials(
-        spec,
-        openai_api_key=settings.openai_api_key.get_secret_value() if settings.openai_api_key else None,
-        openai_base_url=settings.openai_base_url,
-        anthropic_api_key=settings.anthropic_api_key.get_secret_value() if settings.anthropic_api_key else None,
-        anthropic_base_url=settings.anthropic_base_url,
-    )
-    if problem:
-        raise UsageError(problem)
+    spec = usable_model(settings, model)
     return str(spec)
 
 
