@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import platform
 from pathlib import Path
 
 import typer
@@ -11,14 +10,48 @@ from shopfloor.cli.common import command, load_settings
 
 
 def _machine() -> str:
-    import os
+    from shopfloor.bench.webhooks import machine
 
-    return f"{platform.system()} {platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}"
+    return machine()
 
 
 def register(app: typer.Typer) -> None:
-    bench_app = typer.Typer(help="Benchmarks, each measured side by side with its reference in one run.")
+    bench_app = typer.Typer(
+        help="Benchmarks, each measured side by side with its reference in one run. Without a command: all of them, one table."
+    )
     app.add_typer(bench_app, name="bench")
+
+    @bench_app.callback(invoke_without_command=True)
+    def everything(
+        ctx: typer.Context,
+        quick: bool = typer.Option(False, "--quick", help="CI-sized parameters: every row in a minute or two."),
+        only: str | None = typer.Option(
+            None, "--only", help="Comma-separated benchmarks to run: loop, history, concurrency, webhooks, resume."
+        ),
+        as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a markdown table."),
+    ) -> None:
+        """Without a command: every benchmark, one table, each figure beside its reference."""
+        if ctx.invoked_subcommand is not None:
+            return
+        _suite(quick=quick, only=only, as_json=as_json)
+
+    @command
+    async def _suite(*, quick: bool, only: str | None, as_json: bool) -> None:
+        from shopfloor.bench.suite import GROUPS, QUICK, SuiteParams, run_suite
+        from shopfloor.errors import UsageError
+
+        load_settings()  # logging as configured; each benchmark starts its own servers
+        chosen = tuple(g.strip() for g in only.split(",") if g.strip()) if only else GROUPS
+        unknown = sorted(set(chosen) - set(GROUPS))
+        if unknown:
+            raise UsageError(f"--only: unknown benchmark {', '.join(unknown)}; choose from {', '.join(GROUPS)}")
+        report = await run_suite(
+            QUICK if quick else SuiteParams(), quick=quick, only=chosen,
+            progress=lambda line: typer.echo(f"bench: {line}", err=True),
+        )  # fmt: skip
+        typer.echo(report.model_dump_json(indent=2) if as_json else report.markdown())
+        if report.errors:
+            raise typer.Exit(1)
 
     @bench_app.command("loop")
     @command

@@ -1,4 +1,5 @@
-"""`shopfloor bench loop` runs both sides and reports them (figures are for reading, not asserting)."""
+"""`shopfloor bench` runs each benchmark beside its reference and reports both (figures are for
+reading, not asserting)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import sys
 from pathlib import Path
 
 from worker_process import worker_env
+
+from shopfloor.bench.suite import SuiteReport
 
 SHOPFLOOR = str(Path(sys.executable).parent / "shopfloor")
 
@@ -54,3 +57,52 @@ def test_bench_webhooks_reports_edge_and_ceiling_side_by_side(tmp_path):
         assert row["rps"] > 0
         assert row["p99_ms"] >= row["p50_ms"] > 0
     assert report["machine"] and report["notes"]
+
+
+def test_bench_runs_every_row_beside_its_reference_in_one_table(tmp_path):
+    run = subprocess.run(
+        [SHOPFLOOR, "bench", "--quick", "--json"],
+        env=worker_env(SHOPFLOOR_DATA_DIR=str(tmp_path), SHOPFLOOR_LOG_LEVEL="WARNING"),
+        capture_output=True, text=True, timeout=400,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    report = json.loads(run.stdout)
+    assert report["quick"] is True and report["errors"] == {}, report["errors"]
+    assert report["machine"] and report["notes"]
+    assert set(report["seconds"]) == {"loop", "history", "concurrency", "webhooks", "resume"}
+    params = report["params"]
+    rows = {row["key"]: row for row in report["rows"]}
+    assert list(rows) == [
+        *(f"loop_{ms}ms" for ms in params["loop_latencies_ms"]),
+        *(f"history_{n}_steps" for n in params["history_steps"]),
+        "concurrent_runs",
+        "webhooks",
+        "resume_after_kill",
+    ]
+    for key, row in rows.items():
+        for field in ("measured", "reference", "difference", "ratio"):
+            assert isinstance(row[field], (int, float)), (key, field, row)
+        assert row["measured"] > 0 and row["reference"] > 0, row
+        assert row["what"] and row["unit"] and row["measured_label"] and row["reference_label"], row
+        assert abs(row["difference"] - (row["measured"] - row["reference"])) < 1e-6 * max(1.0, abs(row["measured"]))
+        assert abs(row["ratio"] - row["measured"] / row["reference"]) < 1e-9 * max(1.0, row["ratio"])
+    # The shortest history run is every history row's reference.
+    first = rows[f"history_{params['history_steps'][0]}_steps"]
+    assert first["ratio"] == 1.0
+    assert {rows[f"history_{n}_steps"]["reference"] for n in params["history_steps"]} == {first["measured"]}
+    # The resume row's reference is the heartbeat timeout the bench set; the run was killed in the
+    # middle of a model call, that call was made again, and the run finished.
+    assert rows["resume_after_kill"]["reference"] == params["resume_heartbeat_s"]
+    resume = report["reports"]["resume"]
+    assert resume["state"] == "completed" and resume["model_calls_repeated"] >= 1, resume
+    assert resume["killed_after_s"] > 0, resume
+    assert resume["call_completed_s"] <= resume["resume_s"], resume
+    # Every benchmark's own report travels along in the JSON.
+    assert set(report["reports"]) == set(report["seconds"])
+    assert report["reports"]["history"]["rows"][0]["runs"] >= 1
+
+    # The markdown form of the same report: a header naming the machine, then one line per row.
+    lines = SuiteReport.model_validate(report).markdown().splitlines()
+    assert lines[0].startswith(f"shopfloor bench on {report['machine']}; CI-sized parameters (--quick)")
+    assert lines[2] == "| benchmark | measured | reference | measured − reference | measured / reference |"
+    assert [line.split(" | ")[0] for line in lines[4 : 4 + len(rows)]] == [f"| {r['what']}" for r in rows.values()]

@@ -1,0 +1,264 @@
+"""`shopfloor bench`: every benchmark in one run, one table, each figure beside its reference.
+
+| rows | measured | reference |
+|---|---|---|
+| agent loop, per step (bench.loop) | the durable loop (Temporal) | the same activities in memory |
+| history bytes per step (bench.history) | a run of N steps, all its executions | the shortest run, per step |
+| concurrent runs (bench.concurrency) | N runs at once, wall time | S × latency + one in-memory run |
+| webhook throughput (bench.webhooks) | the edge over HTTP, requests/s | a bare start_workflow loop |
+| resume after kill (bench.resume) | SIGKILL → the step recorded | the model heartbeat timeout |
+
+Each benchmark starts its own Temporal dev server (in memory, no UI) and fake model server, so
+one does not load the next; they run one after another, never at the same time.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from shopfloor.bench.concurrency import ConcurrencyReport, bench_concurrency
+from shopfloor.bench.history import HistoryReport, bench_history
+from shopfloor.bench.loop import LoopReport, bench_loop
+from shopfloor.bench.resume import MODEL_RETRY_INTERVAL_S, ResumeReport, bench_resume
+from shopfloor.bench.webhooks import WebhookBenchReport, bench_webhooks, machine
+
+GROUPS = ("loop", "history", "concurrency", "webhooks", "resume")
+
+
+class SuiteParams(BaseModel):
+    loop_steps: int = 20
+    loop_latencies_ms: list[int] = Field(default_factory=lambda: [0, 500])
+    history_steps: list[int] = Field(default_factory=lambda: [10, 100, 500])
+    concurrent_runs: int = 100
+    concurrent_steps: int = 20
+    concurrent_latency_ms: int = 1000
+    webhook_requests: int = 500
+    webhook_concurrency: int = 32
+    resume_latency_ms: int = 2000
+    resume_heartbeat_s: float = 5.0
+    resume_steps: int = 5
+    resume_kill_in_step: int = 3
+
+
+# CI-sized: every row, in a minute or two on a small machine.
+QUICK = SuiteParams(
+    loop_steps=3, history_steps=[3, 6, 12], concurrent_runs=5, concurrent_steps=3, concurrent_latency_ms=200,
+    webhook_requests=30, webhook_concurrency=4, resume_latency_ms=500,
+)  # fmt: skip
+
+
+class BenchRow(BaseModel):
+    key: str  # stable, for scripts: loop_0ms, history_500_steps, concurrent_runs, webhooks, resume_after_kill
+    what: str
+    unit: str
+    measured_label: str
+    measured: float
+    reference_label: str
+    reference: float
+    difference: float  # measured - reference
+    ratio: float  # measured / reference
+    detail: str = ""
+    digits: int = 1  # how the markdown rounds the figures
+
+    @classmethod
+    def of(cls, *, measured: float, reference: float, **fields: object) -> BenchRow:
+        ratio = measured / reference if reference else math.inf
+        return cls(measured=measured, reference=reference, difference=measured - reference, ratio=ratio, **fields)  # type: ignore[arg-type]
+
+
+class SuiteReport(BaseModel):
+    machine: str
+    quick: bool
+    params: SuiteParams
+    load_average_start: float  # 1-minute load average: other work on the machine skews every row
+    load_average_end: float
+    seconds: dict[str, float]  # wall time of each benchmark
+    rows: list[BenchRow]
+    reports: dict[str, Any] = Field(default_factory=dict)  # each benchmark's own full report, by name
+    errors: dict[str, str] = Field(default_factory=dict)  # benchmark -> why it produced no rows
+    notes: list[str]
+
+    def header(self) -> str:
+        size = "CI-sized parameters (--quick)" if self.quick else "full parameters"
+        total = sum(self.seconds.values())
+        return (
+            f"shopfloor bench on {self.machine}; {size}; 1-minute load average {self.load_average_start:.2f} "
+            f"at start, {self.load_average_end:.2f} at end; {total:.0f} s"
+        )
+
+    def markdown(self) -> str:
+        lines = [
+            self.header(),
+            "",
+            "| benchmark | measured | reference | measured − reference | measured / reference |",
+            "|---|---:|---:|---:|---:|",
+        ]
+        for r in self.rows:
+            d = r.digits
+            lines.append(
+                f"| {r.what} | {r.measured:.{d}f} {r.unit} ({r.measured_label}) | {r.reference:.{d}f} {r.unit} "
+                f"({r.reference_label}) | {r.difference:+.{d}f} {r.unit} | {r.ratio:.2f}× |"
+            )
+        lines += ["", "Details:", ""]
+        lines += [f"- {r.what}: {r.detail}" for r in self.rows if r.detail]
+        if self.errors:
+            lines += ["", "Failed:", ""]
+            lines += [f"- {name}: {why}" for name, why in self.errors.items()]
+        lines += ["", "Notes:", ""]
+        lines += [f"- {n}" for n in self.notes]
+        return "\n".join(lines)
+
+
+def loop_rows(report: LoopReport) -> list[BenchRow]:
+    return [
+        BenchRow.of(
+            key=f"loop_{r.model_latency_ms}ms",
+            what=f"agent loop time per step, {r.model_latency_ms} ms model latency ({r.steps} steps)",
+            unit="ms/step", measured_label="durable, Temporal", measured=r.durable_ms_per_step,
+            reference_label="in memory", reference=r.memory_ms_per_step,
+            detail=f"history {r.history_bytes_per_step} bytes/step",
+        )
+        for r in report.rows
+    ]
+
+
+def history_rows(report: HistoryReport) -> list[BenchRow]:
+    base = report.rows[0]
+    return [
+        BenchRow.of(
+            key=f"history_{r.steps}_steps",
+            what=f"history bytes per step, {r.steps}-step run",
+            unit="bytes/step", measured_label=f"{r.steps} steps", measured=r.bytes_per_step,
+            reference_label=f"{base.steps} steps", reference=base.bytes_per_step, digits=0,
+            detail=(f"{r.history_bytes} bytes in {r.events} events, "
+                    + ("one execution" if r.runs == 1 else f"{r.runs} executions (continued as new {r.runs - 1}×)")
+                    + f"; of which activity inputs and results {r.activity_payload_bytes_per_step:.0f} bytes/step; "
+                    f"the run took {r.seconds:.1f} s"),
+        )
+        for r in report.rows
+    ]
+
+
+def concurrency_rows(r: ConcurrencyReport) -> list[BenchRow]:
+    return [
+        BenchRow.of(
+            key="concurrent_runs",
+            what=f"{r.runs} concurrent runs of {r.steps} steps, {r.model_latency_ms} ms model latency: completion time",
+            unit="s", measured_label="first start to last result", measured=r.seconds,
+            reference_label="ideal", reference=r.ideal_seconds,
+            detail=(f"ideal = {r.steps} × {r.model_latency_ms} ms + {r.steps} × {r.memory_ms_per_step_0ms:.1f} ms "
+                    f"(the in-memory step cost at 0 ms latency); mean run {r.mean_run_seconds:.1f} s, slowest "
+                    f"{r.slowest_run_seconds:.1f} s; {r.steps_per_s:.1f} steps/s on one worker"),
+        )
+    ]
+
+
+def webhook_rows(r: WebhookBenchReport) -> list[BenchRow]:
+    edge, ceiling, rejected = r.rows
+    errors = sum(sum(row.errors.values()) for row in r.rows)
+    return [
+        BenchRow.of(
+            key="webhooks",
+            what=f"webhook throughput, {edge.requests} requests at concurrency {edge.concurrency}",
+            unit="requests/s", measured_label="edge: signed deliveries over HTTP", measured=edge.rps,
+            reference_label="bare start_workflow loop", reference=ceiling.rps, digits=0,
+            detail=(f"edge p50 {edge.p50_ms:.0f} ms, p99 {edge.p99_ms:.0f} ms; bare loop p50 {ceiling.p50_ms:.0f} ms, "
+                    f"p99 {ceiling.p99_ms:.0f} ms; rejected by signature {rejected.rps:.0f} requests/s; "
+                    f"{errors} unexpected answers"),
+        )
+    ]
+
+
+def resume_rows(r: ResumeReport) -> list[BenchRow]:
+    extra = r.retry_attempt - 2
+    attempts = (
+        "the retry's first attempt did it" if extra <= 0
+        else f"{extra} more attempt{'s' if extra > 1 else ''} timed out first (attempt {r.retry_attempt} did it)"
+    )
+    only_that = " (the call in flight at the kill)" if r.model_calls_repeated == 1 else ""
+    return [
+        BenchRow.of(
+            key="resume_after_kill",
+            what=f"resume after the worker is SIGKILLed mid model call ({r.model_latency_ms} ms model latency)",
+            unit="s", measured_label="kill to step recorded", measured=r.resume_s,
+            reference_label="model heartbeat timeout", reference=r.heartbeat_timeout_s, digits=2,
+            detail=(f"from the kill: replacement worker polling {r.replacement_polling_s:.2f} s, retried call taken "
+                    f"{r.retry_started_s:.2f} s ({attempts}), model called again {r.retried_call_s:.2f} s (the new "
+                    f"worker's first model call, provider SDK import included), call done "
+                    f"{r.call_completed_s:.2f} s, step recorded {r.resume_s:.2f} s; bound when the first retry "
+                    f"succeeds: heartbeat {r.heartbeat_timeout_s:g} s + retry interval {MODEL_RETRY_INTERVAL_S:g} s + "
+                    f"one model call {r.model_latency_ms / 1000:g} s; model calls repeated: {r.model_calls_repeated}{only_that}"),
+        )
+    ]
+
+
+NOTES = [
+    ("Agent rows run the explore agent against an OpenAI-wire fake model server (shopfloor.testing, in the "
+     "bench's process) that reads a 10-line file slice a step and answers at the last step; both sides call "
+     "the same activities. Compaction is off, so a step is one model call and one tool call."),
+    ("Durable rows use a Temporal dev server (in memory) and, except for resume, a worker in the bench's own "
+     "process; the resume row runs `shopfloor worker` processes, SIGKILLs the one holding the model call "
+     "and starts a replacement at once."),
+    ("History counts every execution of a run: AgentWorkflow continues as new when Temporal suggests it, so "
+     "long runs span several. The reference is the shortest run's per-step figure: a flat ratio means the "
+     "history holds references, not the growing transcript."),
+    ("Webhooks: the real edge app served by uvicorn in the bench's process (the load generator shares its "
+     "CPU), no worker; the reference makes the same signal-with-start directly."),
+    "Figures are for reading, not asserting: they move with the machine's other load (see the load average).",
+]
+
+
+async def run_suite(
+    params: SuiteParams, *, quick: bool = False, only: tuple[str, ...] = GROUPS,
+    progress: Callable[[str], None] = lambda _: None,
+) -> SuiteReport:  # fmt: skip
+    unknown = sorted(set(only) - set(GROUPS))
+    if unknown:
+        raise ValueError(f"unknown benchmark {', '.join(unknown)}; choose from {', '.join(GROUPS)}")
+    p = params
+    jobs: dict[str, Callable[[], Awaitable[BaseModel]]] = {
+        "loop": lambda: bench_loop(steps=p.loop_steps, latencies_ms=tuple(p.loop_latencies_ms), concurrent=0),
+        "history": lambda: bench_history(steps=tuple(p.history_steps)),
+        "concurrency": lambda: bench_concurrency(
+            runs=p.concurrent_runs, steps=p.concurrent_steps, latency_ms=p.concurrent_latency_ms
+        ),
+        "webhooks": lambda: bench_webhooks(requests=p.webhook_requests, concurrency=p.webhook_concurrency),
+        "resume": lambda: bench_resume(
+            latency_ms=p.resume_latency_ms, heartbeat_s=p.resume_heartbeat_s, steps=p.resume_steps,
+            kill_in_step=p.resume_kill_in_step,
+        ),
+    }  # fmt: skip
+    to_rows: dict[str, Callable[[Any], list[BenchRow]]] = {
+        "loop": loop_rows, "history": history_rows, "concurrency": concurrency_rows,
+        "webhooks": webhook_rows, "resume": resume_rows,
+    }  # fmt: skip
+    load_start = os.getloadavg()[0]
+    rows: list[BenchRow] = []
+    seconds: dict[str, float] = {}
+    errors: dict[str, str] = {}
+    reports: dict[str, Any] = {}
+    for name in GROUPS:
+        if name not in only:
+            continue
+        progress(f"{name} ...")
+        start = time.perf_counter()
+        try:
+            report = await jobs[name]()
+            rows += to_rows[name](report)
+            reports[name] = report.model_dump(mode="json")
+        except Exception as exc:  # noqa: BLE001 - one failed benchmark must not lose the others' figures
+            errors[name] = f"{type(exc).__name__}: {str(exc).strip()[:2000]}"
+        seconds[name] = round(time.perf_counter() - start, 1)
+        progress(f"{name} {'failed' if name in errors else 'done'} in {seconds[name]:.0f} s")
+    return SuiteReport(
+        machine=machine(), quick=quick, params=params, load_average_start=load_start,
+        load_average_end=os.getloadavg()[0], seconds=seconds, rows=rows, reports=reports, errors=errors,
+        notes=NOTES,
+    )  # fmt: skip
+

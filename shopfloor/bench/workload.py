@@ -1,0 +1,216 @@
+"""The agent workload every agent-loop bench runs, and the two ways of running it.
+
+One explore-agent run reads a small slice of a file a step (distinct arguments each step, so the
+doom-loop rule never fires) against a fake model server (OpenAI wire format, latency set at run
+time), then answers. The goal names the step count ("bench N steps"), so runs of any length share
+one server. Compaction is off (a budget no run reaches): each step is exactly one model call and
+one tool call, on both sides.
+
+- durable: AgentWorkflow on a Temporal dev server and a worker, as in production;
+- in memory: the same activities (model_step, read_file) in the same order, called in a plain loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import tempfile
+import time
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from temporalio.api.history.v1 import History, HistoryEvent
+from temporalio.client import Client
+from temporalio.testing import ActivityEnvironment
+
+from shopfloor.activities.model_step import ModelStepActivities
+from shopfloor.activities.tools.activities import ToolActivities
+from shopfloor.activities.transcript_store import TranscriptStore
+from shopfloor.activities.workspace import Workspaces
+from shopfloor.blobs import BlobStore, FileBlobStore
+from shopfloor.devserver import DevServer, free_port
+from shopfloor.models.agent_run import (
+    AgentInput,
+    Limits,
+    ModelStepInput,
+    Timeouts,
+    ToolInput,
+    ToolResult,
+    WorkspaceRef,
+)
+from shopfloor.settings import Settings
+from shopfloor.temporal import connect
+from shopfloor.testing import FakeModelServer, ScriptTurn
+from shopfloor.worker import ProviderCache, build_worker
+from shopfloor.workflows.agent import AgentWorkflow
+
+MODEL = "openai:bench-model"
+AGENT = "explore"
+FILES = 4
+FILE_LINES = 200
+READ_LINES = 10  # a step's tool output: small, so a 500-step transcript stays cheap to resend
+NO_COMPACTION = 10**12  # tokens: no run gets there
+
+
+def make_workspace(root: Path) -> Path:
+    root.mkdir(parents=True)
+    for i in range(FILES):
+        (root / f"module_{i}.py").write_text("".join(f"def f{i}_{n}():\n    return {n}\n" for n in range(FILE_LINES // 2)))
+    return root
+
+
+def goal(steps: int) -> str:
+    return f"bench {steps} steps"
+
+
+def script(turn: int, body: dict[str, Any]) -> ScriptTurn:
+    """Read a slice of a file each turn until the goal's step count, then answer."""
+    first_user = next(m for m in body["messages"] if m["role"] == "user")
+    steps = int(str(first_user["content"]).split()[1])
+    if turn < steps - 1:
+        # Distinct arguments for 4 × 190 turns in a row: a repeated call would (rightly) trip the
+        # doom-loop rule, which looks at the last 20 calls.
+        offset = 1 + (turn // FILES) % (FILE_LINES - READ_LINES)
+        return ScriptTurn.tool("read_file", path=f"module_{turn % FILES}.py", offset=offset, limit=READ_LINES)
+    return ScriptTurn(content="done")
+
+
+def agent_input(workspace: WorkspaceRef, steps: int, *, heartbeat_s: float | None = None) -> AgentInput:
+    timeouts = Timeouts() if heartbeat_s is None else Timeouts(model_heartbeat_s=heartbeat_s)
+    return AgentInput(
+        agent=AGENT, model=MODEL, goal=goal(steps), workspace=workspace, limits=Limits(max_steps=steps),
+        timeouts=timeouts, compaction_budget_tokens=NO_COMPACTION,
+    )  # fmt: skip
+
+
+@dataclass
+class ChainHistory:
+    """Every run of one workflow id, first to last (AgentWorkflow continues as new when Temporal
+    suggests it, so a long agent run spans several)."""
+
+    runs: int
+    events: list[HistoryEvent]
+    bytes: int  # the serialized histories, summed over the runs
+    activity_payload_bytes: int  # of which: activity inputs and results
+
+
+async def chain_history(client: Client, workflow_id: str, first_run_id: str) -> ChainHistory:
+    run_id: str | None = first_run_id
+    runs, size, payloads = 0, 0, 0
+    events: list[HistoryEvent] = []
+    while run_id:
+        history = await client.get_workflow_handle(workflow_id, run_id=run_id).fetch_history()
+        runs += 1
+        size += History(events=history.events).ByteSize()
+        events += history.events
+        for e in history.events:
+            if e.HasField("activity_task_scheduled_event_attributes"):
+                payloads += e.activity_task_scheduled_event_attributes.input.ByteSize()
+            elif e.HasField("activity_task_completed_event_attributes"):
+                payloads += e.activity_task_completed_event_attributes.result.ByteSize()
+        last = history.events[-1] if history.events else None
+        run_id = (
+            last.workflow_execution_continued_as_new_event_attributes.new_execution_run_id
+            if last is not None and last.HasField("workflow_execution_continued_as_new_event_attributes")
+            else None
+        )
+    return ChainHistory(runs=runs, events=events, bytes=size, activity_payload_bytes=payloads)
+
+
+@dataclass
+class DurableRun:
+    seconds: float  # start_workflow .. result
+    history: ChainHistory | None
+
+
+@dataclass
+class AgentBench:
+    """A Temporal dev server, a fake model server and (optionally) an in-process worker."""
+
+    client: Client
+    settings: Settings
+    workspace: WorkspaceRef
+    fake: FakeModelServer
+    blobs: BlobStore
+    providers: ProviderCache
+    base: Path
+
+    async def durable(self, steps: int, *, history: bool = True) -> DurableRun:
+        start = time.perf_counter()
+        handle = await self.client.start_workflow(
+            AgentWorkflow.run, agent_input(self.workspace, steps),
+            id=f"bench/agent-{uuid.uuid4().hex[:10]}", task_queue=self.settings.task_queue,
+        )  # fmt: skip
+        result = await handle.result()
+        elapsed = time.perf_counter() - start
+        if result.state != "completed" or result.steps != steps:
+            raise RuntimeError(f"bench run ended {result.state} after {result.steps} of {steps} steps: {result.reason}")
+        chain = await chain_history(self.client, handle.id, handle.first_execution_run_id or handle.run_id or "") if history else None
+        return DurableRun(seconds=elapsed, history=chain)
+
+    async def in_memory(self, steps: int) -> float:
+        """The workflow's loop, minus Temporal: same activities, same order, called directly."""
+        env = ActivityEnvironment()
+        model = ModelStepActivities(TranscriptStore(self.blobs), self.providers)
+        tools = ToolActivities(self.blobs, Workspaces(Path(tempfile.mkdtemp(prefix="ws-", dir=self.base)), self.blobs))
+        by_name = {"read_file": tools.read_file, "list_dir": tools.list_dir, "glob": tools.glob, "grep": tools.grep}
+        transcript: str | None = None
+        append: list[ToolResult] = []
+        start = time.perf_counter()
+        for step in range(1, steps + 1):
+            out = await env.run(
+                model.model_step,
+                ModelStepInput(
+                    agent=AGENT, model=MODEL, step=step, transcript=transcript,
+                    goal=goal(steps) if transcript is None else None, append=append,
+                ),
+            )  # fmt: skip
+            transcript = out.transcript
+            if not out.tool_calls:
+                break
+            append = list(
+                await asyncio.gather(
+                    *(
+                        env.run(by_name[c.name], ToolInput(workspace=self.workspace, reply_digest=out.reply_digest, call_id=c.id, name=c.name))
+                        for c in out.tool_calls
+                    )
+                )
+            )
+        return time.perf_counter() - start
+
+
+@asynccontextmanager
+async def agent_bench(*, worker: bool = True, latency_s: float = 0.0) -> AsyncIterator[AgentBench]:
+    """Everything the agent-loop benches need, on free ports, gone afterwards."""
+    with tempfile.TemporaryDirectory(prefix="shopfloor-bench-") as tmp:
+        base = Path(tmp)
+        workspace = WorkspaceRef(repo="local/bench", path=str(make_workspace(base / "repo")))
+        server = DevServer(port=free_port())  # in memory (no db file), no UI
+        server.start()
+        try:
+            await server.wait_ready()
+            with FakeModelServer(script, latency_s=latency_s) as fake:
+                settings = Settings(
+                    temporal_address=server.address,
+                    task_queue=f"bench-{uuid.uuid4().hex[:8]}",
+                    data_dir=base / "data",
+                    openai_base_url=fake.openai_base_url,
+                    openai_api_key="bench-not-a-secret",
+                )
+                client = await connect(settings)
+                blobs = FileBlobStore(base / "blobs")
+                providers = ProviderCache(settings)
+                bench = AgentBench(client, settings, workspace, fake, blobs, providers, base)
+                try:
+                    if worker:
+                        async with build_worker(client, settings, providers=providers, blobs=blobs):
+                            yield bench
+                    else:
+                        yield bench
+                finally:
+                    await providers.aclose()
+        finally:
+            server.stop()
