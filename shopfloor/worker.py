@@ -71,6 +71,16 @@ class ProviderCache:
             )
         return self._providers[key]
 
+    def prewarm(self, models: list[str]) -> None:
+        """Open the configured models' providers now, at worker start: opening one imports its SDK
+        (seconds, blocking the event loop), which inside a model call's first attempt on a fresh
+        worker could outlast a short heartbeat timeout. Failures wait for the call that needs it."""
+        for model in dict.fromkeys(models):
+            try:
+                self(ModelSpec.parse(model))
+            except Exception as exc:  # noqa: BLE001 - the model call reports it, with its own error
+                log.info("model provider not opened at start", model=model, error=str(exc)[:200])
+
     async def aclose(self) -> None:
         await asyncio.gather(*(p.aclose() for p in self._providers.values()), return_exceptions=True)
         self._providers.clear()
@@ -153,6 +163,7 @@ async def run_worker(client: Client, settings: Settings) -> None:
     if note:
         log.warning("commands will run UNSANDBOXED", sandbox=settings.sandbox, reason=note)
     providers = ProviderCache(settings)
+    providers.prewarm([settings.model, *settings.agent_models.values()])
     worker = build_worker(client, settings, providers=providers)
     log.info("worker started", task_queue=settings.task_queue, namespace=settings.temporal_namespace, sandbox=mode)
     try:
