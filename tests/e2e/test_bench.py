@@ -5,14 +5,10 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
-from pathlib import Path
 
-from worker_process import worker_env
+from worker_process import SHOPFLOOR, worker_env
 
 from shopfloor.bench.suite import SuiteReport
-
-SHOPFLOOR = str(Path(sys.executable).parent / "shopfloor")
 
 
 def test_bench_loop_reports_durable_and_in_memory_side_by_side(tmp_path):
