@@ -54,12 +54,17 @@ TRIAGE_METERED = [
 ]
 
 
+def metered(fake: FakeModelServer) -> dict:
+    """Worker settings for a priced model on the fake server: [1.0, 2.0] USD per Mtok."""
+    return {"model": "openai:metered", "prices": {"metered": (1.0, 2.0)}, "openai_base_url": fake.openai_base_url,
+            "openai_api_key": SecretStr("sk-metered-not-a-secret")}  # fmt: skip
+
+
 async def test_a_budget_spent_by_triage_starts_no_fix(simulator, settings, running_worker, temporal_client, tmp_path):
     policy = POLICY + "budgets:\n  max_cost_usd_per_run: 0.004\n"
     with FakeModelServer(TRIAGE_METERED) as fake:
         async with factory(simulator, settings, running_worker, temporal_client, tmp_path, {}, policy,
-                           model="openai:metered", prices={"metered": (1.0, 2.0)}, openai_base_url=fake.openai_base_url,
-                           openai_api_key=SecretStr("sk-metered-not-a-secret")) as f:  # fmt: skip
+                           **metered(fake)) as f:  # fmt: skip
             number = f.open_issue("add() subtracts", "add(2, 3) returns -1, expected 5.")
             state = await f.state_when(lambda s: s.result != "", "the run to end")
             final = await f.progress_when(number, "Final state: failed")
@@ -75,28 +80,22 @@ async def test_the_cost_budget_runs_out_mid_fix_and_the_work_is_salvaged(
 ):
     """Acceptance 6 with money rather than steps: a priced model, a $0.01 budget for the run;
     triage spends $0.004, the fix agent edits, then the next step would pass the budget."""
-    every_step = Usage(input_tokens=1_000, output_tokens=500)  # $0.002 at [1.0, 2.0] per Mtok
-    triage = [
-        ScriptTurn(tool_calls=[ScriptToolCall(name="read_file", arguments={"path": "calc/ops.py"})], usage=every_step),
-        ScriptTurn(tool_calls=[ScriptToolCall(name="submit", arguments=TRIAGE)], usage=every_step),
-    ]
     fix = [
-        ScriptTurn(tool_calls=[ScriptToolCall(name="read_file", arguments={"path": "calc/ops.py"})], usage=every_step),
-        ScriptTurn(tool_calls=[ScriptToolCall(name="edit_file", arguments=GOOD_EDIT)], usage=every_step),
+        ScriptTurn(tool_calls=[ScriptToolCall(name="read_file", arguments={"path": "calc/ops.py"})], usage=EVERY_STEP),
+        ScriptTurn(tool_calls=[ScriptToolCall(name="edit_file", arguments=GOOD_EDIT)], usage=EVERY_STEP),
         *[ScriptTurn(tool_calls=[ScriptToolCall(name="run_command", arguments={"command": f"python -c 'print({i})'"})],
-                     usage=every_step) for i in range(10)],  # fmt: skip
+                     usage=EVERY_STEP) for i in range(10)],  # fmt: skip
     ]
 
     def answer(turn: int, body: dict) -> ScriptTurn:
         system = json.dumps(body.get("messages", [])[:1])
-        script = triage if "You are `triage`" in system else fix
+        script = TRIAGE_METERED if "You are `triage`" in system else fix
         return script[turn] if turn < len(script) else ScriptTurn(content="out of script")
 
     policy = POLICY + "budgets:\n  max_cost_usd_per_run: 0.01\n"
     with FakeModelServer(answer) as fake:
         async with factory(simulator, settings, running_worker, temporal_client, tmp_path, {}, policy,
-                           model="openai:metered", prices={"metered": (1.0, 2.0)}, openai_base_url=fake.openai_base_url,
-                           openai_api_key=SecretStr("sk-metered-not-a-secret")) as f:  # fmt: skip
+                           **metered(fake)) as f:  # fmt: skip
             number = f.open_issue("add() subtracts", "add(2, 3) returns -1, expected 5.")
             state = await f.state_when(lambda s: s.result != "", "the run to end")
             final = await f.progress_when(number, "Final state: salvaged")
