@@ -22,20 +22,17 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from factory_runs import APPROVE, FIX, TEST_CMD, TRIAGE, edge_subscribed, sample_repo
 from pydantic import SecretStr
-from factory_runs import APPROVE, FIX, TEST_CMD, TRIAGE, sample_repo
 from simulator_runs import SimulatorHandle
 from temporalio.client import Client, WorkflowHandle
 from temporalio.service import RPCError, RPCStatusCode
-from threaded_server import serving
 from worker_process import WorkerProcess, worker_env
 
-from shopfloor.blobs import FileBlobStore
 from shopfloor.models.factory import IssueOutcome
 from shopfloor.models.factory_run import FactoryState
 from shopfloor.models.inbox import issue_workflow_id
 from shopfloor.testing import FakeModelServer, LoggedRequest, ScriptTurn
-from shopfloor.webhooks.app import create_app
 
 SECRET = "factory-crash-edge-secret"
 LATENCY_S = 1.0  # every model call "thinks" this long: the window in which a worker is killed
@@ -129,16 +126,11 @@ async def test_worker_killed_during_fix_and_during_review_still_merges_once(
         "github_api_url": simulator.api_url, "github_token": SecretStr("bot-token"),
         "webhook_secret": SecretStr(SECRET),
     })  # fmt: skip
-    blobs = FileBlobStore(settings.data_dir / "blobs")
-
-    async def get_client() -> Client:
-        return temporal_client
-
     workers: list[WorkerProcess] = []
     handle: WorkflowHandle | None = None
     outcome: IssueOutcome | None = None
     with FakeModelServer(answer, latency_s=LATENCY_S) as fake, \
-            serving(create_app(get_client, edge_settings, blobs), name="edge") as edge_url:  # fmt: skip
+            edge_subscribed(simulator, repo, temporal_client, edge_settings):  # fmt: skip
         env = worker_env(
             SHOPFLOOR_TEMPORAL_ADDRESS=temporal_server.address,
             SHOPFLOOR_TASK_QUEUE=settings.task_queue,
@@ -157,11 +149,6 @@ async def test_worker_killed_during_fix_and_during_review_still_merges_once(
             OPENAI_BASE_URL=fake.openai_base_url,
             OPENAI_API_KEY="sk-test-not-a-secret",
         )
-        hook = simulator.api(owner).post(f"/repos/{repo}/hooks", json={
-            "config": {"url": f"{edge_url}/webhooks/github", "secret": SECRET, "content_type": "json"},
-            "events": ["*"], "active": True,
-        })  # fmt: skip
-        assert hook.status_code == 201, hook.text
 
         def start_worker() -> WorkerProcess:
             workers.append(WorkerProcess(env, tmp_path / f"worker-{len(workers) + 1}.log"))

@@ -15,17 +15,16 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TypeVar
 
+from factory_runs import edge_subscribed
 from pydantic import SecretStr
 from simulator_runs import SimulatorHandle
 from temporalio.client import Client, WorkflowHandle
 from temporalio.service import RPCError, RPCStatusCode
-from threaded_server import serving
 
 from shopfloor.blobs import FileBlobStore, get_json
 from shopfloor.models.factory import InboxSummary
 from shopfloor.models.inbox import issue_workflow_id
 from shopfloor.settings import Settings
-from shopfloor.webhooks.app import create_app
 
 SECRET = "e2e-edge-secret"
 T = TypeVar("T")
@@ -68,15 +67,7 @@ async def test_people_on_github_reach_the_issue_workflow_through_the_edge(
     })  # fmt: skip
     blobs = FileBlobStore(worker_settings.data_dir / "blobs")  # the edge writes snapshots where workers read
 
-    async def get_client() -> Client:
-        return temporal_client
-
-    with serving(create_app(get_client, worker_settings, blobs), name="edge") as edge_url:
-        hook = simulator.api(owner).post(f"/repos/{repo}/hooks", json={
-            "config": {"url": f"{edge_url}/webhooks/github", "secret": SECRET, "content_type": "json"},
-            "events": ["*"], "active": True,
-        })  # fmt: skip
-        assert hook.status_code == 201, hook.text
+    with edge_subscribed(simulator, repo, temporal_client, worker_settings):
         bob, maria = simulator.api("bob"), simulator.api("maria")
 
         async with running_worker(worker_settings):

@@ -9,8 +9,8 @@ from __future__ import annotations
 import asyncio
 import base64
 import uuid
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -132,19 +132,29 @@ async def factory(simulator: SimulatorHandle, settings: Settings, running_worker
         "github_api_url": simulator.api_url, "github_token": SecretStr("bot-token"),
         "webhook_secret": SecretStr(SECRET), "agent_models": agent_models, **extra_settings,
     })  # fmt: skip
-    blobs = FileBlobStore(worker_settings.data_dir / "blobs")
+    with edge_subscribed(simulator, repo, client, worker_settings) as edge_url:
+        async with running_worker(worker_settings):
+            yield Factory(simulator, client, repo, edge_url=edge_url)
+
+
+@contextmanager
+def edge_subscribed(simulator: SimulatorHandle, repo: str, client: Client, edge_settings: Settings) -> Iterator[str]:
+    """The webhook edge serving `edge_settings` (its secret, its data dir's blob store, where the
+    workers read snapshots), with a hook on `repo` delivering every event to it. Yields its URL."""
+    assert edge_settings.webhook_secret is not None, "the edge needs a webhook secret"
+    blobs = FileBlobStore(edge_settings.data_dir / "blobs")
 
     async def get_client() -> Client:
         return client
 
-    with serving(create_app(get_client, worker_settings, blobs), name="edge") as edge_url:
-        hook = simulator.api(owner).post(f"/repos/{repo}/hooks", json={
-            "config": {"url": f"{edge_url}/webhooks/github", "secret": SECRET, "content_type": "json"},
+    with serving(create_app(get_client, edge_settings, blobs), name="edge") as edge_url:
+        secret = edge_settings.webhook_secret.get_secret_value()
+        hook = simulator.api(repo.split("/")[0]).post(f"/repos/{repo}/hooks", json={
+            "config": {"url": f"{edge_url}/webhooks/github", "secret": secret, "content_type": "json"},
             "events": ["*"], "active": True,
         })  # fmt: skip
         assert hook.status_code == 201, hook.text
-        async with running_worker(worker_settings):
-            yield Factory(simulator, client, repo, edge_url=edge_url)
+        yield edge_url
 
 
 def fix_turns(edit: dict[str, str] = GOOD_EDIT, **fix: Any) -> list[dict[str, Any]]:
