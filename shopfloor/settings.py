@@ -32,6 +32,9 @@ class Settings(BaseSettings):
     task_queue: str = "shopfloor"
     # Workflows kept in a worker's cache. 0 forces a full replay of every task (tests use it).
     max_cached_workflows: int = Field(default=1000, ge=0)
+    # Activities one worker runs at once: model calls waiting on a provider (cheap) and tool calls,
+    # each command a sandboxed process under the repository's limits (size memory for those).
+    max_concurrent_activities: int = Field(default=200, ge=1)
 
     data_dir: Path = Field(default_factory=lambda: Path.home() / ".shopfloor")
     blob_url: str | None = None  # default: file store under <data_dir>/blobs; s3://bucket/prefix

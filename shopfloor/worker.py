@@ -152,8 +152,7 @@ def build_worker(
         ],
         workflow_runner=SANDBOX,
         max_cached_workflows=settings.max_cached_workflows,
-        # Tool activities are cheap and mostly I/O; model calls wait on the network.
-        max_concurrent_activities=200,
+        max_concurrent_activities=settings.max_concurrent_activities,
     )
 
 
