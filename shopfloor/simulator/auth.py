@@ -106,7 +106,7 @@ def permission(repo: Repo, user: User) -> str | None:
     if user.id == repo.owner.id:
         return "admin"
     explicit = repo.collaborators.get(user.login.lower())
-    if user.login == BOT_LOGIN:
+    if user.login == BOT_LOGIN and repo.parent is None:  # the app is not installed on people's forks
         return explicit if explicit and RANK[explicit] > RANK["write"] else "write"
     if explicit:
         return explicit

@@ -112,6 +112,30 @@ class Simulator:
         log.info("sim_repo_ready", repo=repo.full_name, ci=bool(ci_command))
         return repo
 
+    def fork_repo(self, source: Repo, owner: str) -> Repo:
+        """`owner`'s fork of `source` (its existing one if it has it), as POST /repos/{o}/{r}/forks."""
+        with self.store.lock:
+            existing = self.store.repo(owner, source.name)
+            if existing is not None:
+                if existing.parent is source:
+                    return existing
+                raise GitHubError(422, "Repository creation failed.", errors=[{
+                    "resource": "Repository", "code": "custom", "field": "name",
+                    "message": "name already exists on this account"}])  # fmt: skip
+            path = self.repos_dir / owner / f"{source.name}.git"
+            try:
+                git = source.git.fork_to(path)
+            except GitError as exc:
+                shutil.rmtree(path, ignore_errors=True)
+                raise GitHubError(422, f"Repository creation failed: {exc}") from None
+            t = now()
+            fork = Repo(id=self.store.new_id(), owner=self.store.user(owner), name=source.name, git=git,
+                        default_branch=source.default_branch, private=source.private, ci_command=None,
+                        created_at=t, updated_at=t, pushed_at=t, description=source.description, parent=source)  # fmt: skip
+            self.store.repos[f"{owner}/{source.name}".lower()] = fork
+        log.info("sim_repo_forked", repo=fork.full_name, parent=source.full_name)
+        return fork
+
     def add_hook(self, repo: Repo, *, url: str, secret: str | None, events: list[str],
                  content_type: str = "json", active: bool = True, insecure_ssl: str = "0") -> Hook:  # fmt: skip
         with self.store.lock:
@@ -136,13 +160,17 @@ class Simulator:
                 if not update.ref.startswith("refs/heads/") or update.after == "0" * 40:
                     continue
                 branch = update.ref.removeprefix("refs/heads/")
-                for issue in self.open_prs(repo, head=branch):
-                    assert issue.pr is not None
-                    issue.pr.head_sha = update.after
-                    issue.updated_at = now()
-                    self.events.pull_request(repo, issue, "synchronize", pusher,
-                                             before=update.before, after=update.after)  # fmt: skip
-                    self.ci.trigger(repo, issue)
+                # PRs with this head: in this repository, and in the one it was forked from.
+                for base in (repo, repo.parent) if repo.parent is not None else (repo,):
+                    head_repo = None if base is repo else repo
+                    for issue in self.open_prs(base, head=branch, head_repo=head_repo):
+                        assert issue.pr is not None
+                        base.git.set_pull_head(issue.number, update.after, source=repo.git if head_repo else None)
+                        issue.pr.head_sha = update.after
+                        issue.updated_at = now()
+                        self.events.pull_request(base, issue, "synchronize", pusher,
+                                                 before=update.before, after=update.after)  # fmt: skip
+                        self.ci.trigger(base, issue)
 
     def on_git_push(self, owner: str, name: str, pusher_login: str, updates: list[RefUpdate]) -> None:
         repo = self.store.repo(owner, name)
@@ -151,6 +179,10 @@ class Simulator:
         self.refs_moved(repo, self.store.user(pusher_login), updates)
 
     @staticmethod
-    def open_prs(repo: Repo, *, head: str | None = None, base: str | None = None) -> list[Issue]:
+    def open_prs(repo: Repo, *, head: str | None = None, base: str | None = None,
+                 head_repo: Repo | None = None) -> list[Issue]:  # fmt: skip
+        """Open PRs of `repo`; with `head`, those whose head is that branch of `head_repo` (None:
+        of `repo` itself)."""
         return [i for i in repo.issues.values() if i.pr and i.state == "open"
-                and (head is None or i.pr.head_ref == head) and (base is None or i.pr.base_ref == base)]  # fmt: skip
+                and (head is None or (i.pr.head_ref == head and i.pr.head_repo is head_repo))
+                and (base is None or i.pr.base_ref == base)]  # fmt: skip

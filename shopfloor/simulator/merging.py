@@ -45,7 +45,7 @@ def merge_pull(sim: Any, r: Repo, issue: Issue, user: User, *, method: str, titl
         commits = r.git.commits_between(r.git.merge_base(base_before, pr.head_sha) or base_before, pr.head_sha)
         default_message = "\n\n".join(f"* {c.message.strip()}" for c in commits)
     else:
-        default_title = f"Merge pull request #{issue.number} from {r.owner.login}/{pr.head_ref}"
+        default_title = f"Merge pull request #{issue.number} from {(pr.head_repo or r).owner.login}/{pr.head_ref}"
         default_message = issue.title
     author = (user.login, f"{user.id}+{user.login}@users.noreply.simulator")
     try:

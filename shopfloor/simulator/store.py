@@ -69,6 +69,7 @@ class PullRequest:
     head_ref: str
     head_sha: str
     base_ref: str
+    head_repo: Repo | None = None  # a fork the head branch lives in; None: the base repository
     draft: bool = False
     maintainer_can_modify: bool = True
     merged: bool = False
@@ -191,6 +192,7 @@ class Repo:
     updated_at: datetime
     pushed_at: datetime
     description: str | None = None
+    parent: Repo | None = None  # set on a fork: the repository it was forked from
     labels: dict[str, Label] = field(default_factory=dict)  # by lower-cased name
     issues: dict[int, Issue] = field(default_factory=dict)
     collaborators: dict[str, str] = field(default_factory=dict)  # login -> permission

@@ -10,24 +10,27 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
 from shopfloor.simulator.auth import can
+from shopfloor.simulator.core import Simulator
 from shopfloor.simulator.deps import load_issue, load_repo, paginate
 from shopfloor.simulator.errors import GitHubError, custom_invalid, invalid
 from shopfloor.simulator.git.repos import GitError, MergeConflict, RefUpdate
 from shopfloor.simulator.merging import merge_pull
 from shopfloor.simulator.api.issues import IssueUpdate, update_fields
-from shopfloor.simulator.store import Issue, PullRequest, now
+from shopfloor.simulator.store import Issue, PullRequest, Repo, now
 
 router = APIRouter()
 
 
-def _branch(owner: str, ref: str) -> str:
-    """`owner:branch` or `branch` → branch (forks are not simulated: the owner must match)."""
-    if ":" in ref:
-        who, _, branch = ref.partition(":")
-        if who.lower() != owner.lower():
-            raise invalid("PullRequest", "head")
-        return branch
-    return ref
+def _head(sim: Simulator, r: Repo, ref: str) -> tuple[Repo | None, str]:
+    """`branch` or `owner:branch` → (the fork it lives in, or None for `r` itself; the branch).
+    Another owner's branch must be in their fork of `r` (GitHub's fork network, one level)."""
+    who, sep, branch = ref.partition(":")
+    if not sep or who.lower() == r.owner.login.lower():
+        return None, branch if sep else ref
+    fork = sim.store.repo(who, r.name)
+    if fork is None or fork.parent is not r:
+        raise invalid("PullRequest", "head")
+    return fork, branch
 
 
 class NewPull(BaseModel):
@@ -43,15 +46,18 @@ class NewPull(BaseModel):
 @router.post("/repos/{owner}/{repo}/pulls", status_code=201)
 def create_pull(owner: str, repo: str, body: NewPull, request: Request) -> JSONResponse:
     sim, actor, r = load_repo(request, owner, repo)
-    head, base = _branch(r.owner.login, body.head), body.base
+    base = body.base
     with sim.store.lock:
-        head_sha, base_sha = r.git.ref_sha(head), r.git.ref_sha(base)
+        head_repo, head = _head(sim, r, body.head)
+        head_sha, base_sha = (head_repo or r).git.ref_sha(head), r.git.ref_sha(base)
         if base_sha is None:
             raise invalid("PullRequest", "base")
         if head_sha is None:
             raise invalid("PullRequest", "head")
-        if sim.open_prs(r, head=head, base=base):
-            raise custom_invalid("PullRequest", f"A pull request already exists for {r.owner.login}:{head}.")
+        if sim.open_prs(r, head=head, base=base, head_repo=head_repo):
+            raise custom_invalid("PullRequest", f"A pull request already exists for {(head_repo or r).owner.login}:{head}.")
+        if head_repo is not None:
+            r.git.fetch_commit(head_repo.git, head_sha)
         if r.git.is_ancestor(head_sha, base_sha):
             raise custom_invalid("PullRequest", f"No commits between {base} and {head}")
         title = body.title
@@ -66,7 +72,9 @@ def create_pull(owner: str, repo: str, body: NewPull, request: Request) -> JSONR
         issue = Issue(id=sim.store.new_id(), number=r.next_number(), title=title, body=body.body, user=actor.user,
                       created_at=t, updated_at=t,
                       pr=PullRequest(id=sim.store.new_id(), head_ref=head, head_sha=head_sha, base_ref=base,
-                                     draft=body.draft, maintainer_can_modify=body.maintainer_can_modify))  # fmt: skip
+                                     head_repo=head_repo, draft=body.draft,
+                                     maintainer_can_modify=body.maintainer_can_modify))  # fmt: skip
+        r.git.set_pull_head(issue.number, head_sha)
         r.issues[issue.number] = issue
         sim.events.pull_request(r, issue, "opened", actor.user)
         sim.ci.trigger(r, issue)
@@ -117,11 +125,15 @@ def list_pulls(owner: str, repo: str, request: Request) -> JSONResponse:
     sim, _, r = load_repo(request, owner, repo)
     q = request.query_params
     state = q.get("state", "open")
-    head = _branch(r.owner.login, q["head"]) if q.get("head") else None
     base = q.get("base")
     with sim.store.lock:
+        try:
+            head_repo, head = _head(sim, r, q["head"]) if q.get("head") else (None, None)
+        except GitHubError:  # a head in no fork of this repository: no pull request has it
+            return paginate(request, [], shape=lambda i: sim.pulls.simple(r, i))
         found = [i for i in r.issues.values() if i.pr and (state == "all" or i.state == state)
-                 and (head is None or i.pr.head_ref == head) and (base is None or i.pr.base_ref == base)]  # fmt: skip
+                 and (head is None or (i.pr.head_ref == head and i.pr.head_repo is head_repo))
+                 and (base is None or i.pr.base_ref == base)]  # fmt: skip
         found.sort(key=lambda i: i.number, reverse=q.get("direction", "desc") != "asc")
         return paginate(request, found, shape=lambda i: sim.pulls.simple(r, i))
 
@@ -194,19 +206,23 @@ def update_branch(owner: str, repo: str, number: int, request: Request,
         if body and body.expected_head_sha and body.expected_head_sha != pr.head_sha:
             raise GitHubError(422, "expected head sha didn’t match current head ref.")
         base_sha = r.git.ref_sha(pr.base_ref)
-        if issue.state != "open" or base_sha is None or r.git.ref_sha(pr.head_ref) != pr.head_sha:
+        head = pr.head_repo or r  # a fork's branch is updated in the fork, if its author allows it
+        if head is not r and not pr.maintainer_can_modify and not can(head, actor.user, "write"):
+            raise GitHubError(422, "Cannot update the branch of this pull request: maintainers may not modify it")
+        if issue.state != "open" or base_sha is None or head.git.ref_sha(pr.head_ref) != pr.head_sha:
             raise GitHubError(422, "Cannot update the branch of this pull request")
         if r.git.is_ancestor(base_sha, pr.head_sha):
             return JSONResponse({"message": "Updating pull request branch.", "url": ""}, status_code=202)
         author = (actor.login, f"{actor.user.id}+{actor.login}@users.noreply.simulator")
         before = pr.head_sha
         try:
-            new = r.git.merge(pr.head_ref, base_sha, method="merge", author=author, message="",
-                              title=f"Merge branch '{pr.base_ref}' into {pr.head_ref}")  # fmt: skip
+            head.git.fetch_commit(r.git, base_sha)
+            new = head.git.merge(pr.head_ref, base_sha, method="merge", author=author, message="",
+                                 title=f"Merge branch '{pr.base_ref}' into {pr.head_ref}")  # fmt: skip
         except MergeConflict:
             raise GitHubError(422, "merge conflict between base and head") from None
         except GitError as exc:
             raise GitHubError(422, str(exc)) from None
-        sim.refs_moved(r, actor.user, [RefUpdate(f"refs/heads/{pr.head_ref}", before, new)])
+        sim.refs_moved(head, actor.user, [RefUpdate(f"refs/heads/{pr.head_ref}", before, new)])
         url = f"{sim.config.base_url}/{r.full_name}/pull/{number}"
         return JSONResponse({"message": "Updating pull request branch.", "url": url}, status_code=202)

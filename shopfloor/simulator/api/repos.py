@@ -1,4 +1,4 @@
-"""Users, repositories, branches, commits, file contents, collaborators and the rate limit."""
+"""Users, repositories, forks, branches, commits, file contents, collaborators and the rate limit."""
 
 from __future__ import annotations
 
@@ -59,6 +59,31 @@ def get_repo(owner: str, repo: str, request: Request) -> JSONResponse:
                                "push": RANK[have] >= RANK["write"], "triage": RANK[have] >= RANK["triage"],
                                "pull": True}  # fmt: skip
         return JSONResponse(data)
+
+
+class NewFork(BaseModel):
+    organization: str | None = None
+    name: str | None = None
+    default_branch_only: bool = False
+
+
+@router.post("/repos/{owner}/{repo}/forks", status_code=202)
+def create_fork(owner: str, repo: str, request: Request, body: NewFork | None = None) -> JSONResponse:
+    """A fork owned by the caller (or `organization`); asking again returns the same fork."""
+    sim, actor, r = load_repo(request, owner, repo)
+    body = body or NewFork()
+    if actor.kind == "bot":
+        raise GitHubError(403, "Resource not accessible by integration")
+    if r.parent is not None:
+        raise invalid("Repository", "parent", message="the simulator forks only repositories that are not forks")
+    if body.name not in (None, r.name):
+        raise invalid("Repository", "name", message="the simulator keeps a fork's name: its parent's")
+    target = body.organization or actor.login
+    if not LOGIN_RE.match(target) or target.lower() == r.owner.login.lower():
+        raise invalid("Repository", "organization")
+    fork = sim.fork_repo(r, target)
+    with sim.store.lock:
+        return JSONResponse(sim.shapes.repo(fork, full=True), status_code=202)
 
 
 @router.get("/repos/{owner}/{repo}/branches")

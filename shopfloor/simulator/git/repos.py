@@ -99,6 +99,18 @@ class BareRepo:
         log.info("sim_repo_created", path=str(path), default_branch=default_branch, sha=sha)
         return repo
 
+    def fork_to(self, path: Path) -> BareRepo:
+        """A fork at `path`: a bare clone holding this repository's branches and tags (never its
+        `refs/pull/*`, as on GitHub)."""
+        path = Path(path)
+        if path.exists() and any(path.iterdir()):
+            raise GitError(f"cannot fork to {path}: the directory is not empty")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        run_git(["clone", "--quiet", "--bare", "--", str(self.path), str(path)])
+        run_git(["config", "receive.autogc", "false"], git_dir=path)
+        log.info("sim_repo_forked", source=str(self.path), path=str(path))
+        return BareRepo(path)
+
     # -- refs ------------------------------------------------------------------------------
 
     def default_branch(self) -> str:
@@ -145,6 +157,22 @@ class BareRepo:
             if old is not None and not force and not self.is_ancestor(old, sha):
                 raise GitError(f"Update is not a fast forward: {branch} is at {old}, not an ancestor of {sha}")
             run_git(["update-ref", f"refs/heads/{branch}", sha, old or ZERO_SHA], git_dir=self.path)
+
+    def set_pull_head(self, number: int, sha: str, source: BareRepo | None = None) -> None:
+        """Point `refs/pull/<number>/head` at `sha`, fetching it from `source` (a fork) first when
+        this repository lacks it: GitHub keeps every pull request's head there, forks' included."""
+        if source is not None:
+            self.fetch_commit(source, sha)
+        if not self.commit_exists(sha):
+            raise GitError(f"cannot set refs/pull/{number}/head to {sha}: no such commit")
+        run_git(["update-ref", f"refs/pull/{number}/head", sha], git_dir=self.path)
+
+    def fetch_commit(self, source: BareRepo, sha: str) -> None:
+        """Bring `sha` and its history over from `source` (fork and parent share a network)."""
+        if not self.commit_exists(sha):
+            with self.lock:
+                run_git(["-c", "uploadpack.allowAnySHA1InWant=true", "fetch", "--quiet", "--no-tags", "--",
+                         str(source.path), sha], git_dir=self.path)  # fmt: skip
 
     def delete_branch(self, branch: str) -> None:
         with self.lock:

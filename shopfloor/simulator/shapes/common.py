@@ -74,7 +74,7 @@ class Shapes:
         data: dict[str, Any] = {
             "id": r.id, "node_id": node_id("Repository", r.id), "name": r.name, "full_name": r.full_name,
             "private": r.private, "owner": self.user(r.owner), "html_url": f"{self.base}/{r.full_name}",
-            "description": r.description, "fork": False, "url": api,
+            "description": r.description, "fork": r.parent is not None, "url": api,
             "archive_url": f"{api}/{{archive_format}}{{/ref}}", "assignees_url": f"{api}/assignees{{/user}}",
             "blobs_url": f"{api}/git/blobs{{/sha}}", "branches_url": f"{api}/branches{{/branch}}",
             "collaborators_url": f"{api}/collaborators{{/collaborator}}",
@@ -119,6 +119,8 @@ class Shapes:
                 "merge_commit_message": "PR_TITLE", "subscribers_count": 0, "network_count": 0,
                 "temp_clone_token": None,
             })  # fmt: skip
+            if r.parent is not None:  # one level of forks: parent and source are the same
+                data["parent"] = data["source"] = self.repo(r.parent)
         return data
 
     # ---- labels, issues, comments ----------------------------------------------------------

@@ -40,6 +40,7 @@ class PullShapes:
         return True, "clean"
 
     def _side(self, r: Repo, ref: str, sha: str) -> dict[str, Any]:
+        """`head` or `base`; a fork's head is labelled and shaped as its own repository."""
         return {"label": f"{r.owner.login}:{ref}", "ref": ref, "sha": sha, "user": self.s.user(r.owner),
                 "repo": self.s.repo(r)}  # fmt: skip
 
@@ -64,7 +65,7 @@ class PullShapes:
             "merge_commit_sha": pr.merge_commit_sha,
             "assignee": self.s.user(i.assignees[0]) if i.assignees else None,
             "assignees": [self.s.user(a) for a in i.assignees], "requested_reviewers": [],
-            "requested_teams": [], "head": self._side(r, pr.head_ref, pr.head_sha),
+            "requested_teams": [], "head": self._side(pr.head_repo or r, pr.head_ref, pr.head_sha),
             "base": self._side(r, pr.base_ref, self.base_sha(r, i)),
             "_links": {k: {"href": v} for k, v in {
                 "self": url, "html": html, "issue": issue_url, "comments": issue_url + "/comments",
