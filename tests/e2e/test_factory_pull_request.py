@@ -225,3 +225,54 @@ async def test_a_members_pushes_are_reviewed_again_until_the_automatic_reviews_a
     assert state.verdict == "approve" and len(state.children) == 3
     assert len(f.get(f"/pulls/{number}/reviews")) == 3
 
+
+
+def open_fork_pr(f: Factory, author: str, branch: str, ops: str) -> tuple[int, str]:
+    """`author` forks the repository, commits `ops` as calc/ops.py on `branch` of the fork and opens
+    a pull request from it (head `author:branch`). Returns (number, head sha)."""
+    gh, name = f.gh(author), f.repo.split("/")[1]
+    fork = gh.post(f"/repos/{f.repo}/forks")
+    assert fork.status_code == 202, fork.text
+    fork_repo = fork.json()["full_name"]
+    main = gh.get(f"/repos/{fork_repo}/branches/main").json()["commit"]["sha"]
+    assert gh.post(f"/repos/{fork_repo}/git/refs", json={"ref": f"refs/heads/{branch}", "sha": main}).status_code == 201
+    old = gh.get(f"/repos/{fork_repo}/contents/calc/ops.py", params={"ref": branch}).json()["sha"]
+    put = gh.put(f"/repos/{fork_repo}/contents/calc/ops.py", json={
+        "message": "Make add() add", "content": base64.b64encode(ops.encode()).decode(), "sha": old, "branch": branch,
+    })  # fmt: skip
+    assert put.status_code == 200, put.text
+    resp = gh.post(f"/repos/{f.repo}/pulls", json={
+        "title": "Make add() add", "head": f"{author}:{branch}", "base": "main", "body": "From my fork.",
+    })  # fmt: skip
+    assert resp.status_code == 201, resp.text
+    pr = resp.json()
+    assert pr["head"]["repo"]["full_name"] == f"{author}/{name}"
+    return pr["number"], pr["head"]["sha"]
+
+
+async def test_a_strangers_pull_request_from_a_fork_is_reviewed_on_request_and_merged(
+    simulator, settings, running_worker, temporal_client, tmp_path
+):
+    """The head lives only in eve's fork: the reviewer reads it through the base repository's
+    `refs/pull/<n>/head`, and the merge leaves eve's fork alone."""
+    models = {"review": REVIEW_TURNS}
+    async with factory(simulator, settings, running_worker, temporal_client, tmp_path, models, MERGING) as f:
+        number, head = open_fork_pr(f, "eve", "fix-add", FIXED_OPS)
+        assert "fix-add" not in [b["name"] for b in f.get("/branches")]
+        handle = temporal_client.get_workflow_handle(pr_workflow_id(f.repo, number))
+        await pr_state_when(handle, lambda s: s.head_sha == head and s.waiting_for == "review_command",
+                            "the run to wait for a maintainer to ask for a review")  # fmt: skip
+        assert f.get(f"/pulls/{number}/reviews") == []
+
+        f.comment(number, "/shopfloor review", "maria")
+        state = await pr_state_when(handle, lambda s: s.verdict == "approve", "the review of the fork's head")
+        assert state.verdict_head == head
+        f.comment(number, "/shopfloor approve", "maria")
+        outcome = PullRequestOutcome.model_validate(await asyncio.wait_for(handle.result(), timeout=DEADLINE_S))
+
+    assert outcome.factory is not None and outcome.factory.result == "merged", outcome
+    reviews = f.get(f"/pulls/{number}/reviews")
+    assert [(r["user"]["login"], r["state"], r["commit_id"]) for r in reviews] == [("shopfloor[bot]", "COMMENTED", head)]
+    assert f.get(f"/pulls/{number}")["merged"] and "return a + b" in f.file("calc/ops.py")
+    fork_branch = f.gh("eve").get(f"/repos/eve/{f.repo.split('/')[1]}/branches/fix-add").json()
+    assert fork_branch["commit"]["sha"] == head  # the contributor's branch is untouched
