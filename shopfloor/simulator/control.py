@@ -14,9 +14,12 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 from starlette.concurrency import run_in_threadpool
 
+from shopfloor.simulator.auth import can
 from shopfloor.simulator.deps import sim_of
+from shopfloor.simulator.errors import GitHubError, not_found
 from shopfloor.simulator.faults import FaultSpec
 from shopfloor.simulator.shapes.common import iso
+from shopfloor.simulator.store import now
 
 router = APIRouter(prefix="/_sim")
 
@@ -77,6 +80,33 @@ def list_faults(request: Request) -> list[dict]:
 @router.delete("/faults", status_code=204)
 def clear_faults(request: Request) -> None:
     sim_of(request).faults.clear()
+
+
+class DraftState(BaseModel):
+    login: str = Field(min_length=1)  # who clicks the button: the author or a writer
+    draft: bool = False
+
+
+@router.post("/repos/{owner}/{repo}/pulls/{number}/draft")
+def set_draft(owner: str, repo: str, number: int, body: DraftState, request: Request) -> JSONResponse:
+    """"Ready for review" (`draft: false`) or "Convert to draft" (`draft: true`): GitHub offers
+    these only in its UI and GraphQL. Emits `ready_for_review` / `converted_to_draft`."""
+    sim = sim_of(request)
+    with sim.store.lock:
+        r = sim.store.repo(owner, repo)
+        issue = r.issues.get(number) if r is not None else None
+        if r is None or issue is None or issue.pr is None:
+            raise not_found()
+        user = sim.store.user(body.login)
+        if issue.user.id != user.id and not can(r, user, "write"):
+            raise GitHubError(403, f"{body.login} may not change the draft state of this pull request")
+        if issue.state != "open":
+            raise GitHubError(422, "the pull request is not open")
+        if issue.pr.draft != body.draft:
+            issue.pr.draft, issue.updated_at = body.draft, now()
+            action = "converted_to_draft" if body.draft else "ready_for_review"
+            sim.events.pull_request(r, issue, action, user)
+        return JSONResponse(sim.pulls.full(r, issue))
 
 
 @router.post("/wait-idle")
