@@ -11,6 +11,7 @@ import asyncio
 import base64
 from typing import Any
 
+import httpx
 from agent_runs import call, record_history
 from factory_runs import APPROVE, POLICY, TEST_CMD, Factory, factory
 from temporalio.client import WorkflowHandle
@@ -276,3 +277,38 @@ async def test_a_strangers_pull_request_from_a_fork_is_reviewed_on_request_and_m
     assert f.get(f"/pulls/{number}")["merged"] and "return a + b" in f.file("calc/ops.py")
     fork_branch = f.gh("eve").get(f"/repos/eve/{f.repo.split('/')[1]}/branches/fix-add").json()
     assert fork_branch["commit"]["sha"] == head  # the contributor's branch is untouched
+
+
+async def test_a_members_draft_is_reviewed_only_once_it_is_marked_ready(
+    simulator, settings, running_worker, temporal_client, tmp_path
+):
+    models = {"review": REVIEW_TURNS}
+    async with factory(simulator, settings, running_worker, temporal_client, tmp_path, models, MERGING) as f:
+        owner, name = f.repo.split("/")
+        simulator.set_permission(owner, name, "carol", "write")
+        main = f.get("/branches/main")["commit"]["sha"]
+        gh = f.gh("carol")
+        assert gh.post(f"/repos/{f.repo}/git/refs", json={"ref": "refs/heads/carol/wip", "sha": main}).status_code == 201
+        head = push_ops(f, "carol", "carol/wip", FIXED_OPS)
+        resp = gh.post(f"/repos/{f.repo}/pulls", json={"title": "Make add() add", "head": "carol/wip", "base": "main",
+                                                       "draft": True})  # fmt: skip
+        assert resp.status_code == 201, resp.text
+        number = resp.json()["number"]
+        handle = temporal_client.get_workflow_handle(pr_workflow_id(f.repo, number))
+        await pr_state_when(handle, lambda s: s.head_sha == head and s.waiting_for == "review_command",
+                            "the run to leave the draft alone")  # fmt: skip
+        assert f.get(f"/pulls/{number}/reviews") == [] and bot_comments(f, number) == []
+
+        # "Ready for review" (GitHub's button; the simulator's /_sim stand-in for it).
+        ready = httpx.post(f"{simulator.base_url}/_sim/repos/{f.repo}/pulls/{number}/draft",
+                           json={"login": "carol", "draft": False}, timeout=60)  # fmt: skip
+        assert ready.status_code == 200, ready.text
+        state = await pr_state_when(handle, lambda s: s.verdict == "approve", "the review once the PR is ready")
+        assert state.verdict_head == head and state.review_round == 1
+        approve = f.gh("maria").post(f"/repos/{f.repo}/pulls/{number}/reviews", json={"event": "APPROVE", "commit_id": head})
+        assert approve.status_code == 200, approve.text
+        outcome = PullRequestOutcome.model_validate(await asyncio.wait_for(handle.result(), timeout=DEADLINE_S))
+
+    assert outcome.factory is not None and outcome.factory.result == "merged", outcome
+    reviews = [r for r in f.get(f"/pulls/{number}/reviews") if r["user"]["login"] == "shopfloor[bot]"]
+    assert [(r["state"], r["commit_id"]) for r in reviews] == [("COMMENTED", head)]
