@@ -155,6 +155,9 @@ class Hook:
     created_at: datetime = field(default_factory=now)
     updated_at: datetime = field(default_factory=now)
     last_response: dict[str, Any] = field(default_factory=lambda: {"code": None, "status": "unused", "message": None})
+    # Set on the GitHub App's own webhook (`Store.app_hook`, repo_id 0): it hears every repository
+    # the App is installed on, and its deliveries name the App ("integration") as their target.
+    app_id: int | None = None
 
 
 @dataclass
@@ -227,6 +230,7 @@ class Store:
         self.installations: dict[str, int] = {}  # owner login (lower) -> installation id
         self.tokens: dict[str, InstallationToken] = {}
         self.deliveries: list[Delivery] = []
+        self.app_hook: Hook | None = None  # the App's own webhook, set by PATCH /app/hook/config
         self.requests: list[dict[str, Any]] = []
 
     def new_id(self) -> int:
@@ -258,11 +262,14 @@ class Store:
                 self.installations[key] = self.new_id()
             return self.installations[key]
 
-    def hook(self, hook_id: int) -> tuple[Repo, Hook] | None:
+    def hook(self, hook_id: int) -> Hook | None:
+        """A repository's hook or the App's own one, by id (ids are unique across kinds)."""
         with self.lock:
+            if self.app_hook is not None and self.app_hook.id == hook_id:
+                return self.app_hook
             for repo in self.repos.values():
                 if hook_id in repo.hooks:
-                    return repo, repo.hooks[hook_id]
+                    return repo.hooks[hook_id]
             return None
 
     def clear(self) -> None:
@@ -272,4 +279,5 @@ class Store:
             self.installations.clear()
             self.tokens.clear()
             self.deliveries.clear()
+            self.app_hook = None
             self.requests.clear()

@@ -1,6 +1,9 @@
 """Signed webhook deliveries: one sender thread per hook, so each hook receives its events in the
 order they happened, never inline in the request that caused them (GitHub delivers async).
 
+An event goes to its repository's hooks and, when one is set, to the GitHub App's own webhook
+(`Store.app_hook`) for every repository the App is installed on (not people's forks).
+
 Every attempt is recorded (status code 0 when the target could not be reached) and never retried
 automatically, as on GitHub; `redeliver` sends a recorded delivery again with the same guid.
 """
@@ -67,20 +70,31 @@ class Dispatcher:
 
     # ---- creating deliveries ---------------------------------------------------------------
     def emit(self, repo: Repo, event: str, payload: dict[str, Any], *, only_hook: Hook | None = None) -> str:
-        """Record and queue one event for every hook of `repo` that wants it; returns its guid."""
+        """Record and queue one event for every hook of `repo` that wants it, and for the App's
+        webhook when the App is installed on `repo` (`only_hook`: that hook alone); returns its guid."""
         guid = str(uuid.uuid4())
-        hooks = [only_hook] if only_hook else [h for h in repo.hooks.values() if hook_wants(h, event)]
-        for hook in hooks:
-            delivery = self._record(repo, hook, event, payload, guid=guid, redelivery=False)
-            self._enqueue(hook.id, delivery)
+        with self.store.lock:
+            if only_hook:
+                hooks = [only_hook]
+            else:
+                hooks = [h for h in repo.hooks.values() if hook_wants(h, event)]
+                app_hook = self.store.app_hook
+                # The App is installed on every repository but people's forks (auth.permission).
+                if app_hook is not None and app_hook.url and hook_wants(app_hook, event) and repo.parent is None:
+                    hooks.append(app_hook)
+            for hook in hooks:
+                delivery = self._record(hook, event, payload, repository_id=repo.id, guid=guid, redelivery=False)
+                self._enqueue(hook.id, delivery)
         return guid
 
-    def redeliver(self, repo: Repo, hook: Hook, original: Delivery) -> Delivery:
-        delivery = self._record(repo, hook, original.event, original.payload, guid=original.guid, redelivery=True)
+    def redeliver(self, hook: Hook, original: Delivery) -> Delivery:
+        """`original` again, to `hook`'s current URL and secret, with the same guid."""
+        delivery = self._record(hook, original.event, original.payload, repository_id=original.repository_id,
+                                guid=original.guid, redelivery=True)  # fmt: skip
         self._enqueue(hook.id, delivery)
         return delivery
 
-    def _record(self, repo: Repo, hook: Hook, event: str, payload: dict[str, Any], *, guid: str,
+    def _record(self, hook: Hook, event: str, payload: dict[str, Any], *, repository_id: int | None, guid: str,
                 redelivery: bool) -> Delivery:  # fmt: skip
         raw = json.dumps(payload, separators=(",", ":")).encode()
         if hook.content_type == "form":
@@ -90,8 +104,9 @@ class Dispatcher:
         headers = {
             "Accept": "*/*", "Content-Type": ctype, "User-Agent": USER_AGENT, "X-GitHub-Event": event,
             "X-GitHub-Delivery": guid, "X-GitHub-Hook-ID": str(hook.id),
-            "X-GitHub-Hook-Installation-Target-Type": "repository",
-            "X-GitHub-Hook-Installation-Target-ID": str(repo.id),
+            # What the hook is installed on: the App ("integration") for its own webhook.
+            "X-GitHub-Hook-Installation-Target-Type": "integration" if hook.app_id is not None else "repository",
+            "X-GitHub-Hook-Installation-Target-ID": str(hook.app_id if hook.app_id is not None else repository_id),
         }  # fmt: skip
         if hook.secret:
             headers["X-Hub-Signature"] = sign_sha1(hook.secret.encode(), body)
@@ -99,7 +114,7 @@ class Dispatcher:
         installation = payload.get("installation") or {}
         delivery = Delivery(
             id=self.store.new_id(), guid=guid, hook_id=hook.id, event=event, action=payload.get("action"),
-            repository_id=repo.id, installation_id=installation.get("id"), url=hook.url,
+            repository_id=repository_id, installation_id=installation.get("id"), url=hook.url,
             request_headers=headers, body=body, payload=payload, redelivery=redelivery,
         )  # fmt: skip
         with self.store.lock:
@@ -148,9 +163,9 @@ class Dispatcher:
             d.status_code, d.status = 0, f"failed to connect to host: {type(exc).__name__}"
         d.duration = round(time.monotonic() - started, 3)
         found = self.store.hook(d.hook_id)
-        if found:
-            found[1].last_response = {"code": d.status_code or None, "status": "active" if d.status == "OK"
-                                      else "failed", "message": d.status}  # fmt: skip
+        if found is not None:
+            found.last_response = {"code": d.status_code or None, "status": "active" if d.status == "OK"
+                                   else "failed", "message": d.status}  # fmt: skip
         log.info("webhook_delivered", gh_event=d.event, action=d.action, hook_id=d.hook_id, guid=d.guid,
                  status_code=d.status_code, duration=d.duration)  # fmt: skip
 

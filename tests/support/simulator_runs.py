@@ -28,7 +28,20 @@ from shopfloor.simulator.config import SimulatorConfig
 
 BOT_TOKEN = "test-bot-token"
 
-__all__ = ["BOT_TOKEN", "SimulatorHandle", "running_simulator", "user_token"]
+
+def app_keys() -> tuple[str, str]:
+    """A GitHub App's RSA key pair as PEM: (private, for shopfloor's settings; public, for the
+    simulator's `app_public_keys`)."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    pem = serialization.Encoding.PEM
+    private = key.private_bytes(pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()).decode()
+    public = key.public_key().public_bytes(pem, serialization.PublicFormat.SubjectPublicKeyInfo).decode()
+    return private, public
+
+__all__ = ["BOT_TOKEN", "SimulatorHandle", "app_keys", "running_simulator", "user_token"]
 
 
 def user_token(login: str) -> str:

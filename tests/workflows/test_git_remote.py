@@ -270,14 +270,9 @@ async def test_update_from_base_with_conflicts(env, tmp_path):
 
 
 async def test_a_github_app_pushes_with_its_installation_token(tmp_path):
-    from cryptography.hazmat.primitives import serialization
-    from cryptography.hazmat.primitives.asymmetric import rsa
-    from simulator_runs import running_simulator
+    from simulator_runs import app_keys, running_simulator
 
-    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    pem = serialization.Encoding.PEM
-    private = key.private_bytes(pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()).decode()
-    public = key.public_key().public_bytes(pem, serialization.PublicFormat.SubjectPublicKeyInfo).decode()
+    private, public = app_keys()
     with running_simulator(tmp_path / "sim", app_id=4242, app_public_keys={4242: public}) as sim:
         src = tmp_path / "src"
         src.mkdir()

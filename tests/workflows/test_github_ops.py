@@ -23,12 +23,10 @@ from typing import Any
 
 import pytest
 import structlog
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import rsa
 from pydantic import BaseModel
 from shopfloor.activities.github.clients import GitHubClients
 from shopfloor.activities.github.operations import GitHubActivities
-from simulator_runs import BOT_TOKEN, SimulatorHandle, running_simulator
+from simulator_runs import BOT_TOKEN, SimulatorHandle, app_keys, running_simulator
 from temporalio import workflow
 from temporalio.client import WorkflowFailureError
 from temporalio.common import RetryPolicy
@@ -421,15 +419,8 @@ async def test_validation_failure_fails_at_once_with_githubs_errors(gh, through_
 # --- GitHub App auth --------------------------------------------------------------------------
 
 
-def rsa_keys() -> tuple[str, str]:
-    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    private = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
-    public = key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
-    return private.decode(), public.decode()
-
-
 async def test_app_auth_mints_one_installation_token_and_never_shows_it(tmp_path, caplog):
-    private, public = rsa_keys()
+    private, public = app_keys()
     with running_simulator(tmp_path / "sim", app_id=4242, app_public_keys={4242: public}) as sim:
         gh = seed(sim, tmp_path)
         clients = GitHubClients(Settings(github_api_url=sim.api_url, github_app_id=4242, github_app_private_key=private))
@@ -465,7 +456,7 @@ async def test_app_auth_mints_one_installation_token_and_never_shows_it(tmp_path
 
 
 async def test_an_app_not_installed_on_the_repo_says_so(tmp_path):
-    private, public = rsa_keys()
+    private, public = app_keys()
     with running_simulator(tmp_path / "sim", app_id=7, app_public_keys={7: public}) as sim:
         clients = GitHubClients(Settings(github_api_url=sim.api_url, github_app_id=7, github_app_private_key=private))
         with pytest.raises(ApplicationError) as info:
@@ -503,7 +494,7 @@ async def test_concurrent_writes_reach_github_one_at_a_time(gh, acts):
 
 async def test_an_installation_token_is_minted_again_only_near_its_expiry(tmp_path):
     # PyGithub renews a token 20 s before it expires: a 24 s token is good for about 4 s here.
-    private, public = rsa_keys()
+    private, public = app_keys()
     with running_simulator(tmp_path / "sim", app_id=5, app_public_keys={5: public}, installation_token_ttl_s=24) as sim:
         gh = seed(sim, tmp_path)
         acts = GitHubActivities(GitHubClients(Settings(github_api_url=sim.api_url, github_app_id=5,

@@ -1,20 +1,29 @@
-"""The GitHub App: `GET /app`, the installation for a repository, and minting installation tokens
-(`ghs_…`, acting as `shopfloor[bot]`). These take an app JWT, not a token."""
+"""The GitHub App: `GET /app`, the installation for a repository, minting installation tokens
+(`ghs_…`, acting as `shopfloor[bot]`), and the App's own webhook (`/app/hook/config`, its
+deliveries and redelivery). These take an app JWT, not a token.
+
+The App's webhook (`Store.app_hook`) exists once `PATCH /app/hook/config` sets it; it hears every
+event of every repository the App is installed on (all but people's forks, webhooks.py). Until
+then `GET /app/hook/config` answers 200 with an empty `url`, and it has no deliveries.
+"""
 
 from __future__ import annotations
 
 import secrets
 from datetime import timedelta
+from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
+from shopfloor.simulator.api.hooks import HookConfig, apply_config, deliveries_page, find_delivery, redeliver_to
 from shopfloor.simulator.auth import app_jwt
+from shopfloor.simulator.core import Simulator
 from shopfloor.simulator.deps import sim_of
 from shopfloor.simulator.errors import not_found
 from shopfloor.simulator.shapes.common import iso
 from shopfloor.simulator.shapes.checks import APP_EVENTS, APP_PERMISSIONS
-from shopfloor.simulator.store import APP_SLUG, InstallationToken, now
+from shopfloor.simulator.store import APP_SLUG, Hook, InstallationToken, now
 
 router = APIRouter()
 
@@ -67,3 +76,76 @@ def access_token(installation_id: int, request: Request) -> JSONResponse:
         sim.store.tokens[token] = InstallationToken(token=token, installation_id=installation_id, expires_at=expires)
     return JSONResponse({"token": token, "expires_at": iso(expires), "permissions": APP_PERMISSIONS,
                          "repository_selection": "all"}, status_code=201)  # fmt: skip
+
+
+# ---- the App's own webhook -------------------------------------------------------------------------
+def _as_app(request: Request) -> Simulator:
+    sim = sim_of(request)
+    app_jwt(sim.config, request.headers.get("authorization"))
+    return sim
+
+
+def _hook_config(hook: Hook | None) -> dict[str, Any]:
+    """GitHub's `webhook-config`; the secret is never returned, only masked when set."""
+    if hook is None:  # an App without a webhook URL: GitHub's shape with an empty url
+        return {"content_type": "json", "insecure_ssl": "0", "url": ""}
+    config: dict[str, Any] = {"content_type": hook.content_type, "insecure_ssl": hook.insecure_ssl, "url": hook.url}
+    if hook.secret:
+        config["secret"] = "********"
+    return config
+
+
+@router.get("/app/hook/config")
+def get_hook_config(request: Request) -> JSONResponse:
+    sim = _as_app(request)
+    with sim.store.lock:
+        return JSONResponse(_hook_config(sim.store.app_hook))
+
+
+@router.patch("/app/hook/config")
+def update_hook_config(body: HookConfig, request: Request) -> JSONResponse:
+    """Sets the keys sent; the first call creates the App's webhook (active, every event)."""
+    sim = _as_app(request)
+    with sim.store.lock:
+        hook = sim.store.app_hook
+        if hook is None:
+            hook = Hook(id=sim.store.new_id(), repo_id=0, url="", secret=None, events=["*"], active=True,
+                        app_id=sim.config.app_id)  # fmt: skip
+            apply_config(hook, body)  # validates before anything is kept
+            sim.store.app_hook = hook
+        else:
+            apply_config(hook, body)
+        return JSONResponse(_hook_config(hook))
+
+
+def _app_hook_id(sim: Simulator) -> int | None:
+    hook = sim.store.app_hook
+    return hook.id if hook is not None else None
+
+
+@router.get("/app/hook/deliveries")
+def list_hook_deliveries(request: Request) -> JSONResponse:
+    """Newest first, paged by `cursor` (Link rel="next") like a repository hook's deliveries."""
+    sim = _as_app(request)
+    with sim.store.lock:
+        hook_id = _app_hook_id(sim)
+    return deliveries_page(request, hook_id)
+
+
+@router.get("/app/hook/deliveries/{delivery_id}")
+def get_hook_delivery(delivery_id: int, request: Request) -> JSONResponse:
+    sim = _as_app(request)
+    with sim.store.lock:
+        return JSONResponse(sim.checks.delivery(find_delivery(sim, _app_hook_id(sim), delivery_id)))
+
+
+@router.post("/app/hook/deliveries/{delivery_id}/attempts", status_code=202)
+def redeliver_hook_delivery(delivery_id: int, request: Request) -> JSONResponse:
+    """Sends the delivery again with its guid; 422 while the App's webhook has no URL."""
+    sim = _as_app(request)
+    with sim.store.lock:
+        original = find_delivery(sim, _app_hook_id(sim), delivery_id)
+        hook = sim.store.app_hook
+        if hook is None:
+            raise not_found()
+        return redeliver_to(sim, hook, original)

@@ -1,4 +1,8 @@
-"""Repository webhooks and their deliveries: GitHub's hooks API, which the reconciler also uses."""
+"""Repository webhooks and their deliveries: GitHub's hooks API, which the reconciler also uses.
+
+The config, delivery-listing (cursor paging) and redelivery helpers here also serve the GitHub
+App's own webhook (api/app.py, `/app/hook/...`).
+"""
 
 from __future__ import annotations
 
@@ -12,7 +16,7 @@ from pydantic import BaseModel, Field
 from shopfloor.simulator.auth import require
 from shopfloor.simulator.deps import load_repo, paginate, sim_of
 from shopfloor.simulator.errors import GitHubError, invalid, not_found
-from shopfloor.simulator.store import Hook, Repo, now
+from shopfloor.simulator.store import Delivery, Hook, Repo, now
 
 router = APIRouter()
 
@@ -47,10 +51,24 @@ def _hook(r: Repo, hook_id: int) -> Hook:
     return hook
 
 
-def _check_url(url: str | None) -> str:
+def check_url(url: str | None) -> str:
     if not url or not url.startswith(("http://", "https://")):
         raise invalid("Hook", "url", "custom", "url is not a valid URL")
     return url
+
+
+def apply_config(hook: Hook, config: HookConfig) -> None:
+    """The config keys the request sent (a null or empty `secret` removes it); the caller holds the lock."""
+    sent = config.model_fields_set
+    if "url" in sent:
+        hook.url = check_url(config.url)
+    if "secret" in sent:
+        hook.secret = config.secret or None
+    if "content_type" in sent and config.content_type:
+        hook.content_type = config.content_type
+    if "insecure_ssl" in sent and config.insecure_ssl is not None:
+        hook.insecure_ssl = str(config.insecure_ssl)
+    hook.updated_at = now()
 
 
 @router.post("/repos/{owner}/{repo}/hooks", status_code=201)
@@ -58,7 +76,7 @@ def create_hook(owner: str, repo: str, body: NewHook, request: Request) -> JSONR
     sim, _, r = _hooks_access(request, owner, repo)
     if body.name != "web":
         raise invalid("Hook", "name")
-    url = _check_url(body.config.url)
+    url = check_url(body.config.url)
     hook = sim.add_hook(r, url=url, secret=body.config.secret, events=body.events or ["push"],
                         content_type=body.config.content_type or "json", active=body.active,
                         insecure_ssl=str(body.config.insecure_ssl or "0"))  # fmt: skip
@@ -94,13 +112,7 @@ def update_hook(owner: str, repo: str, hook_id: int, body: HookUpdate, request: 
     with sim.store.lock:
         hook = _hook(r, hook_id)
         if body.config is not None:
-            sent = body.config.model_fields_set
-            if "url" in sent:
-                hook.url = _check_url(body.config.url)
-            if "secret" in sent:
-                hook.secret = body.config.secret or None
-            if "content_type" in sent and body.config.content_type:
-                hook.content_type = body.config.content_type
+            apply_config(hook, body.config)
         if body.events is not None:
             hook.events = body.events
         hook.events = [e for e in hook.events if e not in (body.remove_events or [])]
@@ -129,13 +141,12 @@ def _cursor(value: str | None) -> int | None:
         raise invalid("HookDelivery", "cursor") from None
 
 
-@router.get("/repos/{owner}/{repo}/hooks/{hook_id}/deliveries")
-def list_deliveries(owner: str, repo: str, hook_id: int, request: Request) -> JSONResponse:
-    """Newest first. `cursor` pages like GitHub's (Link rel="next" carries it); `page` works too."""
-    sim, _, r = _hooks_access(request, owner, repo)
+def deliveries_page(request: Request, hook_id: int | None) -> JSONResponse:
+    """One page of the deliveries of hook `hook_id` (None: none), newest first. `cursor` pages like
+    GitHub's (Link rel="next" carries it); `page` works too."""
+    sim = sim_of(request)
     q = request.query_params
     with sim.store.lock:
-        _hook(r, hook_id)
         found = sorted((d for d in sim.store.deliveries if d.hook_id == hook_id), key=lambda d: d.id, reverse=True)
         items = [sim.checks.delivery_item(d) for d in found]
     if "cursor" not in q and "page" in q:
@@ -148,16 +159,33 @@ def list_deliveries(owner: str, repo: str, hook_id: int, request: Request) -> JS
     headers = {}
     if rest:
         token = base64.urlsafe_b64encode(str(page[-1]["id"]).encode()).decode().rstrip("=")
-        url = f"{sim_of(request).config.base_url}{request.url.path}?per_page={per_page}&cursor={token}"
+        url = f"{sim.config.base_url}{request.url.path}?per_page={per_page}&cursor={token}"
         headers["Link"] = f'<{url}>; rel="next"'
     return JSONResponse(page, headers=headers)
 
 
-def _delivery(sim: Any, hook_id: int, delivery_id: int) -> Any:
+@router.get("/repos/{owner}/{repo}/hooks/{hook_id}/deliveries")
+def list_deliveries(owner: str, repo: str, hook_id: int, request: Request) -> JSONResponse:
+    sim, _, r = _hooks_access(request, owner, repo)
+    with sim.store.lock:
+        _hook(r, hook_id)
+    return deliveries_page(request, hook_id)
+
+
+def find_delivery(sim: Any, hook_id: int | None, delivery_id: int) -> Delivery:
+    """A delivery (any attempt) of hook `hook_id`; 404 otherwise. The caller holds the lock."""
     found = next((d for d in sim.store.deliveries if d.id == delivery_id and d.hook_id == hook_id), None)
     if found is None:
         raise not_found()
     return found
+
+
+def redeliver_to(sim: Any, hook: Hook, original: Delivery) -> JSONResponse:
+    """GitHub's `POST .../deliveries/{id}/attempts`: queue `original` again with its guid (202)."""
+    if not hook.active or not hook.url:
+        raise GitHubError(422, "Hook is not active")
+    sim.dispatcher.redeliver(hook, original)
+    return JSONResponse({}, status_code=202)
 
 
 @router.get("/repos/{owner}/{repo}/hooks/{hook_id}/deliveries/{delivery_id}")
@@ -165,7 +193,7 @@ def get_delivery(owner: str, repo: str, hook_id: int, delivery_id: int, request:
     sim, _, r = _hooks_access(request, owner, repo)
     with sim.store.lock:
         _hook(r, hook_id)
-        return JSONResponse(sim.checks.delivery(_delivery(sim, hook_id, delivery_id)))
+        return JSONResponse(sim.checks.delivery(find_delivery(sim, hook_id, delivery_id)))
 
 
 @router.post("/repos/{owner}/{repo}/hooks/{hook_id}/deliveries/{delivery_id}/attempts", status_code=202)
@@ -173,11 +201,7 @@ def redeliver(owner: str, repo: str, hook_id: int, delivery_id: int, request: Re
     sim, _, r = _hooks_access(request, owner, repo)
     with sim.store.lock:
         hook = _hook(r, hook_id)
-        original = _delivery(sim, hook_id, delivery_id)
-        if not hook.active:
-            raise GitHubError(422, "Hook is not active")
-        sim.dispatcher.redeliver(r, hook, original)
-    return JSONResponse({}, status_code=202)
+        return redeliver_to(sim, hook, find_delivery(sim, hook_id, delivery_id))
 
 
 @router.post("/repos/{owner}/{repo}/hooks/{hook_id}/pings", status_code=204)
