@@ -44,6 +44,7 @@ def reconcile_schedule(settings: Settings, repos: list[str]) -> Schedule:
         # Look back a bit further than the interval, so a run that was skipped or failed is covered.
         since_minutes=max(60, 3 * settings.reconcile_every_minutes),
         trigger_label=settings.trigger_label,
+        app_hook=settings.github_app_id is not None,  # an App's events come through its own webhook
     )
     return Schedule(
         action=ScheduleActionStartWorkflow(
@@ -59,9 +60,10 @@ def reconcile_schedule(settings: Settings, repos: list[str]) -> Schedule:
 
 
 async def ensure_reconcile_schedule(client: Client, settings: Settings, repos: list[str] | None = None) -> Outcome:
-    """Create the schedule, or update it to the current settings; nothing without repositories."""
+    """Create the schedule, or update it to the current settings; nothing without repositories
+    (or, for a GitHub App, its webhook) to reconcile."""
     repos = list(settings.repos if repos is None else repos)
-    if not repos:
+    if not repos and settings.github_app_id is None:
         # An existing schedule is left as it is: a missing SHOPFLOOR_REPOS on one machine must not
         # silently switch reconciling off for everyone. `temporal schedule delete` removes it.
         log.info("no repositories configured (SHOPFLOOR_REPOS): the reconcile schedule is not created",

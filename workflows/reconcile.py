@@ -3,13 +3,15 @@
 Run by the `shopfloor-reconcile` Temporal Schedule every few minutes (shopfloor.reconcile_schedule),
 so it must be idempotent: a redelivery keeps its guid (the edge de-duplicates it), a guid whose
 latest attempt is still in flight is not redelivered again, and issues with any workflow of their
-id are left alone (activities/reconcile.py). Per repository: failed deliveries -> redeliver
-(bounded per run), then labelled open issues -> start the missing. A failure in one repository is
-recorded in the report and the others go on.
+id are left alone (activities/reconcile.py). First, when the factory runs as a GitHub App, the
+App's own webhook: failed deliveries -> redeliver. Then per repository: its hooks' failed
+deliveries -> redeliver, then labelled open issues -> start the missing; the redeliveries of a run
+share one budget. A failure in one place is recorded in the report and the others go on.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime, timedelta
 
 from temporalio import workflow
@@ -17,8 +19,14 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
+    from pydantic import BaseModel
+
     from shopfloor.models.reconcile import (
+        APP_HOOK,
+        AppRedeliverInput,
+        FailedAppDeliveriesInput,
         FailedDeliveriesInput,
+        FailedDelivery,
         FailedDeliveriesOutput,
         LabelledIssuesInput,
         LabelledIssuesOutput,
@@ -53,6 +61,12 @@ class ReconcileWorkflow:
         report = ReconcileReport()
         since = workflow.now() - timedelta(minutes=inp.since_minutes)
         budget = inp.max_redeliveries
+        if inp.app_hook:  # a GitHub App's events arrive through its own webhook
+            listing = FailedAppDeliveriesInput(since=since, limit=max(budget, 1))
+            budget = await self._redeliver_failed(
+                APP_HOOK, ("github_failed_app_deliveries", listing),
+                lambda d: ("github_redeliver_app", AppRedeliverInput(delivery_id=d.delivery_id)), budget, report,
+            )  # fmt: skip
         for repo in inp.repos:
             budget = await self._redeliver(repo, since, inp, budget, report)
             await self._start_missing(repo, inp.trigger_label, report)
@@ -65,12 +79,28 @@ class ReconcileWorkflow:
     async def _redeliver(
         self, repo: str, since: datetime, inp: ReconcileInput, budget: int, report: ReconcileReport
     ) -> int:
+        listing = FailedDeliveriesInput(repo=repo, since=since, hook_url_contains=inp.hook_url_contains,
+                                        limit=max(budget, 1))  # fmt: skip
+        return await self._redeliver_failed(
+            repo, ("github_failed_deliveries", listing),
+            lambda d: ("github_redeliver", RedeliverInput(repo=repo, hook_id=d.hook_id, delivery_id=d.delivery_id)),
+            budget, report,
+        )  # fmt: skip
+
+    async def _redeliver_failed(
+        self,
+        repo: str,
+        listing: tuple[str, BaseModel],
+        redelivery: Callable[[FailedDelivery], tuple[str, BaseModel]],
+        budget: int,
+        report: ReconcileReport,
+    ) -> int:
+        """List one scope's failed deliveries (a repository's hooks, or the App's webhook) and ask
+        for each to be redelivered, within the run's budget."""
         try:
             found: FailedDeliveriesOutput = await workflow.execute_activity(
-                "github_failed_deliveries",
-                FailedDeliveriesInput(
-                    repo=repo, since=since, hook_url_contains=inp.hook_url_contains, limit=max(budget, 1)
-                ),
+                listing[0],
+                listing[1],
                 result_type=FailedDeliveriesOutput,
                 start_to_close_timeout=LISTING_TIMEOUT,
                 retry_policy=RETRY,
@@ -89,9 +119,10 @@ class ReconcileWorkflow:
             budget -= 1
             done.add((d.hook_id, d.guid))
             try:
+                name, arg = redelivery(d)
                 await workflow.execute_activity(
-                    "github_redeliver",
-                    RedeliverInput(repo=repo, hook_id=d.hook_id, delivery_id=d.delivery_id),
+                    name,
+                    arg,
                     result_type=RedeliverOutput,
                     start_to_close_timeout=CALL_TIMEOUT,
                     retry_policy=RETRY,

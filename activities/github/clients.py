@@ -35,6 +35,9 @@ log = structlog.get_logger(__name__)
 USER_AGENT = "shopfloor"
 TIMEOUT_S = 30
 PER_PAGE = 100
+# In place of a repository: calls made as the GitHub App itself (its JWT), e.g. its own webhook's
+# deliveries, which belong to no one installation.
+APP_SCOPE = "(app)"
 
 
 def _no_retries_no_throttle() -> dict[str, Any]:
@@ -156,6 +159,14 @@ class GitHubClients:
 
     def write_key(self, repo: str) -> str:
         """What writes to `repo` serialize on; may look up the App installation (one request)."""
+        if repo == APP_SCOPE:
+            if self.mode != "app":
+                raise ApplicationError(
+                    "calls as the GitHub App (its webhook's deliveries) need SHOPFLOOR_GITHUB_APP_ID and the "
+                    f"App's private key; this worker has {self.mode} credentials",
+                    {"status": 401}, type="GitHubBadCredentials", non_retryable=True,
+                )  # fmt: skip
+            return "app"
         if self.mode != "app":
             return self.mode
         return f"installation:{self.installation_id(repo)}"
@@ -189,6 +200,8 @@ class GitHubClients:
                 if key.startswith("installation:"):
                     installation_id = int(key.split(":", 1)[1])
                     self._auths[key] = _SerialTokenAuth(self._app_auth(), installation_id)
+                elif key == "app":  # a fresh JWT per request, signed with the App's key
+                    self._auths[key] = self._app_auth()
                 else:
                     self._auths[key] = Auth.Token(self._token) if self._token else None
             return self._auths[key]

@@ -3,8 +3,9 @@
 GitHub keeps every attempt of a repository hook's deliveries for a few days
 (`GET /repos/{o}/{r}/hooks/{id}/deliveries`, newest first) and redelivers one on
 `POST .../deliveries/{id}/attempts` with the same `X-GitHub-Delivery` guid, so the edge's
-de-duplication by guid makes a redelivery harmless. A GitHub App's own webhook has the same API
-under `/app/hook/deliveries` (JWT auth); only repository hooks are read here (follow-up).
+de-duplication by guid makes a redelivery harmless. A GitHub App's own webhook, where an App
+deployment's events arrive, has the same API under `/app/hook/deliveries`, called as the App
+itself (its JWT, `APP_SCOPE`); its redeliveries serialize on the App's own write lock.
 Same patterns as operations.py (api.py's `read_github` / `write_github`): blocking PyGithub calls
 in a thread, failures mapped by `github_failure`, the redelivery (a write) under the
 installation's write lock.
@@ -18,10 +19,14 @@ from typing import Any
 
 import structlog
 from shopfloor.activities.github.api import GitHubApi, read_github, write_github
-from shopfloor.activities.github.clients import GitHubClients
+from shopfloor.activities.github.clients import APP_SCOPE, GitHubClients
 from temporalio import activity
 
 from shopfloor.models.reconcile import (
+    APP_HOOK,
+    APP_HOOK_ID,
+    AppRedeliverInput,
+    FailedAppDeliveriesInput,
     FailedDeliveriesInput,
     FailedDeliveriesOutput,
     FailedDelivery,
@@ -82,6 +87,21 @@ def latest_failures(hook_id: int, items: list[dict[str, Any]]) -> tuple[list[Fai
     return failed, in_flight
 
 
+def _hook_failures(api: GitHubApi, path: str, hook_id: int, since: datetime, scope: str, out: FailedDeliveriesOutput) -> None:
+    """Add the failures (and in-flight redeliveries) of one hook's deliveries listing at `path`."""
+    items: list[dict[str, Any]] = []
+    for item in api.paginate(path):
+        when = _when(item)
+        # Newest first: the first settled attempt older than `since` ends the window. An
+        # attempt still in flight carries no real time yet (the simulator shows the epoch).
+        if when is not None and when < since and not _in_flight(item):
+            break
+        items.append(item)
+    failed, in_flight = latest_failures(hook_id, items)
+    out.failed += failed
+    out.skipped += [Skipped(repo=scope, what=f"delivery {g}", reason="a redelivery is in flight") for g in in_flight]
+
+
 def failed_deliveries(api: GitHubApi, inp: FailedDeliveriesInput) -> FailedDeliveriesOutput:
     out = FailedDeliveriesOutput()
     hooks_path = f"/repos/{inp.repo}/hooks"
@@ -94,40 +114,40 @@ def failed_deliveries(api: GitHubApi, inp: FailedDeliveriesInput) -> FailedDeliv
         if hook.get("active") is False:
             out.skipped.append(Skipped(repo=inp.repo, what=f"hook {hook_id}", reason="hook is inactive"))
             continue
-        items: list[dict[str, Any]] = []
-        for item in api.paginate(f"{hooks_path}/{hook_id}/deliveries"):
-            when = _when(item)
-            # Newest first: the first settled attempt older than `since` ends the window. An
-            # attempt still in flight carries no real time yet (the simulator shows the epoch).
-            if when is not None and when < inp.since and not _in_flight(item):
-                break
-            items.append(item)
-        failed, in_flight = latest_failures(hook_id, items)
-        out.failed += failed
-        out.skipped += [
-            Skipped(repo=inp.repo, what=f"delivery {g}", reason="a redelivery is in flight") for g in in_flight
-        ]
-    return _bounded(inp, out)
+        _hook_failures(api, f"{hooks_path}/{hook_id}/deliveries", hook_id, inp.since, inp.repo, out)
+    return _bounded(inp.repo, inp.limit, out)
+
+
+def failed_app_deliveries(api: GitHubApi, inp: FailedAppDeliveriesInput) -> FailedDeliveriesOutput:
+    """The GitHub App's own webhook: every delivery is shopfloor's (the App is)."""
+    out = FailedDeliveriesOutput()
+    _hook_failures(api, "/app/hook/deliveries", APP_HOOK_ID, inp.since, APP_HOOK, out)
+    return _bounded(APP_HOOK, inp.limit, out)
 
 
 _MAX_SKIPPED = 50
 
 
-def _bounded(inp: FailedDeliveriesInput, out: FailedDeliveriesOutput) -> FailedDeliveriesOutput:
+def _bounded(scope: str, limit: int, out: FailedDeliveriesOutput) -> FailedDeliveriesOutput:
     """At most `limit` failures (oldest first: they are closest to leaving GitHub's retention)
     and a bounded skip list, so the result stays small in history."""
     failed = sorted(out.failed, key=lambda d: d.delivery_id)
     skipped = out.skipped[:_MAX_SKIPPED]
-    if len(failed) > inp.limit:
-        what = f"{len(failed) - inp.limit} deliveries"
-        skipped.append(Skipped(repo=inp.repo, what=what, reason="over max_redeliveries; left for the next run"))
+    if len(failed) > limit:
+        what = f"{len(failed) - limit} deliveries"
+        skipped.append(Skipped(repo=scope, what=what, reason="over max_redeliveries; left for the next run"))
     if len(out.skipped) > _MAX_SKIPPED:
-        skipped.append(Skipped(repo=inp.repo, what=f"{len(out.skipped) - _MAX_SKIPPED} more", reason="not listed"))
-    return FailedDeliveriesOutput(failed=failed[: inp.limit], skipped=skipped)
+        skipped.append(Skipped(repo=scope, what=f"{len(out.skipped) - _MAX_SKIPPED} more", reason="not listed"))
+    return FailedDeliveriesOutput(failed=failed[:limit], skipped=skipped)
 
 
 def redeliver(api: GitHubApi, inp: RedeliverInput) -> RedeliverOutput:
     api.post(f"/repos/{inp.repo}/hooks/{inp.hook_id}/deliveries/{inp.delivery_id}/attempts", {})
+    return RedeliverOutput(accepted=True)
+
+
+def redeliver_app(api: GitHubApi, inp: AppRedeliverInput) -> RedeliverOutput:
+    api.post(f"/app/hook/deliveries/{inp.delivery_id}/attempts", {})
     return RedeliverOutput(accepted=True)
 
 
@@ -154,9 +174,20 @@ class DeliveryActivities:
         log.info("github redelivery requested", repo=inp.repo, hook_id=inp.hook_id, delivery_id=inp.delivery_id)
         return out
 
+    @activity.defn(name="github_failed_app_deliveries")
+    async def failed_app_deliveries(self, inp: FailedAppDeliveriesInput) -> FailedDeliveriesOutput:
+        return await read_github(self._clients, APP_SCOPE, failed_app_deliveries, inp)
+
+    @activity.defn(name="github_redeliver_app")
+    async def redeliver_app(self, inp: AppRedeliverInput) -> RedeliverOutput:
+        out = await write_github(self._clients, APP_SCOPE, redeliver_app, inp)
+        log.info("github redelivery requested", hook="app", delivery_id=inp.delivery_id)
+        return out
+
     @activity.defn(name="github_open_issues_with_label")
     async def open_issues_with_label(self, inp: LabelledIssuesInput) -> LabelledIssuesOutput:
         return await read_github(self._clients, inp.repo, open_issues_with_label, inp)
 
     def all(self) -> list[Callable[..., Any]]:
-        return [self.failed_deliveries, self.redeliver, self.open_issues_with_label]
+        return [self.failed_deliveries, self.redeliver, self.failed_app_deliveries, self.redeliver_app,
+                self.open_issues_with_label]  # fmt: skip

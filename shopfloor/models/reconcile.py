@@ -17,6 +17,9 @@ from shopfloor.models.github_ops import RepoName
 
 # Only hooks whose URL holds this are shopfloor's: other services' failed deliveries are theirs.
 SHOPFLOOR_HOOK_PATH = "/webhooks/github"
+# The GitHub App's own webhook, where a report names a repository (its deliveries span them all).
+APP_HOOK = "(app webhook)"
+APP_HOOK_ID = 0  # FailedDelivery.hook_id of the App's webhook (its API has no hook id)
 
 
 class ReconcileInput(BaseModel):
@@ -25,6 +28,9 @@ class ReconcileInput(BaseModel):
     trigger_label: str = "shopfloor"
     max_redeliveries: int = Field(default=50, ge=0)  # per run, over all repositories
     hook_url_contains: str = SHOPFLOOR_HOOK_PATH  # "" reconciles every hook of the repository
+    # Also the GitHub App's own webhook (`/app/hook/deliveries`, with the App's JWT): where a
+    # GitHub App deployment's events arrive. Set when the factory runs as a GitHub App.
+    app_hook: bool = False
 
 
 class Redelivered(BaseModel):
@@ -82,6 +88,15 @@ class FailedDeliveriesOutput(BaseModel):
 class RedeliverInput(BaseModel):
     repo: RepoName
     hook_id: int
+    delivery_id: int
+
+
+class FailedAppDeliveriesInput(BaseModel):
+    since: datetime  # attempts older than this are not looked at
+    limit: int = Field(default=50, ge=1)
+
+
+class AppRedeliverInput(BaseModel):
     delivery_id: int
 
 

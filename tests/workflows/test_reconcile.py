@@ -21,10 +21,11 @@ from pathlib import Path
 
 import pytest
 from agent_runs import record_history
+from github import Auth
 from pydantic import SecretStr
 from shopfloor.webhooks.app import create_app
 from shopfloor.workflows.reconcile import ReconcileWorkflow
-from simulator_runs import SimulatorHandle
+from simulator_runs import SimulatorHandle, app_keys, running_simulator
 from threaded_server import serving
 from temporalio.client import Client, ScheduleIntervalSpec, ScheduleOverlapPolicy, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
@@ -34,7 +35,7 @@ from webhook_receiver import receiving
 from shopfloor.blobs import FileBlobStore, get_json
 from shopfloor.devserver import DevServer, free_port
 from shopfloor.models.inbox import RepoEvent
-from shopfloor.models.reconcile import ReconcileInput, ReconcileReport
+from shopfloor.models.reconcile import APP_HOOK, ReconcileInput, ReconcileReport
 from shopfloor.reconcile_schedule import SCHEDULE_ID, ensure_reconcile_schedule
 from shopfloor.settings import Settings
 from shopfloor.temporal import connect
@@ -160,6 +161,46 @@ async def test_labelled_issue_without_workflow_is_started_once(
     await temporal_client.get_workflow_handle(workflow_id).terminate("test done")
 
 
+async def test_a_failed_delivery_of_the_github_apps_own_webhook_is_redelivered_once(
+    settings: Settings, temporal_client: Client, tmp_path: Path
+):
+    """A GitHub App deployment has no repository hooks: events arrive through the App's webhook,
+    whose deliveries only the App itself (its JWT) may list and redeliver."""
+    private, public = app_keys()
+    with running_simulator(tmp_path / "sim", app_id=4242, app_public_keys={4242: public}) as sim, \
+            receiving() as receiver:  # fmt: skip
+        jwt = {"Authorization": f"Bearer {Auth.AppAuth(4242, private).token}"}
+        config = {"url": receiver.url.replace("/hook", "/webhooks/github"), "content_type": "json"}
+        with sim.api() as c:
+            assert c.patch("/app/hook/config", json=config, headers=jwt).status_code == 200
+        receiver.status = 503  # the edge could not hand the event to Temporal
+        repo = make_repo(sim, tmp_path)
+        with sim.api("alice") as c:
+            c.post(f"/repos/{repo}/issues", json={"title": "It breaks"}).raise_for_status()
+        sim.wait_idle()
+        (guid,) = [r.headers["x-github-delivery"] for r in receiver.received if r.event == "issues"]
+        receiver.status = 202
+
+        app = settings.model_copy(update={"github_api_url": sim.api_url, "github_app_id": 4242,
+                                          "github_app_private_key": SecretStr(private)})  # fmt: skip
+        inp = ReconcileInput(repos=[repo], app_hook=True)
+        async with reconcile_worker(temporal_client, app, f"issues-{uuid.uuid4().hex[:8]}"):
+            first = await reconcile(temporal_client, app.task_queue, inp, record="reconcile-app-hook-redelivered")
+            assert [(d.repo, d.guid, d.event) for d in first.redelivered] == [(APP_HOOK, guid, "issues")], first
+            assert first.errors == []
+            sim.wait_idle()
+            assert [r.headers["x-github-delivery"] for r in receiver.received if r.event == "issues"] == [guid, guid]
+            second = await reconcile(temporal_client, app.task_queue, inp)
+            assert second.redelivered == [] and second.errors == [], second
+
+        # A worker with a token, not the App's key, cannot read the App's webhook: the report says so.
+        token = github_settings(settings, sim)
+        async with reconcile_worker(temporal_client, token, f"issues-{uuid.uuid4().hex[:8]}"):
+            refused = await reconcile(temporal_client, token.task_queue, ReconcileInput(app_hook=True))
+        assert [(e.repo, e.step) for e in refused.errors] == [(APP_HOOK, "deliveries")], refused
+        assert "SHOPFLOOR_GITHUB_APP_ID" in refused.errors[0].message
+
+
 async def start_signal(client: Client, workflow_id: str) -> RepoEvent:
     history = await client.get_workflow_handle(workflow_id).fetch_history()
     signal = next(e.workflow_execution_signaled_event_attributes for e in history.events
@@ -258,5 +299,20 @@ async def test_the_schedule_is_created_once_and_only_with_repositories(temporal_
         assert action.workflow == "ReconcileWorkflow" and action.task_queue == s.task_queue
         ids = [x.id async for x in await temporal_client.list_schedules()]
         assert ids.count(SCHEDULE_ID) <= 1  # listing is eventually consistent; never two
+    finally:
+        await handle.delete()
+
+
+async def test_a_github_app_gets_the_schedule_without_repositories_and_reconciles_its_webhook(
+    temporal_client: Client, settings: Settings
+):
+    private, _ = app_keys()
+    app = settings.model_copy(update={"github_app_id": 4242, "github_app_private_key": SecretStr(private)})
+    handle = temporal_client.get_schedule_handle(SCHEDULE_ID)
+    try:
+        assert await ensure_reconcile_schedule(temporal_client, app) == "created"
+        action = (await handle.describe()).schedule.action
+        (inp,) = await temporal_client.data_converter.decode(action.args, [ReconcileInput])
+        assert inp.app_hook is True and inp.repos == []
     finally:
         await handle.delete()
