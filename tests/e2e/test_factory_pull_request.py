@@ -34,15 +34,16 @@ CHANGES = {
 }  # fmt: skip
 
 
-def open_person_pr(f: Factory, author: str, branch: str, ops: str, *, pusher: str | None = None) -> tuple[int, str]:
+def open_person_pr(f: Factory, author: str, branch: str, ops: str, *, pusher: str | None = None,
+                   draft: bool = False) -> tuple[int, str]:  # fmt: skip
     """`pusher` (default: the author) makes `branch` from main with `ops` as calc/ops.py; `author`
-    opens the pull request. Returns (number, head sha)."""
+    opens the pull request (a draft with `draft`). Returns (number, head sha)."""
     gh = f.gh(pusher or author)
     main = f.get("/branches/main")["commit"]["sha"]
     assert gh.post(f"/repos/{f.repo}/git/refs", json={"ref": f"refs/heads/{branch}", "sha": main}).status_code == 201
     push_ops(f, pusher or author, branch, ops)
     resp = f.gh(author).post(f"/repos/{f.repo}/pulls", json={
-        "title": "Make add() add", "head": branch, "base": "main", "body": "add(2, 3) returned -1.",
+        "title": "Make add() add", "head": branch, "base": "main", "body": "add(2, 3) returned -1.", "draft": draft,
     })  # fmt: skip
     assert resp.status_code == 201, resp.text
     pr = resp.json()
@@ -286,14 +287,7 @@ async def test_a_members_draft_is_reviewed_only_once_it_is_marked_ready(
     async with factory(simulator, settings, running_worker, temporal_client, tmp_path, models, MERGING) as f:
         owner, name = f.repo.split("/")
         simulator.set_permission(owner, name, "carol", "write")
-        main = f.get("/branches/main")["commit"]["sha"]
-        gh = f.gh("carol")
-        assert gh.post(f"/repos/{f.repo}/git/refs", json={"ref": "refs/heads/carol/wip", "sha": main}).status_code == 201
-        head = push_ops(f, "carol", "carol/wip", FIXED_OPS)
-        resp = gh.post(f"/repos/{f.repo}/pulls", json={"title": "Make add() add", "head": "carol/wip", "base": "main",
-                                                       "draft": True})  # fmt: skip
-        assert resp.status_code == 201, resp.text
-        number = resp.json()["number"]
+        number, head = open_person_pr(f, "carol", "carol/wip", FIXED_OPS, draft=True)
         handle = temporal_client.get_workflow_handle(pr_workflow_id(f.repo, number))
         await pr_state_when(handle, lambda s: s.head_sha == head and s.waiting_for == "review_command",
                             "the run to leave the draft alone")  # fmt: skip
