@@ -35,6 +35,10 @@ class Settings(BaseSettings):
     # Activities one worker runs at once: model calls waiting on a provider (cheap) and tool calls,
     # each command a sandboxed process under the repository's limits (size memory for those).
     max_concurrent_activities: int = Field(default=200, ge=1)
+    # A `shopfloor worker` told to stop (SIGTERM, Ctrl-C) takes no new tasks and gives running
+    # activities this long to finish; the rest are cancelled and retried on another worker. Keep
+    # it under the orchestrator's kill deadline. `shopfloor dev` and `demo` stop at once.
+    worker_shutdown_grace_seconds: float = Field(default=60.0, ge=0, le=3600)
 
     data_dir: Path = Field(default_factory=lambda: Path.home() / ".shopfloor")
     blob_url: str | None = None  # default: file store under <data_dir>/blobs; s3://bucket/prefix

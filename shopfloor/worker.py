@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
 from collections.abc import Callable
+from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import structlog
@@ -138,6 +139,7 @@ def build_worker(
     providers: ProviderCache,
     blobs: BlobStore | None = None,
     task_queue: str | None = None,
+    graceful_shutdown: timedelta = timedelta(),
 ) -> Worker:
     blobs = blobs or open_blob_store(url=settings.blob_url, data_dir=settings.data_dir, s3_endpoint_url=settings.s3_endpoint_url)
     # One GitHub client set per worker: one token cache and one write lock per installation.
@@ -153,17 +155,20 @@ def build_worker(
         workflow_runner=SANDBOX,
         max_cached_workflows=settings.max_cached_workflows,
         max_concurrent_activities=settings.max_concurrent_activities,
+        graceful_shutdown_timeout=graceful_shutdown,
     )
 
 
-async def run_worker(client: Client, settings: Settings) -> None:
-    """Run until cancelled; on cancellation, stop taking tasks and let running ones finish briefly."""
+async def run_worker(client: Client, settings: Settings, *, graceful: bool = True) -> None:
+    """Run until cancelled; on cancellation, stop taking tasks and give running activities
+    `worker_shutdown_grace_seconds` to finish (`graceful=False`: cancel them at once)."""
     mode, note = resolve_mode(settings.sandbox)  # SHOPFLOOR_SANDBOX=bwrap without bubblewrap stops here
     if note:
         log.warning("commands will run UNSANDBOXED", sandbox=settings.sandbox, reason=note)
     providers = ProviderCache(settings)
     providers.prewarm([settings.model, *settings.agent_models.values()])
-    worker = build_worker(client, settings, providers=providers)
+    grace = timedelta(seconds=settings.worker_shutdown_grace_seconds if graceful else 0)
+    worker = build_worker(client, settings, providers=providers, graceful_shutdown=grace)
     log.info("worker started", task_queue=settings.task_queue, namespace=settings.temporal_namespace, sandbox=mode)
     try:
         await worker.run()

@@ -119,7 +119,8 @@ async def running_stack(settings: Settings) -> AsyncIterator[Stack]:
         await ensure_search_attributes(client, settings.temporal_namespace)
         await ensure_reconcile_schedule(client, settings)  # redeliver what the edge missed
         jobs = [
-            asyncio.create_task(run_worker(client, settings)),
+            # One machine, one Ctrl-C: stop at once (running activities are retried on the next start).
+            asyncio.create_task(run_worker(client, settings, graceful=False)),
             asyncio.create_task(_serve_webhooks(client, settings, stop)),
         ]
         if sim is not None:

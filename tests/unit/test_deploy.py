@@ -517,3 +517,24 @@ def test_k8s_secrets_are_placeholders_and_stay_out_of_the_configmap() -> None:
         assert "data" not in secret, f"{name}: use stringData placeholders"
         for key, value in secret["stringData"].items():
             assert "REPLACE_ME" in value, f"secret.example.yaml: {name}/{key} is not a placeholder"
+
+
+def _seconds(duration: str | int) -> float:
+    """A compose duration (`2m`, `90s`, `1m30s`) or a plain number of seconds."""
+    if isinstance(duration, int):
+        return float(duration)
+    parts = re.findall(r"(\d+(?:\.\d+)?)(h|m|s)", duration)
+    assert parts and "".join(n + u for n, u in parts) == duration, f"not a duration: {duration!r}"
+    return sum(float(n) * {"h": 3600, "m": 60, "s": 1}[u] for n, u in parts)
+
+
+def test_workers_finish_running_activities_before_the_orchestrator_kills_them() -> None:
+    """The worker's shutdown grace must end before SIGKILL, or the cancelled activities are not
+    reported and wait out their heartbeat timeouts instead of being retried at once."""
+    worker = COMPOSE["services"]["worker"]
+    grace = settings_for(compose_env(worker)).worker_shutdown_grace_seconds
+    assert 0 < grace < _seconds(worker["stop_grace_period"])
+    pod = pod_specs()["shopfloor-worker"]
+    (container,) = pod["containers"]
+    grace = settings_for(k8s_env(container)).worker_shutdown_grace_seconds
+    assert 0 < grace < pod["terminationGracePeriodSeconds"]
