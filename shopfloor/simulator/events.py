@@ -26,7 +26,8 @@ class Events:
         body = {**payload}
         body.setdefault("repository", s.repo(repo))
         body["sender"] = s.user(sender)
-        body["installation"] = self.installation(repo)
+        if repo.parent is None:  # the App is not installed on people's forks
+            body["installation"] = self.installation(repo)
         return self.sim.dispatcher.emit(repo, event, body, **kw)
 
     def issue(self, repo: Repo, issue: Issue, action: str, sender: User, **extra: Any) -> None:

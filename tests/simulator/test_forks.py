@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from github import Auth, Github, GithubException
-from simulator_runs import BOT_TOKEN, SimulatorHandle, user_token
+from simulator_runs import BOT_TOKEN, SimulatorHandle, app_keys, user_token
 from webhook_receiver import git_env, receiving, run_git
 
 SECRET = "fork-secret"
@@ -47,6 +47,10 @@ def test_a_strangers_fork_pull_request_is_built_synchronized_and_merged(simulato
         fork = carol.get_repo("alice/calc").create_fork()
         assert (fork.full_name, fork.fork, fork.parent.full_name) == ("carol/calc", True, "alice/calc")
         assert carol.get_repo("alice/calc").create_fork().id == fork.id  # asking again: the same fork
+        as_app = {"Authorization": f"Bearer {Auth.AppAuth(4242, app_keys()[0]).token}"}
+        with simulator.api() as c:  # the App is installed on alice's repositories, not on carol's fork
+            assert c.get("/repos/alice/calc/installation", headers=as_app).status_code == 200
+            assert c.get("/repos/carol/calc/installation", headers=as_app).status_code == 404
         assert "refs/heads/main" in ls_remote(simulator.git_url("carol", "calc"), home)
 
         # carol fixes add() on a branch of her fork; the app, not installed there, may not push to it.
@@ -88,6 +92,7 @@ def test_a_strangers_fork_pull_request_is_built_synchronized_and_merged(simulato
         opened = [r.payload() for r in receiver.received if r.event == "pull_request"
                   and r.payload()["action"] == "opened"]  # fmt: skip
         assert opened[0]["pull_request"]["head"]["repo"]["fork"] is True
+        assert "installation" in opened[0]  # an event of alice/calc, where the App is installed
 
         # A branch of the same name in the parent is another head: the fork's PR stays where it is.
         base_work = tmp_path / "base-work"

@@ -57,7 +57,7 @@ def repo_installation(owner: str, repo: str, request: Request) -> JSONResponse:
     sim = sim_of(request)
     app_jwt(sim.config, request.headers.get("authorization"))
     r = sim.store.repo(owner, repo)
-    if r is None:
+    if r is None or r.parent is not None:  # not installed on people's forks
         raise not_found()
     with sim.store.lock:
         return JSONResponse(_installation(sim, r.owner.login))
