@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
@@ -58,10 +59,13 @@ class ProviderCache:
     def __init__(self, settings: Settings) -> None:
         self._settings = settings
         self._providers: dict[str, ModelProvider] = {}
+        self._opening = threading.Lock()  # `prewarm` opens providers from a thread
 
     def __call__(self, spec: ModelSpec) -> ModelProvider:
         key = str(spec)
-        if key not in self._providers:
+        with self._opening:
+            if key in self._providers:
+                return self._providers[key]
             s = self._settings
             self._providers[key] = open_provider(
                 spec,
@@ -73,9 +77,10 @@ class ProviderCache:
         return self._providers[key]
 
     def prewarm(self, models: list[str]) -> None:
-        """Open the configured models' providers now, at worker start: opening one imports its SDK
-        (seconds, blocking the event loop), which inside a model call's first attempt on a fresh
-        worker could outlast a short heartbeat timeout. Failures wait for the call that needs it."""
+        """Open the configured models' providers ahead of their first call (blocking; run_worker
+        runs it in a thread while the worker starts polling): opening one imports its SDK, seconds
+        that inside a model call's first attempt could outlast a short heartbeat timeout. Failures
+        wait for the call that needs it."""
         for model in dict.fromkeys(models):
             try:
                 self(ModelSpec.parse(model))
@@ -166,11 +171,13 @@ async def run_worker(client: Client, settings: Settings, *, graceful: bool = Tru
     if note:
         log.warning("commands will run UNSANDBOXED", sandbox=settings.sandbox, reason=note)
     providers = ProviderCache(settings)
-    providers.prewarm([settings.model, *settings.agent_models.values()])
+    # Beside the start, not before it: a replacement for a crashed worker polls seconds sooner.
+    warming = asyncio.create_task(asyncio.to_thread(providers.prewarm, [settings.model, *settings.agent_models.values()]))
     grace = timedelta(seconds=settings.worker_shutdown_grace_seconds if graceful else 0)
     worker = build_worker(client, settings, providers=providers, graceful_shutdown=grace)
     log.info("worker started", task_queue=settings.task_queue, namespace=settings.temporal_namespace, sandbox=mode)
     try:
         await worker.run()
     finally:
+        await asyncio.shield(warming)  # a thread cannot be stopped: let it finish, then close all
         await providers.aclose()
