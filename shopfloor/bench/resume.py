@@ -28,7 +28,7 @@ from temporalio.api.enums.v1 import TaskQueueType
 from temporalio.api.history.v1 import HistoryEvent
 
 from shopfloor.bench.spawn import WorkerProcess, worker_env
-from shopfloor.bench.workload import agent_input, chain_history, make_workspace, script
+from shopfloor.bench.workload import MODEL, agent_input, chain_history, make_workspace, script
 from shopfloor.devserver import DevServer, free_port
 from shopfloor.errors import ShopfloorError
 from shopfloor.models.agent_run import AgentResult, WorkspaceRef
@@ -81,7 +81,9 @@ async def _wait(what: str, predicate, worker: WorkerProcess, timeout_s: float) -
         await asyncio.sleep(0.02)
 
 
-async def bench_resume(*, latency_ms: int = 2000, heartbeat_s: float = 5.0, steps: int = 5, kill_in_step: int = 3) -> ResumeReport:
+async def bench_resume(*, latency_ms: int = 2000, heartbeat_s: float = 5.0, steps: int = 5, kill_in_step: int = 3,
+                       worker_settings: dict[str, str] | None = None) -> ResumeReport:  # fmt: skip
+    """`worker_settings`: more environment for both workers (SHOPFLOOR_*), to compare settings."""
     if not 1 <= kill_in_step < steps:
         raise ValueError(f"kill_in_step must be in 1..{steps - 1}, not {kill_in_step}")
     latency_s = latency_ms / 1000
@@ -97,10 +99,12 @@ async def bench_resume(*, latency_ms: int = 2000, heartbeat_s: float = 5.0, step
             with FakeModelServer(script, latency_s=latency_s) as fake:
                 queue = f"bench-resume-{uuid.uuid4().hex[:8]}"
                 settings = Settings(temporal_address=server.address, task_queue=queue, data_dir=base / "data")
+                # Configured as a deployed worker is: its model named, so it opens the provider at start.
                 env = worker_env(
                     SHOPFLOOR_TEMPORAL_ADDRESS=server.address, SHOPFLOOR_TASK_QUEUE=queue,
                     SHOPFLOOR_DATA_DIR=str(base / "data"), SHOPFLOOR_LOG_LEVEL="WARNING", SHOPFLOOR_LOG_JSON="true",
-                    OPENAI_BASE_URL=fake.openai_base_url, OPENAI_API_KEY="bench-not-a-secret",
+                    SHOPFLOOR_MODEL=MODEL, OPENAI_BASE_URL=fake.openai_base_url, OPENAI_API_KEY="bench-not-a-secret",
+                    **(worker_settings or {}),
                 )  # fmt: skip
                 client = await connect(settings)
 
