@@ -32,6 +32,10 @@ class Settings(BaseSettings):
     task_queue: str = "shopfloor"
     # Workflows kept in a worker's cache. 0 forces a full replay of every task (tests use it).
     max_cached_workflows: int = Field(default=1000, ge=0)
+    # How long a cached workflow's next task waits for the worker that cached it before any worker
+    # may take it (replaying it): after that worker dies, its runs can stand still this long. The
+    # SDK's default is 10 s; histories here are small, so a replay costs less than the wait.
+    sticky_queue_timeout_seconds: float = Field(default=3.0, gt=0, le=300)
     # Activities one worker runs at once: model calls waiting on a provider (cheap) and tool calls,
     # each command a sandboxed process under the repository's limits (size memory for those).
     max_concurrent_activities: int = Field(default=200, ge=1)

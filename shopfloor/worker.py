@@ -159,6 +159,7 @@ def build_worker(
         ],
         workflow_runner=SANDBOX,
         max_cached_workflows=settings.max_cached_workflows,
+        sticky_queue_schedule_to_start_timeout=timedelta(seconds=settings.sticky_queue_timeout_seconds),
         max_concurrent_activities=settings.max_concurrent_activities,
         graceful_shutdown_timeout=graceful_shutdown,
     )
