@@ -43,6 +43,7 @@ MODEL_RETRY_INTERVAL_S = 1.0  # workflows/agent.py MODEL_RETRY.initial_interval
 class ResumeReport(BaseModel):
     model_latency_ms: int
     heartbeat_timeout_s: float
+    sticky_timeout_s: float  # the workers' SHOPFLOOR_STICKY_QUEUE_TIMEOUT_SECONDS
     steps: int
     killed_in_step: int
     killed_after_s: float  # how long the killed step's model call had been in flight
@@ -183,6 +184,8 @@ async def bench_resume(*, latency_ms: int = 2000, heartbeat_s: float = 5.0, step
     turns = [r.turn for r in requests]
     return ResumeReport(
         model_latency_ms=latency_ms, heartbeat_timeout_s=heartbeat_s, steps=steps, killed_in_step=kill_in_step,
+        sticky_timeout_s=float((worker_settings or {}).get(
+            "SHOPFLOOR_STICKY_QUEUE_TIMEOUT_SECONDS", Settings.model_fields["sticky_queue_timeout_seconds"].default)),
         killed_after_s=killed_after,
         replacement_polling_s=polling_at - killed_at,
         retry_started_s=_at(started) - killed_at, retry_attempt=started.activity_task_started_event_attributes.attempt,

@@ -190,10 +190,11 @@ def resume_rows(r: ResumeReport) -> list[BenchRow]:
             reference_label="model heartbeat timeout", reference=r.heartbeat_timeout_s, digits=2,
             detail=(f"from the kill: replacement worker polling {r.replacement_polling_s:.2f} s, retried call taken "
                     f"{r.retry_started_s:.2f} s ({attempts}), model called again {r.retried_call_s:.2f} s (the new "
-                    f"worker's first model call, provider SDK import included), call done "
-                    f"{r.call_completed_s:.2f} s, step recorded {r.resume_s:.2f} s; bound when the first retry "
-                    f"succeeds: heartbeat {r.heartbeat_timeout_s:g} s + retry interval {MODEL_RETRY_INTERVAL_S:g} s + "
-                    f"one model call {r.model_latency_ms / 1000:g} s; model calls repeated: {r.model_calls_repeated}{only_that}"),
+                    f"worker's first model call), call done {r.call_completed_s:.2f} s, step recorded "
+                    f"{r.resume_s:.2f} s; bound when the first retry succeeds: heartbeat {r.heartbeat_timeout_s:g} s "
+                    f"+ retry interval {MODEL_RETRY_INTERVAL_S:g} s + one model call {r.model_latency_ms / 1000:g} s "
+                    f"+ up to the sticky-queue timeout {r.sticky_timeout_s:g} s (the result's workflow task is first "
+                    f"offered to the dead worker); model calls repeated: {r.model_calls_repeated}{only_that}"),
         )
     ]
 
