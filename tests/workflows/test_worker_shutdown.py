@@ -10,6 +10,7 @@ import time
 from collections import Counter
 
 from agent_runs import agent_input, sample_repo, start_agent
+from harness_runs import wait_for
 from temporalio.api.enums.v1 import EventType
 from worker_process import WorkerProcess, worker_env
 
@@ -17,14 +18,6 @@ from shopfloor.testing import FakeModelServer, ScriptTurn
 
 LATENCY_S = 2.0
 SCRIPT = [ScriptTurn.tool("read_file", "reading", path="README.md"), ScriptTurn(content="It greets people.")]
-
-
-async def wait_for(predicate, timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.02)
 
 
 async def model_step_attempts(handle) -> list[int]:
