@@ -27,7 +27,7 @@ from pydantic import SecretStr
 from simulator_runs import SimulatorHandle
 from temporalio.client import Client, WorkflowHandle
 from temporalio.service import RPCError, RPCStatusCode
-from worker_process import WorkerProcess, worker_env
+from worker_process import WorkerProcess, worker_env_for
 
 from shopfloor.models.factory import IssueOutcome
 from shopfloor.models.factory_run import FactoryState
@@ -131,11 +131,8 @@ async def test_worker_killed_during_fix_and_during_review_still_merges_once(
     outcome: IssueOutcome | None = None
     with FakeModelServer(answer, latency_s=LATENCY_S) as fake, \
             edge_subscribed(simulator, repo, temporal_client, edge_settings):  # fmt: skip
-        env = worker_env(
-            SHOPFLOOR_TEMPORAL_ADDRESS=temporal_server.address,
-            SHOPFLOOR_TASK_QUEUE=settings.task_queue,
-            SHOPFLOOR_DATA_DIR=str(settings.data_dir),
-            SHOPFLOOR_MAX_CACHED_WORKFLOWS="0",
+        env = worker_env_for(
+            temporal_server, settings, fake,
             SHOPFLOOR_SANDBOX=settings.sandbox,
             SHOPFLOOR_GITHUB_API_URL=simulator.api_url,
             SHOPFLOOR_GITHUB_TOKEN="bot-token",
@@ -146,8 +143,6 @@ async def test_worker_killed_during_fix_and_during_review_still_merges_once(
             SHOPFLOOR_PRICES=json.dumps({model: [1.0, 2.0] for model in SCRIPTS}),
             # The killed worker's in-flight model call is retried elsewhere after this silence.
             SHOPFLOOR_MODEL_HEARTBEAT_SECONDS="5",
-            OPENAI_BASE_URL=fake.openai_base_url,
-            OPENAI_API_KEY="sk-test-not-a-secret",
         )
 
         def start_worker() -> WorkerProcess:

@@ -8,7 +8,7 @@ import time
 from collections import Counter
 
 from agent_runs import agent_input, sample_repo, start_agent
-from worker_process import WorkerProcess, worker_env
+from worker_process import WorkerProcess, worker_env_for
 
 from shopfloor.testing import FakeModelServer, ScriptTurn
 
@@ -36,14 +36,7 @@ async def test_sigkilled_worker_run_is_finished_by_another_without_repeating_mod
 ):
     repo = sample_repo(tmp_path / "repo")
     with FakeModelServer(script(), latency_s=1.0) as fake:
-        env = worker_env(
-            SHOPFLOOR_TEMPORAL_ADDRESS=temporal_server.address,
-            SHOPFLOOR_TASK_QUEUE=settings.task_queue,
-            SHOPFLOOR_DATA_DIR=str(settings.data_dir),
-            SHOPFLOOR_MAX_CACHED_WORKFLOWS="0",
-            OPENAI_BASE_URL=fake.openai_base_url,
-            OPENAI_API_KEY="sk-test-not-a-secret",
-        )
+        env = worker_env_for(temporal_server, settings, fake)
         first = WorkerProcess(env, tmp_path / "worker-1.log")
         try:
             inp = agent_input(repo, "openai:fake-model", heartbeat_s=3)

@@ -24,7 +24,7 @@ from portable_repos import (
     tree_state,
     wait_for,
 )
-from worker_process import WorkerProcess, worker_env
+from worker_process import WorkerProcess, worker_env_for
 
 from shopfloor.blobs import S3BlobStore, open_blob_store
 from shopfloor.devserver import free_port
@@ -102,17 +102,10 @@ async def test_second_worker_finishes_the_run_with_every_edit_intact(
     with FakeModelServer(script(), latency_s=1.0) as fake:
 
         def env(data_dir: Path) -> dict[str, str]:
-            return worker_env(
-                SHOPFLOOR_TEMPORAL_ADDRESS=temporal_server.address,
-                SHOPFLOOR_TASK_QUEUE=settings.task_queue,
-                SHOPFLOOR_DATA_DIR=str(data_dir),
-                SHOPFLOOR_MAX_CACHED_WORKFLOWS="0",
-                SHOPFLOOR_BLOB_URL=blob_url,
-                SHOPFLOOR_S3_ENDPOINT_URL=endpoint,
-                OPENAI_BASE_URL=fake.openai_base_url,
-                OPENAI_API_KEY="sk-test-not-a-secret",
-                **AWS,
-            )
+            return worker_env_for(
+                temporal_server, settings, fake,
+                SHOPFLOOR_DATA_DIR=str(data_dir), SHOPFLOOR_BLOB_URL=blob_url, SHOPFLOOR_S3_ENDPOINT_URL=endpoint, **AWS,
+            )  # fmt: skip
 
         handle = result = None
         first = WorkerProcess(env(data[0]), tmp_path / "worker-1.log")

@@ -12,7 +12,7 @@ from collections import Counter
 from agent_runs import agent_input, sample_repo, start_agent
 from harness_runs import wait_for
 from temporalio.api.enums.v1 import EventType
-from worker_process import WorkerProcess, worker_env
+from worker_process import WorkerProcess, worker_env_for
 
 from shopfloor.testing import FakeModelServer, ScriptTurn
 
@@ -41,12 +41,7 @@ async def stop_mid_call_then_finish(temporal_client, temporal_server, settings, 
     run's result, every request the model saw, the model_step attempts)."""
     repo = sample_repo(tmp_path / "repo")
     with FakeModelServer(SCRIPT, latency_s=LATENCY_S) as fake:
-        env = worker_env(
-            SHOPFLOOR_TEMPORAL_ADDRESS=temporal_server.address, SHOPFLOOR_TASK_QUEUE=settings.task_queue,
-            SHOPFLOOR_DATA_DIR=str(settings.data_dir), SHOPFLOOR_MAX_CACHED_WORKFLOWS="0",
-            SHOPFLOOR_WORKER_SHUTDOWN_GRACE_SECONDS=grace,
-            OPENAI_BASE_URL=fake.openai_base_url, OPENAI_API_KEY="sk-test-not-a-secret",
-        )  # fmt: skip
+        env = worker_env_for(temporal_server, settings, fake, SHOPFLOOR_WORKER_SHUTDOWN_GRACE_SECONDS=grace)
         first = WorkerProcess(env, tmp_path / "worker-1.log")
         try:
             handle = await start_agent(temporal_client, agent_input(repo, "openai:fake-model", heartbeat_s=5),
