@@ -18,9 +18,6 @@ from shopfloor.settings import Settings
 from shopfloor.temporal import connect
 from shopfloor.worker import ProviderCache, build_worker
 
-FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures"
-
-
 @pytest.fixture(scope="session")
 def temporal_server(tmp_path_factory: pytest.TempPathFactory) -> DevServer:
     logs = tmp_path_factory.mktemp("temporal")

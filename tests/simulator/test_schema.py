@@ -11,6 +11,7 @@ from typing import Any
 import githubkit_schemas.latest.models as m
 import pytest
 from githubkit.webhooks import parse_obj
+from fixture_files import fixture
 from pydantic import TypeAdapter
 from simulator_runs import SimulatorHandle
 from webhook_receiver import receiving
@@ -114,8 +115,5 @@ def test_rest_responses_and_webhooks_match_githubs_schemas(simulator: SimulatorH
 
 def test_real_fixture_payloads_still_parse():
     """A guard for the validator itself: GitHub's real payloads pass the same check."""
-    root = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "github" / "webhooks"
-    if not root.is_dir():
-        pytest.skip("shared fixtures are not present")
     for name in ("issues.opened.json", "pull_request.synchronize.json", "check_run.completed.json", "push.json"):
-        parse_obj(name.split(".")[0], json.loads((root / name).read_text()))
+        parse_obj(name.split(".")[0], json.loads(fixture("github", "webhooks", name).read_text()))

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from fixture_files import GITHUB_WEBHOOKS
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
 
@@ -15,7 +16,7 @@ from shopfloor.github_signature import sign
 from shopfloor.models.inbox import GITHUB_EVENT_SIGNAL, RepoEvent
 
 SECRET = "edge-test-secret"
-WEBHOOKS = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "github" / "webhooks"
+WEBHOOKS = GITHUB_WEBHOOKS
 
 
 def fixture_payload(name: str, *, owner: str | None = None) -> dict[str, Any]:

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from fixture_files import ALERTS
 
 from shopfloor.webhooks.alert_sources import (
     DESCRIPTION_MAX,
@@ -20,7 +21,7 @@ from shopfloor.webhooks.alert_sources import (
     validate_routes,
 )
 
-FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "alerts"
+FIXTURES = ALERTS
 NOW = datetime(2026, 11, 30, 1, 0, tzinfo=timezone.utc)
 
 

@@ -1,4 +1,4 @@
-"""Real GitHub webhook bodies (../shared/fixtures) parse into shopfloor's event models with the
+"""Real GitHub webhook bodies (tests/fixtures) parse into shopfloor's event models with the
 values routing needs; malformed bodies fail with a message that names the problem."""
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from pydantic import TypeAdapter
+from fixture_files import GITHUB_WEBHOOKS, webhook_names
 
 from shopfloor.models.github_events import (
     CheckRunEvent,
@@ -29,8 +30,8 @@ from shopfloor.models.github_events import (
     parse_event,
 )
 
-WEBHOOKS = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "github" / "webhooks"
-FILES = sorted(p.name for p in WEBHOOKS.glob("*.json"))
+WEBHOOKS = GITHUB_WEBHOOKS
+FILES = webhook_names()
 HELLO = "Codertocat/Hello-World"
 SHA_EC26 = "ec26c3e57ca3a959ca5aad62de7213c562f8c821"
 

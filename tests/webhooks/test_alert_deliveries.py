@@ -1,5 +1,5 @@
 """Alert webhooks end to end against the session's real Temporal dev server: every real payload in
-shared/fixtures/alerts is accepted when authorized (and reaches the `alert/<source>/<fingerprint>`
+tests/fixtures/alerts is accepted when authorized (and reaches the `alert/<source>/<fingerprint>`
 workflow with the right Alert), refused when not, and the edge's other answers (unrouted, duplicate,
 malformed, too large, Temporal down) hold."""
 
@@ -13,6 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 from pydantic import SecretStr
+from fixture_files import ALERTS
 from structlog.testing import capture_logs
 from temporalio.client import Client
 
@@ -22,7 +23,7 @@ from shopfloor.settings import Settings
 from shopfloor.webhooks.alert_sources import AlertRoutesError
 from shopfloor.webhooks.app import create_app
 
-FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "alerts"
+FIXTURES = ALERTS
 TOKEN = "alert-token-for-tests"
 SENTRY_SECRET = "sentry-client-secret-for-tests"
 ROUTES = {"service=checkout": "acme/shop", "project=front-end": "acme/web", "project=bar": "acme/metrics"}
