@@ -1,8 +1,11 @@
 """The content-addressed blob store: bytes in, sha256 hex digest out.
 
-Workflow history carries only digests (DESIGN §1); the bytes live here — in a local directory by
-default, or in any S3-compatible bucket. Because a digest names exactly one byte string, every
-write is idempotent and concurrent writers of the same blob cannot conflict.
+Workflow history carries only digests; the bytes live here — in a local directory by default, or
+in any S3-compatible bucket. Because a digest names exactly one byte string, every write is
+idempotent and concurrent writers of the same blob cannot conflict.
+
+Large blobs (workspace patches) go through `put_file` / `get_file`, which stream between a file
+and the store in chunks of CHUNK_BYTES: the worker never holds a whole patch in memory.
 """
 
 from __future__ import annotations
@@ -14,8 +17,9 @@ import json
 import os
 import re
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, BinaryIO, Protocol, runtime_checkable
 from urllib.parse import unquote, urlsplit
 
 from pydantic import BaseModel
@@ -24,6 +28,7 @@ from pydantic_core import to_jsonable_python
 from shopfloor.errors import BlobNotFound, ShopfloorError, UsageError
 
 _DIGEST_RE = re.compile(r"[0-9a-f]{64}")
+CHUNK_BYTES = 1024 * 1024  # what a streaming put or get holds in memory at a time
 
 
 class BlobCorrupted(ShopfloorError):
@@ -42,9 +47,55 @@ class BlobStore(Protocol):
 
     async def exists(self, digest: str) -> bool: ...
 
+    async def put_file(self, path: Path) -> str:
+        """Store the bytes of the file at `path`, streamed; return their digest. Idempotent."""
+        ...
+
+    async def get_file(self, digest: str, dest: Path) -> int:
+        """Write the blob to a new file `dest`, streamed and verified; its size. BlobNotFound if
+        none, BlobCorrupted if damaged (and `dest` is removed)."""
+        ...
+
 
 def digest_of(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
+
+
+def file_digest(path: Path) -> tuple[str, int]:
+    """(sha256 hex digest, size) of a file, read in chunks."""
+    h, size = hashlib.sha256(), 0
+    with open(path, "rb") as f:
+        while chunk := f.read(CHUNK_BYTES):
+            h.update(chunk)
+            size += len(chunk)
+    return h.hexdigest(), size
+
+
+def _copy_verified(digest: str, chunks: Iterable[bytes], dest: Path, where: str) -> int:
+    """Write `chunks` to a new file `dest`, hashing them; BlobCorrupted (and no `dest`) if they
+    do not hash to `digest`."""
+    h, size = hashlib.sha256(), 0
+    try:
+        with open(dest, "xb") as f:
+            for chunk in chunks:
+                h.update(chunk)
+                f.write(chunk)
+                size += len(chunk)
+        if h.hexdigest() != digest:
+            raise BlobCorrupted(
+                f"blob {digest} at {where} is corrupted: its {size} bytes hash to {h.hexdigest()}. "
+                "Delete it and re-run the step that produced it."
+            )
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(dest)
+        raise
+    return size
+
+
+def _chunks(f: BinaryIO) -> Iterable[bytes]:
+    while chunk := f.read(CHUNK_BYTES):
+        yield chunk
 
 
 def check_digest(digest: str) -> str:
@@ -123,6 +174,13 @@ class FileBlobStore:
         # A stat can hang on network filesystems too.
         return await asyncio.to_thread(path.is_file)
 
+    async def put_file(self, path: Path) -> str:
+        return await asyncio.to_thread(self._put_file_sync, Path(path))
+
+    async def get_file(self, digest: str, dest: Path) -> int:
+        source = self.path_for(digest)
+        return await asyncio.to_thread(self._get_file_sync, digest, source, Path(dest))
+
     def _put_sync(self, data: bytes) -> str:
         digest = digest_of(data)
         path = self.root / _fan_out(digest)
@@ -149,6 +207,43 @@ class FileBlobStore:
             raise
         _fsync_dir(path.parent)
         return digest
+
+    def _put_file_sync(self, source: Path) -> str:
+        # The digest names the destination, so the bytes are hashed while they are copied to a
+        # private temp file beside the fan-out directories (same filesystem), then renamed.
+        self.root.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=self.root, prefix=".incoming.", suffix=".tmp")
+        try:
+            h, size = hashlib.sha256(), 0
+            with os.fdopen(fd, "wb") as out, open(source, "rb") as f:
+                for chunk in _chunks(f):
+                    h.update(chunk)
+                    out.write(chunk)
+                    size += len(chunk)
+                out.flush()
+                os.fsync(out.fileno())
+            digest = h.hexdigest()
+            path = self.root / _fan_out(digest)
+            with contextlib.suppress(FileNotFoundError):
+                if path.stat().st_size == size:  # already stored (the size check heals a truncated one)
+                    os.unlink(tmp)
+                    return digest
+            path.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(tmp, path)
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+            raise
+        _fsync_dir(path.parent)
+        return digest
+
+    def _get_file_sync(self, digest: str, source: Path, dest: Path) -> int:
+        try:
+            f = open(source, "rb")
+        except FileNotFoundError:
+            raise BlobNotFound(f"no blob {digest} in {self.root}") from None
+        with f:
+            return _copy_verified(digest, _chunks(f), dest, str(source))
 
     def _get_sync(self, digest: str, path: Path) -> bytes:
         try:
@@ -206,6 +301,47 @@ class S3BlobStore:
         key = self.key_for(digest)
         return await asyncio.to_thread(self._head, key, False)
 
+    async def put_file(self, path: Path) -> str:
+        return await asyncio.to_thread(self._put_file_sync, Path(path))
+
+    async def get_file(self, digest: str, dest: Path) -> int:
+        key = self.key_for(digest)
+        return await asyncio.to_thread(self._get_file_sync, digest, key, Path(dest))
+
+    def _put_file_sync(self, path: Path) -> str:
+        digest, _ = file_digest(path)
+        key = self.key_for(digest)
+        if self._head(key, True):
+            return digest
+        from boto3.s3.transfer import TransferConfig
+
+        # A multipart upload read from the file part by part: two parts in flight at most, so
+        # memory stays at a few parts whatever the file's size.
+        transfer = TransferConfig(multipart_chunksize=8 * 1024 * 1024, max_concurrency=2)
+        self._client.upload_file(
+            str(path), self.bucket, key, Config=transfer,
+            ExtraArgs={"ContentType": "application/octet-stream", "Metadata": {"sha256": digest}},
+        )  # fmt: skip
+        return digest
+
+    def _get_file_sync(self, digest: str, key: str, dest: Path) -> int:
+        body = self._get_object(digest, key)["Body"]  # a botocore StreamingBody, read part by part
+        try:
+            return _copy_verified(digest, body.iter_chunks(CHUNK_BYTES), dest, f"s3://{self.bucket}/{key}")
+        finally:
+            body.close()
+
+    def _get_object(self, digest: str, key: str) -> Any:
+        from botocore.exceptions import ClientError
+
+        try:
+            return self._client.get_object(Bucket=self.bucket, Key=key)
+        except ClientError as e:
+            code = str(e.response.get("Error", {}).get("Code", ""))
+            if code in ("404", "NoSuchKey", "NotFound"):
+                raise BlobNotFound(f"no blob {digest} at s3://{self.bucket}/{key}") from None
+            raise
+
     def _put_sync(self, data: bytes) -> str:
         digest = digest_of(data)
         key = self.key_for(digest)
@@ -238,19 +374,10 @@ class S3BlobStore:
             raise
 
     def _get_sync(self, digest: str, key: str) -> bytes:
-        from botocore.exceptions import ClientError
-
-        where = f"s3://{self.bucket}/{key}"
-        try:
-            response = self._client.get_object(Bucket=self.bucket, Key=key)
-        except ClientError as e:
-            code = str(e.response.get("Error", {}).get("Code", ""))
-            if code in ("404", "NoSuchKey", "NotFound"):
-                raise BlobNotFound(f"no blob {digest} at {where}") from None
-            raise
+        response = self._get_object(digest, key)
         with response["Body"] as body:
             data = body.read()
-        return _verified(digest, data, where)
+        return _verified(digest, data, f"s3://{self.bucket}/{key}")
 
     def __repr__(self) -> str:
         return f"S3BlobStore(bucket={self.bucket!r}, prefix={self.prefix!r})"

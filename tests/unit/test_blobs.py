@@ -122,6 +122,45 @@ def test_file_store_satisfies_the_protocol(store: FileBlobStore) -> None:
     assert isinstance(store, BlobStore)
 
 
+async def test_file_put_file_and_get_file_stream_a_large_blob(store: FileBlobStore, tmp_path: Path) -> None:
+    source = tmp_path / "patch"
+    data = os.urandom(3 * 1024 * 1024 + 17)  # several chunks and a partial one
+    source.write_bytes(data)
+
+    digest = await store.put_file(source)
+    assert digest == digest_of(data)
+    assert store.path_for(digest).read_bytes() == data
+    assert await store.put_file(source) == digest  # idempotent
+    assert await store.put(data) == digest  # the same blob either way
+    assert sorted(p.name for p in store.root.iterdir()) == [digest[:2]]  # no temp file left behind
+
+    dest = tmp_path / "out"
+    assert await store.get_file(digest, dest) == len(data)
+    assert dest.read_bytes() == data
+
+
+async def test_file_put_file_heals_a_truncated_blob(store: FileBlobStore, tmp_path: Path) -> None:
+    source = tmp_path / "patch"
+    source.write_bytes(b"0123456789")
+    digest = await store.put_file(source)
+    store.path_for(digest).write_bytes(b"01234")
+    assert await store.put_file(source) == digest
+    assert await store.get(digest) == b"0123456789"
+
+
+async def test_file_get_file_refuses_a_corrupted_or_missing_blob(store: FileBlobStore, tmp_path: Path) -> None:
+    digest = await store.put(b"the original bytes")
+    store.path_for(digest).write_bytes(b"the tampered bytes")
+    dest = tmp_path / "out"
+    with pytest.raises(BlobCorrupted, match="is corrupted"):
+        await store.get_file(digest, dest)
+    assert not dest.exists()  # never half a patch on disk
+    with pytest.raises(BlobNotFound, match=f"no blob {MISSING}"):
+        await store.get_file(MISSING, dest)
+    with pytest.raises(ValueError, match="not a sha256 hex digest"):
+        await store.get_file("../../etc/passwd", dest)
+
+
 # --- JSON ---------------------------------------------------------------------------------------
 
 
@@ -263,6 +302,33 @@ async def test_s3_round_trip(s3_endpoint: str, s3_bucket: tuple[str, object]) ->
     assert await store.exists(digest)
     assert await store.get(digest) == data
     assert await get_json(store, await put_json(store, {"b": [1], "a": "x"})) == {"a": "x", "b": [1]}
+
+
+async def test_s3_put_file_and_get_file_stream_in_parts(
+    s3_endpoint: str, s3_bucket: tuple[str, object], tmp_path: Path
+) -> None:
+    bucket, client = s3_bucket
+    store = _s3_store(s3_endpoint, bucket)
+    source = tmp_path / "patch"
+    data = os.urandom(9 * 1024 * 1024 + 5)  # past boto3's multipart threshold
+    source.write_bytes(data)
+
+    digest = await store.put_file(source)
+    assert digest == digest_of(data)
+    head = client.head_object(Bucket=bucket, Key=store.key_for(digest))  # type: ignore[attr-defined]
+    assert head["ContentLength"] == len(data) and head["Metadata"] == {"sha256": digest}
+    assert await store.put_file(source) == digest
+
+    dest = tmp_path / "out"
+    assert await store.get_file(digest, dest) == len(data)
+    assert dest.read_bytes() == data
+
+    client.put_object(Bucket=bucket, Key=store.key_for(digest), Body=b"tampered")  # type: ignore[attr-defined]
+    with pytest.raises(BlobCorrupted, match="is corrupted"):
+        await store.get_file(digest, tmp_path / "again")
+    assert not (tmp_path / "again").exists()
+    with pytest.raises(BlobNotFound):
+        await store.get_file(MISSING, tmp_path / "missing")
 
 
 async def test_s3_put_is_idempotent(s3_endpoint: str, s3_bucket: tuple[str, object]) -> None:
