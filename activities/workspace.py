@@ -1,4 +1,4 @@
-"""Workspace checkpoints: git checkouts any worker rebuilds from a WorkspaceRef (DESIGN §4).
+"""Workspace checkpoints: git checkouts any worker rebuilds from a WorkspaceRef.
 
 Under this worker's own `root` (workers share no disk, only the blob store):
 
@@ -23,6 +23,15 @@ changes, never `.git` nor files .gitignore excludes. It is replayed in index spa
 a temporary index, written as a tree, checked out with `git read-tree -u`), so clean/smudge
 attributes such as `eol=crlf` round-trip byte for byte.
 
+Patches never pass through the worker's memory: git writes them to a file that is streamed to
+the blob store (and back, to replay one). A change larger than `max_checkpoint_bytes` is not
+checkpointed: the checkout goes back to the ref it was opened at (so every worker agrees on it)
+and CheckpointTooLarge names the largest files, for the model to read.
+
+Every diff a reader sees — the checkpoint, which the reviewer is shown, the git_diff tool, and
+git_remote's — is built by `diff_argv`: text forced and no diff drivers, whatever the change's
+own `.gitattributes` say (`*.py -diff` would otherwise make a binary patch no reviewer can read).
+
 The agent's commands can write `.git`, so git runs with an explicit --git-dir/--work-tree (a
 planted core.worktree cannot redirect a reset), hooks and fsmonitor off, and a `.git` that is no
 longer a real directory gets the checkout re-cloned. Before git runs in a checkout, and before a
@@ -43,12 +52,14 @@ import os
 import re
 import shutil
 import signal
+import stat
 import uuid
+import tempfile
 from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 
 from shopfloor.activities.tools.confine import resolve_in_workspace
-from shopfloor.blobs import BlobStore
+from shopfloor.blobs import CHUNK_BYTES, BlobStore
 from shopfloor.errors import ShopfloorError
 from shopfloor.models.agent_run import WorkspaceRef
 
@@ -64,7 +75,24 @@ _SAFE = [
     "-c", "gc.auto=0", "-c", "maintenance.auto=false", "-c", "core.autocrlf=false",
     "-c", "advice.detachedHead=false", "-c", "user.name=shopfloor", "-c", "user.email=shopfloor@localhost",
 ]  # fmt: skip
-_DIFF = ["--no-color", "--no-ext-diff", "--no-textconv", "--src-prefix=a/", "--dst-prefix=b/"]
+# The largest change a checkpoint stores (its patch): a setting (SHOPFLOOR_MAX_CHECKPOINT_BYTES).
+DEFAULT_MAX_CHECKPOINT_BYTES = 20 * 1024 * 1024
+DIFF_TOOL_MAX_BYTES = 1024 * 1024  # what the git_diff tool shows at most; a path narrows it
+EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
+# No attributes but the ones a checkout's own files hold, and those only where git >= 2.42 cannot
+# be told otherwise: attr.tree names the tree attributes are read from instead of the work tree
+# (and of HEAD, which newer git reads in bare repositories); git 2.39 ignores the key. The flags
+# do the rest: --text shows `-diff`/`binary` files as text, --no-textconv and --no-ext-diff run
+# no driver a `diff=<driver>` names.
+DIFF_CONFIG = ["-c", "core.attributesFile=/dev/null", "-c", f"attr.tree={EMPTY_TREE}"]
+DIFF_FLAGS = ["--text", "--no-color", "--no-ext-diff", "--no-textconv", "--src-prefix=a/", "--dst-prefix=b/"]
+DIFF_ENV = {"GIT_ATTR_NOSYSTEM": "1"}
+STDERR_KEEP_BYTES = 64 * 1024
+
+
+def diff_argv(*args: str) -> list[str]:
+    """`git diff ARGS` as every diff a reader sees is built: text, no drivers, no attribute files."""
+    return [*DIFF_CONFIG, "diff", *DIFF_FLAGS, *args]
 # A checkout's whole .git/config (the mirror, made by `git init --bare` without user config, is
 # sha1): nothing in it names a program, a file to include or a remote.
 _CHECKOUT_CONFIG = "[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = false\n"
@@ -85,6 +113,14 @@ class GitError(WorkspaceError):
 
 class PatchError(WorkspaceError):
     """A ref's patch is missing from the blob store or does not apply to its base commit."""
+
+
+class CheckpointTooLarge(WorkspaceError):
+    """The checkout's change is larger than a checkpoint may hold; it was put back to its ref."""
+
+    def __init__(self, message: str, *, files: list[str]) -> None:
+        super().__init__(message)
+        self.files = files
 
 
 def redact(text: str) -> str:
@@ -125,17 +161,74 @@ async def run_git(
     return code, out, err
 
 
+async def run_git_to_file(
+    argv: list[str], *, cwd: Path, env: Mapping[str, str], shown: list[str], dest: Path,
+    limit: int | None = None, timeout: float = GIT_TIMEOUT_S,
+) -> tuple[int, bool]:  # fmt: skip
+    """`git ARGV` with its output streamed into the new file `dest` chunk by chunk, so none of it
+    collects in this process: (bytes written, complete). Past `limit` bytes git is stopped and
+    `dest` holds the first `limit` (complete is False). Failures as run_git."""
+    proc = await asyncio.create_subprocess_exec(
+        "git", *argv, cwd=str(cwd), env=dict(env), stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True,
+    )  # fmt: skip
+    assert proc.stdout is not None and proc.stderr is not None  # both piped above
+    command = redact(" ".join(["git", *shown]))
+    stderr = asyncio.create_task(_tail(proc.stderr))
+
+    async def pump() -> tuple[int, bool]:
+        written = 0
+        with open(dest, "xb") as f:
+            while chunk := await proc.stdout.read(CHUNK_BYTES):  # type: ignore[union-attr]
+                if limit is not None and written + len(chunk) > limit:
+                    f.write(chunk[: limit - written])
+                    return limit, False
+                f.write(chunk)
+                written += len(chunk)
+        return written, True
+
+    try:
+        written, complete = await asyncio.wait_for(pump(), timeout)
+        if not complete:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+        await asyncio.wait_for(proc.wait(), timeout)
+        err = await stderr
+    except (asyncio.TimeoutError, asyncio.CancelledError) as e:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        stderr.cancel()
+        await proc.wait()
+        if isinstance(e, asyncio.CancelledError):
+            raise
+        raise GitError(f"`{command}` timed out after {timeout:.0f} s") from None
+    code = proc.returncode or 0
+    if complete and code != 0:
+        text = redact(err.decode("utf-8", "replace").strip())
+        raise GitError(f"`{command}` failed (exit {code}): {text}", stderr=text, returncode=code)
+    return written, complete
+
+
+async def _tail(stream: asyncio.StreamReader) -> bytes:
+    """Everything `stream` says, keeping only its last STDERR_KEEP_BYTES."""
+    kept = b""
+    while chunk := await stream.read(CHUNK_BYTES):
+        kept = (kept + chunk)[-STDERR_KEEP_BYTES:]
+    return kept
+
+
 class Workspaces:
-    def __init__(self, root: Path, blobs: BlobStore) -> None:
+    def __init__(self, root: Path, blobs: BlobStore, *, max_checkpoint_bytes: int = DEFAULT_MAX_CHECKPOINT_BYTES) -> None:
         self.root = Path(os.path.abspath(root))
         self.blobs = blobs
+        self.max_checkpoint_bytes = max_checkpoint_bytes
         self._locks: dict[str, asyncio.Lock] = {}
         home = self.root / "git-home"  # empty: no user config, credentials or templates leak in
         home.mkdir(parents=True, exist_ok=True)
         self._env = {
             "PATH": os.environ.get("PATH", os.defpath), "HOME": str(home), "XDG_CONFIG_HOME": str(home),
             "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull, "GIT_TERMINAL_PROMPT": "0",
-            "GIT_SSH_COMMAND": "ssh -o BatchMode=yes", "LC_ALL": "C",
+            "GIT_SSH_COMMAND": "ssh -o BatchMode=yes", "LC_ALL": "C", **DIFF_ENV,
         }  # fmt: skip
 
     async def base_ref(self, repo: str, clone_url: str, ref: str = "HEAD") -> WorkspaceRef:
@@ -169,32 +262,41 @@ class Workspaces:
                 except GitError:
                     trusted = False
             if not trusted:
-                patch = await self._load_patch(ref.patch_digest) if ref.patch_digest else b""
-                mirror = await self._ensure_commit(clone_url, base)
-                await asyncio.to_thread(_unlink, path / ".git" / STATE_FILE)  # distrust a half-done reset
-                try:
-                    await self._reset(path, base, mirror)
-                except GitError:  # a broken .git, a stale lock, a vanished mirror: start over once
-                    await asyncio.to_thread(shutil.rmtree, path, True)
-                    await self._reset(path, base, mirror)
-                if patch:
-                    await self._apply(path, base, patch, ref.patch_digest or "")
-                await asyncio.to_thread(_write_state, path, base, ref.patch_digest, False)
+                await self._rebuild(path, base, clone_url, ref.patch_digest)
             if not read_only:
                 await asyncio.to_thread(_write_state, path, base, ref.patch_digest, True)
         return path
 
     async def checkpoint(self, ref: WorkspaceRef, run_id: str) -> WorkspaceRef:
-        """Store the checkout's cumulative patch against base_sha; the ref of the new state."""
+        """Store the checkout's cumulative patch against base_sha; the ref of the new state.
+
+        A change over `max_checkpoint_bytes` raises CheckpointTooLarge, with the checkout put back
+        to `ref`. New files whose sizes alone pass the cap are refused before git reads them; any
+        other change is refused once its patch, streamed to a file, passes it.
+        """
         clone_url, base = _portable(ref)
         path = self._run_dir(run_id)
+        cap = self.max_checkpoint_bytes
         async with self._lock(f"{path}.lock"):
             self._require_checkout(path, base, run_id)
             await asyncio.to_thread(_pin_git_dir, path, self._mirror_path(clone_url))
-            patch = await self._staged(path, base, "--binary", "--full-index", "--no-renames", *_DIFF)
-            digest = await self.blobs.put(patch) if patch else None
-            await asyncio.to_thread(_write_state, path, base, digest, False)
-        return ref.model_copy(update={"patch_digest": digest})
+            await self._shadow_index(path, base)
+            total, largest = await self._sizes(path, "ls-files", "-z", "--others", "--exclude-standard", "--", ":/")
+            if total <= cap:
+                await self._wgit(path, "add", "--all", "--", ":/", env=self._shadow_env(path))
+                with tempfile.TemporaryDirectory(dir=self.root, prefix="checkpoint-") as scratch:
+                    patch = Path(scratch) / "patch"
+                    size, complete = await self._staged_to_file(
+                        path, base, patch, cap, "--binary", "--full-index", "--no-renames"
+                    )  # fmt: skip
+                    if complete:
+                        digest = await self.blobs.put_file(patch) if size else None
+                        await asyncio.to_thread(_write_state, path, base, digest, False)
+                        return ref.model_copy(update={"patch_digest": digest})
+                total, largest = await self._sizes(path, *diff_argv("--cached", "--name-only", "-z", "--no-renames", base))
+            # Back to the ref's state, here as on any other worker: nothing of this change is kept.
+            await self._rebuild(path, base, clone_url, ref.patch_digest)
+        raise CheckpointTooLarge(_too_large_message(total, largest, cap), files=[name for _, name in largest])
 
     async def diff(self, ref: WorkspaceRef, run_id: str, path: str | None = None) -> str:
         """A readable unified diff of the checkout against base_sha, new files included.
@@ -211,9 +313,16 @@ class Workspaces:
             if path not in (None, "", "."):
                 rel = resolve_in_workspace(run_dir, path).relative_to(os.path.realpath(run_dir))
                 spec = ["--", f":(literal){rel.as_posix()}"]
-            text = (await self._staged(run_dir, base, "-M", *_DIFF, *spec)).decode("utf-8", "replace")
+            await self._shadow_index(run_dir, base)
+            await self._wgit(run_dir, "add", "--all", "--", ":/", env=self._shadow_env(run_dir))
+            with tempfile.TemporaryDirectory(dir=self.root, prefix="diff-") as scratch:
+                out = Path(scratch) / "diff"
+                _, complete = await self._staged_to_file(run_dir, base, out, DIFF_TOOL_MAX_BYTES, "-M", *spec)
+                text = (await asyncio.to_thread(out.read_bytes)).decode("utf-8", "replace")
         if not text:
             return f"no changes{f' in {path!r}' if spec else ''} against the starting commit {base[:12]}"
+        if not complete:
+            text += f"\n[diff cut at {DIFF_TOOL_MAX_BYTES:,} bytes: call git_diff with a path to see one file's diff]"
         return text
 
     def cleanup(self, run_id: str) -> None:
@@ -235,6 +344,13 @@ class Workspaces:
 
     async def load_patch(self, digest: str) -> bytes:
         return await self._load_patch(digest)
+
+    async def patch_file(self, digest: str, dest: Path) -> None:
+        """Write the patch `digest` names to the new file `dest`, streamed from the blob store."""
+        try:
+            await self.blobs.get_file(digest, dest)
+        except (ShopfloorError, ValueError) as e:
+            raise PatchError(f"cannot load workspace patch {digest!r} from the blob store: {e}") from None
 
     # --- mirror ------------------------------------------------------------------------------------
 
@@ -300,13 +416,30 @@ class Workspaces:
         await self._wgit(path, "clean", "-ffdxq")
         await self._wgit(path, "reset", "--hard", "--quiet")
 
-    async def _apply(self, path: Path, base: str, patch: bytes, digest: str) -> None:
+    async def _rebuild(self, path: Path, base: str, clone_url: str, digest: str | None) -> None:
+        """Make the checkout exactly base + the patch `digest` (streamed), and trust it."""
+        with tempfile.TemporaryDirectory(dir=self.root, prefix="patch-") as scratch:
+            patch = Path(scratch) / "patch"
+            if digest:  # first: a missing patch leaves the checkout as it was
+                await self.patch_file(digest, patch)
+            mirror = await self._ensure_commit(clone_url, base)
+            await asyncio.to_thread(_unlink, path / ".git" / STATE_FILE)  # distrust a half-done reset
+            try:
+                await self._reset(path, base, mirror)
+            except GitError:  # a broken .git, a stale lock, a vanished mirror: start over once
+                await asyncio.to_thread(shutil.rmtree, path, True)
+                await self._reset(path, base, mirror)
+            if digest:
+                await self._apply(path, base, patch, digest)
+        await asyncio.to_thread(_write_state, path, base, digest, False)
+
+    async def _apply(self, path: Path, base: str, patch: Path, digest: str) -> None:
         index = path / ".git" / f"shopfloor-apply-{uuid.uuid4().hex[:8]}"
         env = {"GIT_INDEX_FILE": str(index)}
         try:
             await self._wgit(path, "read-tree", base, env=env)
             try:
-                await self._wgit(path, "apply", "--cached", "--binary", "--whitespace=nowarn", "-", env=env, stdin=patch)
+                await self._wgit(path, "apply", "--cached", "--binary", "--whitespace=nowarn", str(patch), env=env)
             except GitError as e:
                 raise PatchError(f"patch {digest} does not apply to {base}: {e.stderr}") from None
             tree = (await self._wgit(path, "write-tree", env=env)).decode().strip()
@@ -315,15 +448,32 @@ class Workspaces:
         await self._wgit(path, "read-tree", "-u", "--reset", tree)  # the work tree becomes that tree
         await self._wgit(path, "reset", "--quiet")  # index back to base: changes show as unstaged
 
-    async def _staged(self, path: Path, base: str, *diff_args: str) -> bytes:
-        """Stage the whole work tree into the shadow index and diff that against base."""
+    def _shadow_env(self, path: Path) -> dict[str, str]:
+        return {"GIT_INDEX_FILE": str(path / ".git" / SHADOW_INDEX)}
+
+    async def _shadow_index(self, path: Path, base: str) -> None:
+        """The shadow index, made from base when missing (what was staged into it stays)."""
         index = path / ".git" / SHADOW_INDEX
-        env = {"GIT_INDEX_FILE": str(index)}
         _unlink(Path(f"{index}.lock"))  # left by a killed checkpoint; we hold the run's lock
         if not index.exists():
-            await self._wgit(path, "read-tree", base, env=env)
-        await self._wgit(path, "add", "--all", "--", ":/", env=env)
-        return await self._wgit(path, "diff", "--cached", *diff_args, base, env=env)
+            await self._wgit(path, "read-tree", base, env=self._shadow_env(path))
+
+    async def _staged_to_file(self, path: Path, base: str, dest: Path, limit: int, *diff_args: str) -> tuple[int, bool]:
+        """The shadow index diffed against base, into `dest`: (bytes, complete) as run_git_to_file."""
+        argv = [*_SAFE, *self._where(path), *diff_argv("--cached", *diff_args, base)]
+        return await run_git_to_file(argv, cwd=path, env={**self._env, **self._shadow_env(path)}, dest=dest,
+                                     limit=limit, shown=diff_argv("--cached", *diff_args, base))  # fmt: skip
+
+    async def _sizes(self, path: Path, *args: str) -> tuple[int, list[tuple[int, str]]]:
+        """The paths `git ARGS` lists (NUL-separated, from the shadow index's view of the checkout):
+        their total size on disk and the five largest. Read as a stream: a command that made a
+        million files costs a file of names, not memory."""
+        with tempfile.TemporaryDirectory(dir=self.root, prefix="sizes-") as scratch:
+            names = Path(scratch) / "names"
+            argv = [*_SAFE, *self._where(path), *args]
+            await run_git_to_file(argv, cwd=path, env={**self._env, **self._shadow_env(path)}, dest=names,
+                                  shown=list(args))  # fmt: skip
+            return await asyncio.to_thread(_sum_sizes, path, names)
 
     def _require_checkout(self, path: Path, base: str, run_id: str) -> None:
         state = _read_state(path)
@@ -359,9 +509,11 @@ class Workspaces:
     async def _mgit(self, mirror: Path, *args: str, timeout: float = GIT_TIMEOUT_S) -> bytes:
         return await self._git([f"--git-dir={mirror}", *args], self.root, timeout=timeout)
 
+    def _where(self, path: Path) -> list[str]:
+        return [f"--git-dir={path / '.git'}", f"--work-tree={path}", "-c", "core.bare=false"]
+
     async def _wgit(self, path: Path, *args: str, env: dict[str, str] | None = None, stdin: bytes | None = None) -> bytes:
-        where = [f"--git-dir={path / '.git'}", f"--work-tree={path}", "-c", "core.bare=false"]
-        return await self._git([*where, *args], path, env=env, stdin=stdin)
+        return await self._git([*self._where(path), *args], path, env=env, stdin=stdin)
 
     async def _git(
         self, args: list[str], cwd: Path, *, env: dict[str, str] | None = None, stdin: bytes | None = None,
@@ -372,6 +524,46 @@ class Workspaces:
         _, out, _ = await run_git([*_SAFE, *args], cwd=cwd, env={**self._env, **(env or {})}, stdin=stdin,
                                   timeout=timeout, shown=shown)  # fmt: skip
         return out
+
+
+def _sum_sizes(root: Path, names: Path) -> tuple[int, list[tuple[int, str]]]:
+    """Total size and the five largest of the NUL-separated paths (relative to `root`) in `names`."""
+    total, largest, rest = 0, [], b""
+    with open(names, "rb") as f:
+        while True:
+            chunk = f.read(CHUNK_BYTES)
+            *done, rest = (rest + chunk).split(b"\0")
+            if not chunk:
+                done.append(rest)
+            for raw in done:
+                if not raw:
+                    continue
+                name = raw.decode("utf-8", "surrogateescape")
+                try:
+                    st = os.lstat(root / name)
+                except OSError:
+                    continue  # deleted: no bytes
+                if stat.S_ISREG(st.st_mode):
+                    total += st.st_size
+                    largest = sorted([*largest, (st.st_size, name)], reverse=True)[:5]
+            if not chunk:
+                return total, largest
+
+
+def _too_large_message(total: int, largest: list[tuple[int, str]], cap: int) -> str:
+    files = ", ".join(f"{name!r} ({_mb(size)})" for size, name in largest) or "many small files"
+    return (
+        f"this change was not kept: a workspace's change may hold at most {_mb(cap)}, and this one holds "
+        f"{_mb(total)} of new or changed files; the largest: {files}. The workspace is back to how it was "
+        "before this call. Do not put large files in the repository: write them under /tmp, or remove them "
+        "in the same command that makes them."
+    )
+
+
+def _mb(size: int) -> str:
+    if size >= 1024 * 1024:
+        return f"{size / (1024 * 1024):.1f} MB"
+    return f"{size / 1024:.1f} KB" if size >= 1024 else f"{size} bytes"
 
 
 def _key(text: str) -> str:
@@ -423,6 +615,11 @@ def _pin_git_dir(path: Path, mirror: Path) -> None:
         _unlink(info)
     info.mkdir(exist_ok=True)
     _unlink(git_dir / "commondir", git_dir / "config.worktree")
+    # info/attributes would apply to every path, as .gitattributes files do
+    git_info = git_dir / "info"
+    if git_info.is_symlink() or (git_info.exists() and not git_info.is_dir()):
+        _unlink(git_info)
+    _unlink(git_info / "attributes")
     _replace_file(git_dir / "config", _CHECKOUT_CONFIG)
     _replace_file(info / "alternates", f"{mirror / 'objects'}\n")
 

@@ -7,6 +7,7 @@ is the blob store, as on machines that share no disk.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import shutil
 import stat
@@ -17,7 +18,14 @@ from pathlib import Path
 import pytest
 
 from shopfloor.activities.tools.editing import edit_file, write_file
-from shopfloor.activities.workspace import STATE_FILE, GitError, PatchError, WorkspaceError, Workspaces
+from shopfloor.activities.workspace import (
+    STATE_FILE,
+    CheckpointTooLarge,
+    GitError,
+    PatchError,
+    WorkspaceError,
+    Workspaces,
+)
 from shopfloor.agents.tools import EditFileArgs, WriteFileArgs
 from shopfloor.blobs import FileBlobStore
 from shopfloor.errors import ToolError
@@ -140,9 +148,11 @@ async def test_a_second_worker_rebuilds_every_kind_of_change(
     new = await worker_a.checkpoint(ref, "run-1")
 
     assert new.model_dump(exclude={"patch_digest"}) == ref.model_dump(exclude={"patch_digest"})
-    patch = (await blobs.get(new.patch_digest or "")).decode()
-    assert "GIT binary patch" in patch and "new file mode 100644" in patch and "deleted file mode" in patch
+    patch = (await blobs.get(new.patch_digest or "")).decode("utf-8", "surrogateescape")
+    assert "new file mode 100644" in patch and "deleted file mode" in patch
     assert "old mode 100644\nnew mode 100755" in patch and "ignored.marker" not in patch
+    # Every file is diffed as text, a binary one too: what the reviewer is shown is what is pushed.
+    assert "GIT binary patch" not in patch and "+++ b/logo.png" in patch
 
     rebuilt = await worker_b.open(new, "run-1")
     assert rebuilt != path and not str(rebuilt).startswith(str(worker_a.root))
@@ -346,3 +356,86 @@ async def test_a_hanging_git_is_killed_at_its_timeout(worker_a: Workspaces, tmp_
     with pytest.raises(GitError, match="timed out after"):
         await worker_a._git(["-c", "alias.nap=!sleep 30", "nap"], tmp_path, timeout=0.3)
     assert loop.time() - started < 10
+
+
+# --- size caps and diffs as text ------------------------------------------------------------------
+
+
+async def test_a_change_over_the_cap_is_refused_and_undone(tmp_path: Path, blobs: FileBlobStore, source: Path) -> None:
+    small = Workspaces(tmp_path / "small", blobs, max_checkpoint_bytes=64 * 1024)
+    ref = await small.base_ref("o/demo", str(source))
+    path = await small.open(ref, "run-1")
+    (path / "README.md").write_text("kept\n")
+    kept = await small.checkpoint(ref, "run-1")
+
+    path = await small.open(kept, "run-1")
+    (path / "calc.py").write_text("lost with the rest of the call\n")
+    (path / "data").mkdir()
+    (path / "data" / "big.bin").write_bytes(b"x" * 200_000)
+    with pytest.raises(CheckpointTooLarge, match=r"at most 64\.0 KB.*'data/big\.bin' \(195\.3 KB\)") as refused:
+        await small.checkpoint(kept, "run-1")
+    assert refused.value.files == ["data/big.bin"]
+    # The checkout is the last checkpoint again, trusted as such, and takes the next change.
+    assert not (path / "data").exists() and (path / "calc.py").read_text() == CALC
+    assert (path / "README.md").read_text() == "kept\n"
+    assert json.loads((path / ".git" / STATE_FILE).read_text()) == {
+        "base_sha": kept.base_sha, "patch_digest": kept.patch_digest, "dirty": False}  # fmt: skip
+    (path / "calc.py").write_text("a small change\n")
+    assert (await small.checkpoint(kept, "run-1")).patch_digest not in (None, kept.patch_digest)
+    assert max(p.stat().st_size for p in blobs.root.rglob("*") if p.is_file()) < 64 * 1024
+
+
+async def test_a_tracked_file_grown_past_the_cap_is_refused_by_its_patch(
+    tmp_path: Path, blobs: FileBlobStore, source: Path
+) -> None:
+    small = Workspaces(tmp_path / "small", blobs, max_checkpoint_bytes=64 * 1024)
+    ref = await small.base_ref("o/demo", str(source))
+    path = await small.open(ref, "run-1")
+    (path / "README.md").write_text("line\n" * 20_000)  # 100 KB: no new file, the patch passes the cap
+    with pytest.raises(CheckpointTooLarge, match=r"'README\.md' \(97\.7 KB\)"):
+        await small.checkpoint(ref, "run-1")
+    assert (path / "README.md").read_text() == "# demo\n"
+    # New files that each fit but not together: refused before git reads them.
+    path = await small.open(ref, "run-1")
+    for i in range(40):
+        (path / f"part{i:02}.txt").write_bytes(b"y" * 2000)
+    with pytest.raises(CheckpointTooLarge, match=r"holds 78\.1 KB of new or changed files; the largest: 'part39"):
+        await small.checkpoint(ref, "run-1")
+    # Half of them fit; the other half, added later, makes the whole patch too large.
+    path = await small.open(ref, "run-1")
+    for i in range(20):
+        (path / f"part{i:02}.txt").write_bytes(b"y" * 2000)
+    half = await small.checkpoint(ref, "run-1")
+    path = await small.open(half, "run-1")
+    for i in range(20):
+        (path / f"more{i:02}.txt").write_bytes(b"z" * 2000)
+    with pytest.raises(CheckpointTooLarge, match=r"holds 78\.1 KB"):
+        await small.checkpoint(half, "run-1")
+    assert sorted(p.name for p in path.glob("*.txt")) == ["old.txt", *(f"part{i:02}.txt" for i in range(20))]
+
+
+async def test_diffs_are_text_whatever_the_change_s_attributes_say(worker_a: Workspaces, source: Path) -> None:
+    ref = await worker_a.base_ref("o/demo", str(source))
+    path = await worker_a.open(ref, "run-1")
+    (path / ".gitattributes").write_text("*.py -diff\n* binary\n")
+    (path / ".git" / "info").mkdir(exist_ok=True)
+    (path / ".git" / "info" / "attributes").write_text("* -diff\n")  # planted by a command
+    edit_file(path, EditFileArgs(path="calc.py", old="return a - b", new="return a + b  # reviewed?"))
+    new = await worker_a.checkpoint(ref, "run-1")
+
+    patch = (await worker_a.blobs.get(new.patch_digest or "")).decode()
+    assert "+    return a + b  # reviewed?" in patch and "Binary files" not in patch and "GIT binary" not in patch
+    assert not (path / ".git" / "info" / "attributes").exists()
+    shown = await worker_a.diff(new, "run-1")
+    assert "+    return a + b  # reviewed?" in shown and "Binary files" not in shown
+
+
+async def test_the_diff_tool_shows_at_most_its_cap(worker_a: Workspaces, source: Path) -> None:
+    ref = await worker_a.base_ref("o/demo", str(source))
+    path = await worker_a.open(ref, "run-1")
+    (path / "big.txt").write_text("a line of text\n" * 150_000)  # 2.2 MB
+    (path / "README.md").write_text("small\n")
+    ref = await worker_a.checkpoint(ref, "run-1")
+    whole = await worker_a.diff(ref, "run-1")
+    assert len(whole.encode()) < 1024 * 1024 + 200 and whole.endswith("to see one file's diff]")
+    assert "+small" in await worker_a.diff(ref, "run-1", "README.md")
