@@ -19,6 +19,7 @@ import difflib
 import os
 import re
 import stat
+from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
@@ -37,6 +38,13 @@ from shopfloor.errors import ToolError
 SNIFF_BYTES = 8192  # binary detection looks for NUL bytes here, as git and grep do
 UNDECODABLE_SHARE = 0.3  # more undecodable bytes than this in the sniff: not UTF-8 text
 MAX_LINE_CHARS = 2000
+# read_file never reads a whole file: a line's first READ_LINE_BYTES are kept (a UTF-8 character is
+# at most 4 bytes) and the rest skipped in chunks, counted; one call reads at most READ_SCAN_BYTES
+# (skipping to `offset` included) and shows at most READ_OUTPUT_CHARS.
+READ_LINE_BYTES = 4 * MAX_LINE_CHARS
+READ_SCAN_BYTES = 64 * 1024 * 1024
+READ_OUTPUT_CHARS = 1_000_000
+READ_CHUNK_BYTES = 1024 * 1024
 GREP_LINE_CHARS = 500  # grep shows many lines; a match's context rarely needs more
 GREP_MAX_FILE_BYTES = 2 * 1024 * 1024
 MAX_GLOB_RESULTS = 1000
@@ -47,7 +55,12 @@ MAX_DIR_ENTRIES = 1000
 
 
 def read_file(root: Path, args: ReadFileArgs) -> str:
-    """Lines offset..offset+limit-1 of a text file, numbered, with a note when more remain."""
+    """Lines offset..offset+limit-1 of a text file, numbered, with a note when more remain.
+
+    Bounded whatever the file: long lines are cut (their rest skipped, not held), and one call
+    reads at most READ_SCAN_BYTES and shows at most READ_OUTPUT_CHARS; the note then says where
+    to go on from.
+    """
     path = resolve_in_workspace(root, args.path)
     name = shown(args.path)
     if not os.path.lexists(path):
@@ -55,28 +68,117 @@ def read_file(root: Path, args: ReadFileArgs) -> str:
     if path.is_dir():
         raise ToolError(f"{name} is a directory, not a file; use list_dir to see what it holds")
     out: list[str] = []
-    more = n = 0
+    more = n = chars = 0
     try:
         with _open_regular(path, name) as f:
-            _refuse_non_text(f.read(SNIFF_BYTES), name, os.fstat(f.fileno()).st_size)
+            size = os.fstat(f.fileno()).st_size
+            _refuse_non_text(f.read(SNIFF_BYTES), name, size)
             f.seek(0)
-            for raw in f:  # streamed: a large log costs memory only for the requested page
+            lines = _BoundedLines(f, size)
+            n = lines.skip(args.offset - 1)  # scanned in chunks, not line by line
+            for raw, length, whole in lines:
                 n += 1
-                if n < args.offset:
-                    continue
-                if len(out) == args.limit:
-                    more = 1 + _count_lines(f)
+                if len(out) == args.limit or chars >= READ_OUTPUT_CHARS:
+                    more = 1 + lines.count_rest()
                     break
-                out.append(f"{n:>6}\t{_clip(_decode(raw), MAX_LINE_CHARS)}")
+                out.append(f"{n:>6}\t{_shown_line(raw, length, whole)}")
+                chars += len(out[-1])
     except OSError as e:  # an I/O error mid-read is the model's answer too, not a crashed activity
         raise ToolError(f"cannot read {name}: {e.strerror}") from None
+    unread = f"the last {lines.unread:,} bytes of {name} were not read (read_file reads {READ_SCAN_BYTES // 2**20} MB a call)"
+    further = "use grep, or run_command with tail, sed or head -c, to reach further"
     if not out:
         if n == 0:
             return f"{name} is empty (0 lines)"
+        if lines.unread:
+            raise ToolError(f"offset {args.offset} lies past line {n}, the last one read: {unread}; {further}")
         raise ToolError(f"offset {args.offset} is past the end of {name}, which has {n} lines")
     if more:
-        out.append(f"... {more} more lines; call read_file with offset={args.offset + len(out)}")
+        at_least = "at least " if lines.unread else ""
+        out.append(f"... {at_least}{more} more lines; call read_file with offset={args.offset + len(out)}")
+    elif lines.unread:
+        out.append(f"... {unread}; {further}")
     return "\n".join(out)
+
+
+class _BoundedLines:
+    """The lines of a file as (first bytes, length in bytes without its newline, whole): a line's
+    first READ_LINE_BYTES + 1 are kept and the rest read in chunks, only counted; at most
+    READ_SCAN_BYTES are read in all. `unread` is what that budget left of the file (`whole` is
+    False for a line it cut short)."""
+
+    def __init__(self, f: BinaryIO, size: int) -> None:
+        self.f, self.size = f, size
+        self.pos = 0  # tracked here: tell() is a system call, and this runs once a line
+        self.unread = 0
+
+    def __iter__(self) -> Iterator[tuple[bytes, int, bool]]:
+        while not self._spent():
+            raw = self._readline(READ_LINE_BYTES + 1)
+            if not raw:
+                return
+            length, whole, newline = len(raw), True, raw.endswith(b"\n")
+            if not newline and length > READ_LINE_BYTES:  # a long line: skip its rest, counting it
+                while True:
+                    if self._spent():
+                        whole = False
+                        break
+                    part = self._readline(READ_CHUNK_BYTES)
+                    length += len(part)
+                    if not part or part.endswith(b"\n"):
+                        newline = bool(part)
+                        break
+            yield raw, length - newline, whole
+
+    def skip(self, lines: int) -> int:
+        """Pass over up to `lines` lines, scanning chunks for newlines; how many there were."""
+        passed, last = 0, b"\n"
+        while passed < lines and not self._spent():
+            chunk = self._read()
+            if not chunk:
+                return passed + (last != b"\n")  # a last line without a newline counts too
+            found = chunk.count(b"\n")
+            if found < lines - passed:
+                passed, last = passed + found, chunk[-1:]
+                continue
+            end = -1
+            for _ in range(lines - passed):
+                end = chunk.index(b"\n", end + 1)
+            self.pos -= len(chunk) - end - 1  # back to just after that newline
+            self.f.seek(self.pos)
+            return lines
+        return passed
+
+    def count_rest(self) -> int:
+        """Lines after the current one, counted within the budget."""
+        count, last = 0, b"\n"
+        while not self._spent() and (chunk := self._read()):
+            count += chunk.count(b"\n")
+            last = chunk[-1:]
+        return count + (last != b"\n")  # a last line without a newline still counts
+
+    def _readline(self, limit: int) -> bytes:
+        raw = self.f.readline(limit)
+        self.pos += len(raw)
+        return raw
+
+    def _read(self) -> bytes:
+        chunk = self.f.read(max(1, min(READ_CHUNK_BYTES, READ_SCAN_BYTES - self.pos)))
+        self.pos += len(chunk)
+        return chunk
+
+    def _spent(self) -> bool:
+        if self.pos < READ_SCAN_BYTES:
+            return False
+        self.unread = max(0, self.size - self.pos)
+        return self.unread > 0
+
+
+def _shown_line(raw: bytes, length: int, whole: bool) -> str:
+    if length <= READ_LINE_BYTES:
+        return _clip(_decode(raw), MAX_LINE_CHARS)
+    text = raw[:READ_LINE_BYTES].decode("utf-8", "replace")[:MAX_LINE_CHARS]
+    return f"{text} ... [line truncated: {'more than ' if not whole else ''}{length:,} bytes]"
 
 
 def _refuse_non_text(head: bytes, name: str, size: int) -> None:
@@ -89,14 +191,6 @@ def _refuse_non_text(head: bytes, name: str, size: int) -> None:
             f"{name} is not UTF-8 text ({bad} of its first {len(head)} bytes cannot be decoded); "
             "it may be binary or in another encoding"
         )
-
-
-def _count_lines(f: BinaryIO) -> int:
-    count, last = 0, b"\n"
-    while chunk := f.read(1 << 20):
-        count += chunk.count(b"\n")
-        last = chunk[-1:]
-    return count + (last != b"\n")  # a last line without a newline still counts
 
 
 def _missing(path: Path, name: str) -> str:
