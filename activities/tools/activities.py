@@ -4,7 +4,11 @@ workspace, store the full output and return a digest, a preview and ok/error.
 A tool failure is a result the model reads, never an exception that ends the run; only a broken
 setup (no such workspace, a reply blob without that call) raises. Mutating tools checkpoint the
 workspace afterwards — even when they failed, since a failed command may still have written —
-and return the new WorkspaceRef, so another worker can carry on from exactly there.
+and return the new WorkspaceRef, so another worker can carry on from exactly there. A change too
+large to checkpoint is undone and the call fails with a message naming the files.
+
+Every output is stored whole up to MAX_OUTPUT_BYTES (tools bound their own output well below it;
+this is the backstop), so reading one back (read_output, the transcript) is bounded too.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from temporalio.exceptions import ApplicationError
 from shopfloor.activities.heartbeat import heartbeating
 from shopfloor.activities.sandbox import CommandOutcome, SandboxMode, detect_test_command, resolve_mode, run_command
 from shopfloor.activities.tools import editing, read_only
-from shopfloor.activities.workspace import PatchError, Workspaces, WorkspaceError
+from shopfloor.activities.workspace import CheckpointTooLarge, PatchError, Workspaces, WorkspaceError
 from shopfloor.agents.tools import TOOLS, GitDiffArgs, ReadOutputArgs, RunCommandArgs, RunTestsArgs
 from shopfloor.blobs import BlobStore, get_json
 from shopfloor.errors import BlobNotFound, ToolError
@@ -33,6 +37,7 @@ from shopfloor.models.transcript import Message
 log = structlog.get_logger(__name__)
 
 PREVIEW_CHARS = 200
+MAX_OUTPUT_BYTES = 4 * 1024 * 1024
 
 # (workspace root, arguments, the call's input) -> output text
 ToolFn = Callable[[Path, Any, ToolInput], Awaitable[str]]
@@ -81,6 +86,9 @@ class ToolActivities:
         self, inp: ToolInput, ok: bool, output: str, workspace: WorkspaceRef | None = None
     ) -> ToolResult:
         data = output.encode("utf-8", errors="replace")
+        if len(data) > MAX_OUTPUT_BYTES:
+            note = f"\n[output cut at {MAX_OUTPUT_BYTES:,} of {len(data):,} bytes]"
+            data = data[:MAX_OUTPUT_BYTES].decode("utf-8", errors="ignore").encode() + note.encode()
         digest = await self._blobs.put(data)
         return ToolResult(
             call_id=inp.call_id,
@@ -133,6 +141,9 @@ class ToolActivities:
         if mutating and not inp.workspace.path:
             try:
                 new_ref = await heartbeating(self._workspaces.checkpoint(inp.workspace, inp.run_id))
+            except CheckpointTooLarge as exc:  # undone, on this worker as on any other: the model decides
+                log.info("checkpoint refused", tool=inp.name, call_id=inp.call_id, files=exc.files[:5])
+                ok, output, new_ref = False, f"error: {exc}\n\nWhat the call said:\n{output}", inp.workspace
             except WorkspaceError as exc:  # retried: the activity reruns the tool on a rebuilt checkout
                 raise ApplicationError(f"checkpoint failed: {exc}", type="CheckpointFailed") from exc
         result = await self._result(inp, ok, output, new_ref)
