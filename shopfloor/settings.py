@@ -47,6 +47,9 @@ class Settings(BaseSettings):
     data_dir: Path = Field(default_factory=lambda: Path.home() / ".shopfloor")
     blob_url: str | None = None  # default: file store under <data_dir>/blobs; s3://bucket/prefix
     s3_endpoint_url: str | None = None  # for S3-compatible stores (MinIO, moto, R2 ...)
+    # The largest change an agent's workspace checkpoint stores (its patch, in bytes): a tool call
+    # that makes a bigger one is undone and the model is told which files are too large.
+    max_checkpoint_bytes: int = Field(default=20 * 1024 * 1024, ge=64 * 1024)
 
     model: str = DEFAULT_MODEL
     # Per-agent models for the factory's agents, most specific first: "<agent>-<round>" (e.g.

@@ -100,7 +100,7 @@ def activities_for(
 ) -> list[Callable[..., Any]]:
     prices = {name: Price(input_per_mtok=i, output_per_mtok=o) for name, (i, o) in settings.prices.items()}
     model = ModelStepActivities(TranscriptStore(blobs), providers, prices)
-    workspaces = Workspaces(settings.data_dir / "workspaces", blobs)
+    workspaces = Workspaces(settings.data_dir / "workspaces", blobs, max_checkpoint_bytes=settings.max_checkpoint_bytes)
     tools = ToolActivities(
         blobs,
         workspaces,
