@@ -4,7 +4,7 @@ With bubblewrap (mode "bwrap"): the whole system is visible read-only; /tmp is a
 HOME an empty directory in it; home directories, /run (service secrets, docker.sock) and the
 directories the caller names in `hide` (the worker's data, blob and mirror directories) are
 covered by empty tmpfs mounts; /etc/shadow cannot be read; only the workspace is writable. All
-namespaces are unshared (no network unless the policy allows it), every capability is dropped,
+namespaces are unshared (the network too: sandbox_network), every capability is dropped,
 the process gets a new session and dies with the worker. Object directories the checkout borrows
 through `.git/objects/info/alternates` and the Python installation named on PATH are mounted back
 read-only when they lie in a hidden directory, so git and python keep working.
@@ -34,6 +34,7 @@ from typing import Literal
 
 import structlog
 
+from shopfloor.activities.sandbox_network import SandboxNetwork, command_network, network_bwrap_args, network_command
 from shopfloor.activities.sandbox_process import CommandOutcome, execute
 from shopfloor.errors import UsageError
 from shopfloor.models.agent_run import CommandPolicy
@@ -111,12 +112,15 @@ async def run_command(
     hide: Sequence[Path] = (),
     path_prepend: Sequence[str] | None = None,
     progress_interval_s: float = PROGRESS_INTERVAL_S,
+    network: SandboxNetwork | None = None,
 ) -> CommandOutcome:
     """Run `command` with bash in `workspace`, sandboxed as `mode` resolves.
 
     The timeout is the policy's, or `timeout_s` when that is shorter. `path_prepend` goes before
     the system PATH (default: the directory of this Python, so `python` and `pytest` are the
-    worker's). `on_progress` is called every `progress_interval_s` while it runs.
+    worker's). `on_progress` is called every `progress_interval_s` while it runs. A command whose
+    policy allows the network reaches only what `network`'s egress proxy lets through
+    (sandbox_network); without bubblewrap it is refused with a ToolError.
     """
     real, note = resolve_mode(mode)
     ws = Path(os.path.realpath(workspace))
@@ -127,20 +131,24 @@ async def run_command(
     cpu, cpu_hard, mem_kb = _limits(policy)
     tail = [shell, "-c", _PROLOGUE, "shopfloor-sandbox", str(cpu), str(cpu_hard), str(mem_kb), shell, command]
     home_dir: str | None = None
-    if real == "bwrap":
-        env = _clean_env(path, SANDBOX_HOME)
-        argv = [*_bwrap_args(ws, env, policy.network, hide, prepend), "--", *tail]
-        cwd = "/"
-    else:
-        home_dir = tempfile.mkdtemp(prefix="shopfloor-home-")
-        env = _clean_env(path, home_dir)
-        argv, cwd = tail, str(ws)
-        log.warning("command running UNSANDBOXED", note=note, workspace=str(ws))
-    try:
-        outcome = await execute(argv, cwd, env, limit, policy, on_progress, progress_interval_s)
-    finally:
-        if home_dir is not None:
-            shutil.rmtree(home_dir, ignore_errors=True)
+    async with command_network(real, policy, network) as egress:
+        if real == "bwrap":
+            env = _clean_env(path, SANDBOX_HOME)
+            argv = [*_bwrap_args(ws, env, hide, prepend), *network_bwrap_args(egress), "--",
+                    *network_command(egress, tail)]
+            cwd = "/"
+        else:
+            home_dir = tempfile.mkdtemp(prefix="shopfloor-home-")
+            env = _clean_env(path, home_dir)
+            argv, cwd = tail, str(ws)
+            log.warning("command running UNSANDBOXED", note=note, workspace=str(ws))
+        try:
+            outcome = await execute(argv, cwd, env, limit, policy, on_progress, progress_interval_s)
+        finally:
+            if home_dir is not None:
+                shutil.rmtree(home_dir, ignore_errors=True)
+        if egress is not None and egress.report():
+            outcome.output = f"{outcome.output.rstrip()}\n{egress.report()}\n"
     outcome.sandboxed = real == "bwrap"
     outcome.sandbox_note = note
     return outcome
@@ -171,7 +179,7 @@ def _under(path: str, parent: str) -> bool:
     return path == parent or path.startswith(parent.rstrip("/") + "/")
 
 
-def _bwrap_args(ws: Path, env: dict[str, str], network: bool, hide: Sequence[Path], prepend: Sequence[str]) -> list[str]:
+def _bwrap_args(ws: Path, env: dict[str, str], hide: Sequence[Path], prepend: Sequence[str]) -> list[str]:
     bwrap = shutil.which("bwrap") or "bwrap"
     args = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
     hidden: list[str] = []
@@ -193,7 +201,7 @@ def _bwrap_args(ws: Path, env: dict[str, str], network: bool, hide: Sequence[Pat
             seen.add(real)
             args += ["--ro-bind", real, real]
     args += ["--bind", str(ws), str(ws), "--dir", SANDBOX_HOME, "--chdir", str(ws),
-             "--unshare-all", *(["--share-net"] if network else []), "--cap-drop", "ALL",
+             "--unshare-all", "--cap-drop", "ALL",
              "--die-with-parent", "--new-session", "--clearenv"]
     for key, value in env.items():
         args += ["--setenv", key, value]

@@ -15,6 +15,7 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
+from shopfloor.agents.host_patterns import check_pattern
 from shopfloor.agents.path_glob import first_match
 from shopfloor.models.github_reads import POLICY_FILE
 
@@ -85,6 +86,8 @@ class RepoPolicy(_Strict):
     test_command: str | None = Field(default=None, min_length=1, max_length=500)  # None: detect
     protected_paths: list[PathPattern] = Field(default_factory=lambda: [".github/**"], max_length=100)
     network_for_commands: bool = False
+    # Hosts commands may reach besides the package registries, within the operator's bound.
+    network_allow: list[Annotated[str, AfterValidator(check_pattern)]] = Field(default_factory=list, max_length=50)
     ci_timeout_minutes: int = Field(default=60, ge=1, le=1440)
     labels: Labels = Field(default_factory=Labels)
     pull_requests: PullRequests = Field(default_factory=PullRequests)

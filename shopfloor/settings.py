@@ -61,6 +61,9 @@ class Settings(BaseSettings):
     # soon a crashed worker's in-flight call is noticed (factory agent runs).
     model_heartbeat_seconds: float = Field(default=30.0, ge=5, le=600)
     sandbox: Literal["auto", "bwrap", "none"] = "auto"  # how agents' commands are contained
+    # Host patterns a repository's `network_allow` may add to the package registries that commands
+    # reach through the sandbox's egress proxy (JSON list: '["*.corp.example", "mirror.example.org:8443"]').
+    sandbox_network_allow: list[str] = Field(default_factory=list)
 
     webhook_host: str = "127.0.0.1"
     webhook_port: int = 8000

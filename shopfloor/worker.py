@@ -25,6 +25,7 @@ from shopfloor.activities.github.deliveries import DeliveryActivities
 from shopfloor.activities.github.operations import GitHubActivities
 from shopfloor.activities.model_step import ModelStepActivities
 from shopfloor.activities.sandbox import resolve_mode
+from shopfloor.activities.sandbox_network import SandboxNetwork
 from shopfloor.activities.providers.base import ModelProvider
 from shopfloor.activities.providers.registry import open_provider
 from shopfloor.activities.reconcile import ReconcileActivities
@@ -107,6 +108,9 @@ def activities_for(
         sandbox=settings.sandbox,
         # Commands never see the worker's data (blobs, other runs' checkouts) or its home.
         hide=[settings.data_dir, Path.home()],
+        # What commands that may use the network reach: the operator's bound, and never the
+        # worker's own services (Temporal, blob store, GitHub).
+        network=SandboxNetwork.from_settings(settings),
     )
     # Without credentials the client still targets settings.github_api_url; calls then fail with
     # a clear "no GitHub credentials are configured" (401) instead of at startup.

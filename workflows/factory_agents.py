@@ -80,7 +80,8 @@ class AgentStages:
             AgentInput(
                 agent=agent, model=model, goal=goal, workspace=ws, stage=stage, issue=run.number,
                 limits=Limits(max_steps=steps, max_cost_usd=left),
-                commands=CommandPolicy(network=policy.network_for_commands, test_command=policy.test_command),
+                commands=CommandPolicy(network=policy.network_for_commands, network_allow=list(policy.network_allow),
+                                       test_command=policy.test_command),
                 permissions=PermissionRules(protected_paths=list(policy.protected_paths)),
                 required_command=required_command,
                 timeouts=Timeouts(model_heartbeat_s=run.config.model_heartbeat_s),

@@ -26,6 +26,7 @@ from temporalio.exceptions import ApplicationError
 
 from shopfloor.activities.heartbeat import heartbeating
 from shopfloor.activities.sandbox import CommandOutcome, SandboxMode, detect_test_command, resolve_mode, run_command
+from shopfloor.activities.sandbox_network import SandboxNetwork
 from shopfloor.activities.tools import editing, read_only
 from shopfloor.activities.workspace import CheckpointTooLarge, PatchError, Workspaces, WorkspaceError
 from shopfloor.agents.tools import TOOLS, GitDiffArgs, ReadOutputArgs, RunCommandArgs, RunTestsArgs
@@ -76,11 +77,13 @@ class ToolActivities:
         *,
         sandbox: SandboxMode = "auto",
         hide: Sequence[Path] = (),
+        network: SandboxNetwork | None = None,
     ) -> None:
         self._blobs = blobs
         self._workspaces = workspaces
         self._sandbox = sandbox
         self._hide = tuple(hide)
+        self._network = network or SandboxNetwork()  # the egress rules of commands that may use the network
 
     async def _result(
         self, inp: ToolInput, ok: bool, output: str, workspace: WorkspaceRef | None = None
@@ -214,6 +217,7 @@ class ToolActivities:
             timeout_s=timeout_s,
             on_progress=lambda text: activity.heartbeat(text[-200:]),
             hide=self._hide,
+            network=self._network,
         )
         report = _command_report(outcome)
         if outcome.exit_code != 0:

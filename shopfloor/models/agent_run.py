@@ -43,6 +43,9 @@ class CommandPolicy(BaseModel):
     """How commands run for this agent (from the repository's policy, never from the model)."""
 
     network: bool = False
+    # Host patterns the repository's policy adds to the sandbox's egress allow-list (the worker
+    # keeps only those its operator's bound covers).
+    network_allow: list[str] = Field(default_factory=list)
     test_command: str | None = None  # run_tests runs this; None: detect (pytest, npm test, ...)
     timeout_s: float = 600.0
     cpu_s: int = 600

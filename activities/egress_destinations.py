@@ -1,0 +1,215 @@
+"""Where the sandbox's egress proxy may connect: every address a name resolves to is checked.
+
+A destination is refused when its name is not on the command's allow-list, when it is the name of
+one of the worker's own services (the Temporal frontend, the blob store, GitHub's API, the
+simulator, model endpoints), or when **any** address it resolves to is loopback, link-local
+(cloud metadata at 169.254.169.254), private (RFC 1918, CGNAT 100.64/10, ULA fc00::/7),
+multicast, unspecified or reserved, one of this machine's own interface addresses, or an address
+of those services. IPv4 addresses embedded in IPv6 ones (mapped, NAT64, 6to4) are checked as the
+IPv4 address they reach. The proxy then connects to the addresses checked here and never
+resolves the name again, so a DNS answer that changes in between (rebinding) cannot slip past.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import socket
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import structlog
+
+from shopfloor.agents.host_patterns import AllowList, normalize_host
+
+__all__ = ["Destination", "ProtectedHosts", "Refused", "address_refusal", "check_destination", "local_addresses"]
+
+log = structlog.get_logger(__name__)
+
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+RESOLVE_TIMEOUT_S = 10.0
+PROTECTED_TTL_S = 60.0  # the worker's services move rarely; their addresses are looked up again after this
+
+_DENIED: tuple[tuple[str, str], ...] = (
+    ("0.0.0.0/8", "an unspecified address"),
+    ("127.0.0.0/8", "a loopback address"),
+    ("10.0.0.0/8", "a private address"),
+    ("172.16.0.0/12", "a private address"),
+    ("192.168.0.0/16", "a private address"),
+    ("100.64.0.0/10", "a shared (CGNAT) address"),
+    ("169.254.0.0/16", "a link-local address (cloud metadata lives there)"),
+    ("224.0.0.0/4", "a multicast address"),
+    ("240.0.0.0/4", "a reserved address"),
+    ("::/128", "an unspecified address"),
+    ("::1/128", "a loopback address"),
+    ("fc00::/7", "a private (unique local) address"),
+    ("fe80::/10", "a link-local address"),
+    ("fec0::/10", "a site-local address"),
+    ("ff00::/8", "a multicast address"),
+    ("2001::/32", "a Teredo address"),
+)
+DENIED_NETWORKS = tuple((ipaddress.ip_network(net), why) for net, why in _DENIED)
+_NAT64 = (ipaddress.ip_network("64:ff9b::/96"), ipaddress.ip_network("64:ff9b:1::/48"))
+
+
+class Refused(Exception):
+    """A destination the proxy will not connect to; the message is a sentence for the command's
+    output and the worker's log."""
+
+
+@dataclass(frozen=True)
+class Destination:
+    host: str  # normalized
+    port: int
+    addresses: tuple[IPAddress, ...]  # checked: connect to these, never to a new lookup of `host`
+
+
+def embedded_ipv4(addr: IPAddress) -> ipaddress.IPv4Address | None:
+    """The IPv4 address an IPv6 one stands for (mapped, NAT64, 6to4), if any."""
+    if isinstance(addr, ipaddress.IPv4Address):
+        return None
+    if addr.ipv4_mapped is not None:
+        return addr.ipv4_mapped
+    if addr.sixtofour is not None:
+        return addr.sixtofour
+    if any(addr in net for net in _NAT64):
+        return ipaddress.IPv4Address(int(addr) & 0xFFFFFFFF)
+    return None
+
+
+def address_refusal(addr: IPAddress, protected: dict[IPAddress, str], local: frozenset[IPAddress]) -> str | None:
+    """Why a command may not connect to `addr` (None: it may)."""
+    for candidate in (addr, embedded_ipv4(addr)):
+        if candidate is None:
+            continue
+        for net, why in DENIED_NETWORKS:
+            if candidate.version == net.version and candidate in net:
+                return f"{why} ({candidate})"
+        if candidate in protected:
+            return f"the address of {protected[candidate]} ({candidate})"
+        if candidate in local:
+            return f"an address of the worker's own machine ({candidate})"
+    return None
+
+
+def local_addresses() -> frozenset[IPAddress]:
+    """This machine's own interface addresses (a service bound to 0.0.0.0 answers on them)."""
+    found: set[IPAddress] = set()
+    try:  # IPv4: the LOCAL entries of the routing trie
+        lines = Path("/proc/net/fib_trie").read_text().splitlines()
+        for before, line in zip(lines, lines[1:]):
+            if line.strip() == "/32 host LOCAL":
+                found.add(ipaddress.ip_address(before.strip().lstrip("|-+ ").strip()))
+    except (OSError, ValueError):
+        pass
+    try:  # IPv6: one address per line, 32 hex digits first
+        for line in Path("/proc/net/if_inet6").read_text().splitlines():
+            hexa = line.split()[0]
+            found.add(ipaddress.IPv6Address(int(hexa, 16)))
+    except (OSError, ValueError, IndexError):
+        pass
+    return frozenset(found)
+
+
+def endpoint_of(address: str) -> tuple[str, int | None] | None:
+    """(host, port) of a URL (`https://api.github.com/...`: 443) or a `host:port` address."""
+    text = address.strip()
+    parts = urlsplit(text if "//" in text else f"//{text}")
+    host = normalize_host(parts.hostname or "") if parts.hostname else None
+    if host is None:
+        return None
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    return host, port or {"http": 80, "https": 443}.get(parts.scheme)
+
+
+@dataclass
+class ProtectedHosts:
+    """The worker's own services by name (`what` -> URL or host:port). Their names are refused
+    outright and their addresses, looked up again at most every PROTECTED_TTL_S, refused
+    whatever name leads to them."""
+
+    services: dict[str, str] = field(default_factory=dict)
+    _addresses: dict[IPAddress, str] = field(default_factory=dict)
+    _local: frozenset[IPAddress] = frozenset()
+    _looked_up: float = float("-inf")
+    _lock: asyncio.Lock | None = None
+
+    def named(self, host: str, port: int) -> str | None:
+        """The service `host` names (the one on `port` first, when one host has several)."""
+        found = [(p, what) for what, url in self.services.items() if (e := endpoint_of(url)) and e[0] == host
+                 for p in [e[1]]]  # fmt: skip
+        return next((what for p, what in found if p == port), found[0][1] if found else None)
+
+    async def addresses(self) -> tuple[dict[IPAddress, str], frozenset[IPAddress]]:
+        """(service addresses, this machine's addresses), fresh within PROTECTED_TTL_S."""
+        self._lock = self._lock or asyncio.Lock()
+        async with self._lock:
+            if time.monotonic() - self._looked_up > PROTECTED_TTL_S:
+                found: dict[IPAddress, str] = {}
+                for what, url in self.services.items():
+                    endpoint = endpoint_of(url)
+                    for addr in await _resolve_quietly(endpoint[0]) if endpoint else []:
+                        found.setdefault(addr, what)
+                self._addresses, self._local = found, await asyncio.to_thread(local_addresses)
+                self._looked_up = time.monotonic()
+        return self._addresses, self._local
+
+
+async def _resolve_quietly(host: str) -> list[IPAddress]:
+    try:
+        return await resolve(host, 443)
+    except Refused as exc:  # a service that cannot be looked up now is still refused by name
+        log.info("egress proxy could not look up a protected service", host=host, error=str(exc))
+        return []
+
+
+async def resolve(host: str, port: int) -> list[IPAddress]:
+    """Every address `host` resolves to (an IP literal: itself). Raises Refused."""
+    try:
+        return [ipaddress.ip_address(host)]
+    except ValueError:
+        pass
+    loop = asyncio.get_running_loop()
+    try:
+        infos = await asyncio.wait_for(
+            loop.getaddrinfo(host, port, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP), RESOLVE_TIMEOUT_S
+        )
+    except asyncio.TimeoutError:
+        raise Refused(f"{host} could not be resolved within {RESOLVE_TIMEOUT_S:g} s") from None
+    except OSError as exc:
+        raise Refused(f"{host} could not be resolved ({exc.strerror or exc})") from None
+    addresses = [ipaddress.ip_address(info[4][0].split("%")[0]) for info in infos]
+    if not addresses:
+        raise Refused(f"{host} has no addresses")
+    return list(dict.fromkeys(addresses))
+
+
+async def check_destination(host: str, port: int, allow: AllowList, protected: ProtectedHosts) -> Destination:
+    """The checked addresses to connect to for `host`:`port`, or Refused saying why not."""
+    name = normalize_host(host)
+    if name is None:
+        raise Refused(f"{host[:100]!r} is not a host name or an IP address")
+    if not 1 <= port <= 65535:
+        raise Refused(f"port {port} is not a port")
+    where = f"{name}:{port}"
+    service = protected.named(name, port)
+    if service is not None:
+        raise Refused(f"{where} is {service}, which commands may never reach")
+    if not allow.allows(name, port):
+        left_out = allow.ignored_entry_for(name, port)
+        if left_out is not None:
+            raise Refused(f"{where} is named in the repository's network_allow ({left_out}), but the worker's "
+                          "operator does not allow it (SHOPFLOOR_SANDBOX_NETWORK_ALLOW)")  # fmt: skip
+        raise Refused(f"{where} is not on this command's network allow-list ({allow})")
+    services, local = await protected.addresses()
+    addresses = await resolve(name, port)
+    for addr in addresses:
+        why = address_refusal(addr, services, local)
+        if why is not None:
+            raise Refused(f"{where} resolves to {why}, which commands may never reach")
+    return Destination(name, port, tuple(addresses))

@@ -1,0 +1,95 @@
+"""Inside the sandbox: the command's proxy address on its own loopback, relayed to the egress proxy.
+
+A sandbox that may use the network has its own network namespace with only `lo` in it; the
+worker's egress proxy listens on a unix socket mounted into it. This script (standard library
+only, run as `python -I -S -c <this file> SOCKET -- COMMAND...`) listens on 127.0.0.1 at a free
+port of the sandbox's loopback, points the proxy variables of the command's environment at it,
+runs the command as its child, relays every connection to the socket while it runs, and exits
+as the command did (128+N when a signal N ended it). Nothing here decides what is allowed: the
+proxy outside does.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+import threading
+
+PROXY_VARIABLES = (
+    "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy",
+    "PIP_PROXY", "npm_config_proxy", "npm_config_https_proxy", "YARN_HTTP_PROXY", "YARN_HTTPS_PROXY",
+)  # fmt: skip
+NO_PROXY_VARIABLES = ("NO_PROXY", "no_proxy")
+CHUNK = 64 * 1024
+
+
+def _pipe(src: socket.socket, dst: socket.socket) -> None:
+    try:
+        while data := src.recv(CHUNK):
+            dst.sendall(data)
+        dst.shutdown(socket.SHUT_WR)
+    except OSError:
+        for s in (src, dst):
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+
+def _relay(client: socket.socket, path: str) -> None:
+    upstream = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        upstream.connect(path)
+    except OSError:
+        client.close()
+        upstream.close()
+        return
+    back = threading.Thread(target=_pipe, args=(upstream, client), daemon=True)
+    back.start()
+    _pipe(client, upstream)
+    back.join()
+    client.close()
+    upstream.close()
+
+
+def _serve(listener: socket.socket, path: str) -> None:
+    while True:
+        try:
+            client, _ = listener.accept()
+        except OSError:
+            return
+        threading.Thread(target=_relay, args=(client, path), daemon=True).start()
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) < 3 or argv[1] != "--":
+        print("shopfloor: the sandbox's network forwarder was started wrongly", file=sys.stderr)
+        return 126
+    path, command = argv[0], argv[2:]
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(128)
+    url = f"http://127.0.0.1:{listener.getsockname()[1]}"
+    env = dict(os.environ)
+    env.update({name: url for name in PROXY_VARIABLES})
+    env.update({name: "" for name in NO_PROXY_VARIABLES})
+    threading.Thread(target=_serve, args=(listener, path), daemon=True).start()
+    try:
+        pid = os.posix_spawnp(command[0], command, env)
+    except OSError as exc:
+        print(f"shopfloor: cannot start {command[0]}: {exc.strerror}", file=sys.stderr)
+        return 127
+    while True:
+        try:
+            _, status = os.waitpid(pid, 0)
+            break
+        except InterruptedError:
+            continue
+    code = os.waitstatus_to_exitcode(status)
+    return 128 - code if code < 0 else code
+
+
+if __name__ == "__main__":
+    sys.stdout.flush()
+    os._exit(main(sys.argv[1:]))
