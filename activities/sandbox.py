@@ -191,8 +191,6 @@ def _bwrap_args(ws: Path, env: dict[str, str], hide: Sequence[Path], prepend: Se
     args += [a for f in BLANKED if os.path.isfile(f) for a in ("--ro-bind", "/dev/null", f)]
     # Mounted back read-only: what git and the interpreter need from hidden places.
     back = [sys.prefix, sys.base_prefix, *prepend, *_alternates(ws)]
-    if network and os.path.exists("/etc/resolv.conf"):
-        back.append(os.path.dirname(os.path.realpath("/etc/resolv.conf")))
     seen: set[str] = set()
     for p in back:
         real = _real_dir(p)
