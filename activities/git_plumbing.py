@@ -16,14 +16,14 @@ from datetime import datetime, timezone
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from shopfloor.activities.workspace import GIT_TIMEOUT_S, run_git
+from shopfloor.activities.workspace import DIFF_ENV, DIFF_FLAGS, GIT_TIMEOUT_S, diff_argv, run_git, run_git_to_file
 
 _SAFE = [
     "-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false", "-c", "credential.helper=",
     "-c", "gc.auto=0", "-c", "maintenance.auto=false", "-c", "core.autocrlf=false",
     "-c", "commit.gpgSign=false",
 ]  # fmt: skip
-DIFF = ["--no-color", "--no-ext-diff", "--no-textconv", "--src-prefix=a/", "--dst-prefix=b/"]
+DIFF = DIFF_FLAGS  # every diff a reader sees is text, without drivers (workspace.diff_argv)
 
 
 def auth_env(clone_url: str, token: str | None) -> dict[str, str]:
@@ -78,12 +78,20 @@ class Git:
     async def tree_of(self, rev: str) -> str:
         return await self.out("rev-parse", "--verify", f"{rev}^{{tree}}")
 
-    async def tree_with_patch(self, base: str, patch: bytes, scratch: Path) -> str:
-        """The tree of `base` with `patch` applied, in index space (as workspace.py replays it)."""
+    async def tree_with_patch(self, base: str, patch: Path, scratch: Path) -> str:
+        """The tree of `base` with the patch file `patch` applied, in index space (as workspace.py
+        replays it): git reads the patch, this process never holds it."""
         env = {"GIT_INDEX_FILE": str(scratch / "index")}
         await self.run("read-tree", base, env=env)
-        await self.run("apply", "--cached", "--binary", "--whitespace=nowarn", "-", env=env, stdin=patch)
+        await self.run("apply", "--cached", "--binary", "--whitespace=nowarn", str(patch), env=env)
         return await self.out("write-tree", env=env)
+
+    async def diff_to_file(self, dest: Path, *args: str, limit: int | None = None) -> tuple[int, bool]:
+        """`git diff ARGS` built as every diff a reader sees (workspace.diff_argv: text, no drivers,
+        no attribute files), streamed into the new file `dest`: (bytes, complete)."""
+        return await run_git_to_file([*_SAFE, f"--git-dir={self.git_dir}", *diff_argv(*args)], cwd=self.git_dir,
+                                     env={**self._env, **DIFF_ENV}, dest=dest, limit=limit,
+                                     shown=diff_argv(*args))  # fmt: skip
 
     async def commit_tree(self, tree: str, parent: str, message: str, name: str, email: str, date: str) -> str:
         """A commit that is a pure function of its arguments: the same inputs, the same sha."""
@@ -96,7 +104,8 @@ class Git:
 
     async def numstat(self, old: str, new: str) -> tuple[int, int, int]:
         """(files changed, lines added, lines deleted); binary files count as files only."""
-        raw = (await self.run("diff", "--numstat", "-z", "--no-renames", *DIFF, old, new))[1].decode("utf-8", "replace")
+        argv = diff_argv("--numstat", "-z", "--no-renames", old, new)
+        raw = (await self.run(*argv, env=DIFF_ENV))[1].decode("utf-8", "replace")
         files = adds = dels = 0
         for entry in raw.split("\0"):
             fields = entry.split("\t")

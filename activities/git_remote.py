@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import structlog
-from shopfloor.activities.git_plumbing import DIFF, Git, auth_env, git_date
+from shopfloor.activities.git_plumbing import Git, auth_env, git_date
 from shopfloor.activities.github.clients import GitHubClients
 from shopfloor.activities.github.errors import github_failure
 from shopfloor.activities.heartbeat import heartbeating
@@ -48,6 +48,7 @@ _SHA_RE = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 # The commit a merge starts from ("base + patch") needs an identity and a date; fixed ones keep
 # the merge, and so the conflict markers and the resulting patch, a function of the inputs.
 _MERGE_IDENT = ("shopfloor", "shopfloor@localhost", "@0 +0000")
+MAX_LISTED_FILES = 200  # a pull request's changed files named to its reviewer
 
 
 def _fail(type_: str, message: str, *, retry: bool = False) -> ApplicationError:
@@ -108,9 +109,9 @@ class GitRemoteActivities:
             raise _fail("NothingToPush", f"{ref.repo}: the workspace has no changes against {base[:12]}")
 
         await self._ensure_commit(git, clone_url, base)
-        patch = await self._ws.load_patch(ref.patch_digest)
         with tempfile.TemporaryDirectory(dir=self._ws.root, prefix="push-") as scratch:
-            tree = await _tree_with(git, base, patch, Path(scratch))
+            await self._ws.patch_file(ref.patch_digest, Path(scratch) / "patch")  # streamed, never in memory
+            tree = await _tree_with(git, base, Path(scratch) / "patch", Path(scratch))
         if tree == await git.tree_of(base):
             raise _fail("NothingToPush", f"{ref.repo}: the workspace's patch changes nothing against {base[:12]}")
         head = await git.commit_tree(tree, base, inp.message, inp.author_name, inp.author_email, git_date(inp.committed_at))
@@ -166,17 +167,19 @@ class GitRemoteActivities:
 
         ours = base
         if ref.patch_digest:
-            patch = await self._ws.load_patch(ref.patch_digest)
             with tempfile.TemporaryDirectory(dir=self._ws.root, prefix="update-") as scratch:
-                tree = await _tree_with(git, base, patch, Path(scratch))
+                await self._ws.patch_file(ref.patch_digest, Path(scratch) / "patch")
+                tree = await _tree_with(git, base, Path(scratch) / "patch", Path(scratch))
             ours = await git.commit_tree(tree, base, "workspace", *_MERGE_IDENT)
         # Exit 1 means conflicts: the tree is still written, conflicting files holding markers
         # labelled with the two commit ids (`<<<<<<< <ours>` / `>>>>>>> <tip>`).
         code, raw, _ = await git.run("merge-tree", "--write-tree", "-z", "--name-only", "--no-messages", ours, tip, ok=(0, 1))
         fields = raw.decode("utf-8", "surrogateescape").split("\0")
         merged, conflicts = fields[0].strip(), sorted({f for f in fields[1:] if f})
-        diff = (await git.run("diff", "--binary", "--full-index", "--no-renames", *DIFF, tip, merged))[1]
-        digest = await self._ws.blobs.put(diff) if diff else None
+        with tempfile.TemporaryDirectory(dir=self._ws.root, prefix="update-") as scratch:
+            patch = Path(scratch) / "patch"
+            size, _ = await git.diff_to_file(patch, "--binary", "--full-index", "--no-renames", tip, merged)
+            digest = await self._ws.blobs.put_file(patch) if size else None
         status = "conflicts" if code == 1 else "merged"
         log.info("workspace updated from base", repo=ref.repo, base_branch=inp.base_branch, tip=tip, status=status,
                  conflicts=len(conflicts))  # fmt: skip
@@ -202,12 +205,23 @@ class GitRemoteActivities:
             await git.run("update-ref", f"refs/shopfloor/base/{inp.head_sha}", inp.head_sha)
         code, out, _ = await git.run("merge-base", tip, inp.head_sha, ok=(0, 1))
         merge_base = out.decode().strip() if code == 0 else tip  # unrelated histories: against the tip
-        diff = (await git.run("diff", "--binary", "--full-index", "--no-renames", *DIFF, merge_base, inp.head_sha))[1]
-        names = (await git.out("diff", "--name-only", "--no-renames", "-z", merge_base, inp.head_sha)).split("\0")
-        digest = await self._ws.blobs.put(diff) if diff else None
+        # For the reviewer to read: as text whatever the pull request's .gitattributes say, and at
+        # most a checkpoint's size (a stranger's 300 MB file is cut, not stored).
+        cap = self._ws.max_checkpoint_bytes
+        with tempfile.TemporaryDirectory(dir=self._ws.root, prefix="change-") as scratch:
+            diff, listing = Path(scratch) / "diff", Path(scratch) / "names"
+            size, complete = await git.diff_to_file(diff, "--full-index", "--no-renames", merge_base, inp.head_sha,
+                                                    limit=cap)  # fmt: skip
+            if not complete:
+                with open(diff, "ab") as f:
+                    f.write(f"\n[… the diff goes on past {cap:,} bytes: read the changed files]\n".encode())
+            await git.diff_to_file(listing, "--name-only", "--no-renames", "-z", merge_base, inp.head_sha,
+                                   limit=MAX_LISTED_FILES * 4096)  # fmt: skip
+            names = listing.read_bytes().decode("utf-8", "replace").split("\0")
+            digest = await self._ws.blobs.put_file(diff) if size else None
         ws = WorkspaceRef(repo=inp.repo, clone_url=clone_url, base_sha=inp.head_sha)
-        return PullChange(workspace=ws, merge_base=merge_base, diff_digest=digest, diff_bytes=len(diff),
-                          files=[n for n in names if n][:200])  # fmt: skip
+        return PullChange(workspace=ws, merge_base=merge_base, diff_digest=digest, diff_bytes=size,
+                          files=[n for n in names if n][:MAX_LISTED_FILES])  # fmt: skip
 
     # --- mirror and credentials --------------------------------------------------------------------------
 
@@ -240,7 +254,7 @@ class GitRemoteActivities:
         return tip
 
 
-async def _tree_with(git: Git, base: str, patch: bytes, scratch: Path) -> str:
+async def _tree_with(git: Git, base: str, patch: Path, scratch: Path) -> str:
     try:
         return await git.tree_with_patch(base, patch, scratch)
     except GitError as e:
