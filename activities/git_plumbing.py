@@ -102,6 +102,18 @@ class Git:
         text = message.strip("\n") + "\n"
         return await self.out("commit-tree", tree, "-p", parent, "-F", "-", env=ident, stdin=text.encode())
 
+    async def changed_paths(self, old: str, new: str) -> list[str]:
+        """Every path whose entry differs between two tree-ishes: content, mode (`chmod +x`), type
+        (a file become a symlink or a submodule), added or deleted. No rename detection, so a
+        rename lists both its sides. Raw tree entries: no attributes or diff drivers involved."""
+        raw = (await self.run("diff-tree", "-r", "-z", "--raw", "--no-renames", "--no-ext-diff", "--no-textconv",
+                              old, new))[1]  # fmt: skip
+        # -z --raw: ":<old mode> <new mode> <old sha> <new sha> <status>\0<path>\0" per entry.
+        # Read in pairs: a path may itself start with ":".
+        fields = raw.split(b"\0")
+        paths = {fields[i + 1].decode("utf-8", "surrogateescape") for i in range(0, len(fields) - 1, 2)}
+        return sorted(paths)
+
     async def numstat(self, old: str, new: str) -> tuple[int, int, int]:
         """(files changed, lines added, lines deleted); binary files count as files only."""
         argv = diff_argv("--numstat", "-z", "--no-renames", old, new)

@@ -6,13 +6,19 @@ base branch. They run in the worker (never in an agent's sandbox), with the work
   makes the same sha and finds the branch already there (`pushed=False`). It writes only
   `shopfloor/*` branches and never the default branch (DESIGN §6), and pushes with
   `--force-with-lease=<branch>:<expected sha or nothing>`: a branch someone else moved is never
-  overwritten (BranchMoved; the workflow decides what next).
+  overwritten (BranchMoved; the workflow decides what next). Before anything is pushed, every
+  path the commit changes against its base (`git diff-tree`: content, mode, type, both sides of
+  a rename) is matched against the policy's protected paths; any hit refuses the push
+  (ProtectedPathChanged, non-retryable, naming the paths), whatever tool or command made it.
 - `git_update_from_base` merges the base branch's tip into base + patch (`git merge-tree`, no
   work tree) and re-expresses the result as a patch against that tip: `merged`, or `conflicts`
   with the conflicting files left holding git's conflict markers for an agent to resolve.
 - `git_pull_request_change` brings a pull request's head and base branch into the mirror and
   stores its change (`git diff merge-base..head`, what GitHub's "Files changed" shows) for a
   reviewer: the head by sha, or through `refs/pull/<n>/head` when it lives in a fork.
+- `git_protected_changes` lists the protected paths a pull request's head changes against its
+  merge base with the base branch (what GitHub would merge): the workflows ask right before
+  they merge, and do not merge when there are any.
 
 Everything is built in this worker's mirror of the repository (workspace.py); the token reaches
 git through the environment only (git_plumbing.py) and is never returned or logged.
@@ -36,8 +42,17 @@ from shopfloor.activities.workspace import FETCH_TIMEOUT_S, GitError, PatchError
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from shopfloor.agents.policy import protected_match
 from shopfloor.models.agent_run import WorkspaceRef
-from shopfloor.models.git_remote import PushInput, PushOutput, UpdateInput, UpdateOutput
+from shopfloor.models.git_remote import (
+    ProtectedChange,
+    ProtectedCheckInput,
+    ProtectedCheckOutput,
+    PushInput,
+    PushOutput,
+    UpdateInput,
+    UpdateOutput,
+)
 from shopfloor.models.github_ops import BRANCH_PREFIX
 from shopfloor.models.pull_request_review import PullChange, PullChangeInput
 
@@ -49,6 +64,7 @@ _SHA_RE = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 # the merge, and so the conflict markers and the resulting patch, a function of the inputs.
 _MERGE_IDENT = ("shopfloor", "shopfloor@localhost", "@0 +0000")
 MAX_LISTED_FILES = 200  # a pull request's changed files named to its reviewer
+MAX_LISTED = 20  # protected paths named in a refusal; the rest are counted
 
 
 def _fail(type_: str, message: str, *, retry: bool = False) -> ApplicationError:
@@ -72,8 +88,12 @@ class GitRemoteActivities:
     async def pull_request_change(self, inp: PullChangeInput) -> PullChange:
         return await self._guarded(self._pull_change(inp), f"fetch {inp.repo}#{inp.number}")
 
+    @activity.defn(name="git_protected_changes")
+    async def protected_changes(self, inp: ProtectedCheckInput) -> ProtectedCheckOutput:
+        return await self._guarded(self._protected_check(inp), f"check {inp.repo}#{inp.number} at {inp.head_sha[:12]}")
+
     def all(self) -> list[Callable[..., Any]]:
-        return [self.push_workspace, self.update_from_base, self.pull_request_change]
+        return [self.push_workspace, self.update_from_base, self.pull_request_change, self.protected_changes]
 
     async def _guarded(self, work: Awaitable[T], detail: str) -> T:
         """Heartbeat through fetches and pushes; map failures to what Temporal should do."""
@@ -114,6 +134,15 @@ class GitRemoteActivities:
             tree = await _tree_with(git, base, Path(scratch) / "patch", Path(scratch))
         if tree == await git.tree_of(base):
             raise _fail("NothingToPush", f"{ref.repo}: the workspace's patch changes nothing against {base[:12]}")
+        # What the model typed was checked by the tools; this is what would actually be pushed.
+        touched = _protected_changes(await git.changed_paths(base, tree), inp.protected_paths)
+        if touched:
+            log.warning("push refused: protected paths", repo=ref.repo, branch=branch,
+                        paths={c.path: c.glob for c in touched[:MAX_LISTED]}, total=len(touched))  # fmt: skip
+            refusal = _protected_message("the change touches protected paths, so nothing was pushed", touched)
+            raise ApplicationError(f"{refusal}; the repository's policy (protected_paths) keeps them for maintainers",
+                                   [c.path for c in touched[:MAX_LISTED]], type="ProtectedPathChanged",
+                                   non_retryable=True)  # fmt: skip
         head = await git.commit_tree(tree, base, inp.message, inp.author_name, inp.author_email, git_date(inp.committed_at))
         files, adds, dels = await git.numstat(base, head)
         out = PushOutput(head_sha=head, pushed=False, files_changed=files, additions=adds, deletions=dels)
@@ -193,16 +222,7 @@ class GitRemoteActivities:
         if code != 0 or inp.base_ref.startswith("-"):
             raise _fail("WorkspaceError", f"{inp.repo}: {inp.base_ref!r} is not a valid branch name")
         tip = await self._fetch_branch(git, clone_url, inp.base_ref)
-        try:
-            await self._ensure_commit(git, clone_url, inp.head_sha)
-        except (GitError, WorkspaceError):  # a fork's head: GitHub keeps it under refs/pull/<n>/head
-            async with self._ws.mirror_lock(git.git_dir):
-                await git.run("fetch", "--no-tags", "--quiet", "--", clone_url, f"refs/pull/{inp.number}/head",
-                              timeout=FETCH_TIMEOUT_S)  # fmt: skip
-            if not await git.has_commit(inp.head_sha):
-                raise _fail("WorkspaceError", f"{inp.repo}#{inp.number}: head {inp.head_sha[:12]} is not fetchable "
-                            "(pushed over since?)", retry=True) from None  # fmt: skip
-            await git.run("update-ref", f"refs/shopfloor/base/{inp.head_sha}", inp.head_sha)
+        await self._ensure_head(git, clone_url, inp.repo, inp.head_sha, inp.number)
         code, out, _ = await git.run("merge-base", tip, inp.head_sha, ok=(0, 1))
         merge_base = out.decode().strip() if code == 0 else tip  # unrelated histories: against the tip
         # For the reviewer to read: as text whatever the pull request's .gitattributes say, and at
@@ -222,6 +242,30 @@ class GitRemoteActivities:
         ws = WorkspaceRef(repo=inp.repo, clone_url=clone_url, base_sha=inp.head_sha)
         return PullChange(workspace=ws, merge_base=merge_base, diff_digest=digest, diff_bytes=size,
                           files=[n for n in names if n][:MAX_LISTED_FILES])  # fmt: skip
+
+    # --- protected paths before a merge ------------------------------------------------------------
+
+    async def _protected_check(self, inp: ProtectedCheckInput) -> ProtectedCheckOutput:
+        """The protected paths a pull request's head changes against its merge base with the base
+        branch's tip (what GitHub's merge would take in), read from git, not from the API's
+        paged file list."""
+        if not _SHA_RE.fullmatch(inp.head_sha):
+            raise _fail("WorkspaceError", f"head {inp.head_sha!r} is not a full commit id")
+        clone_url, _ = _portable(WorkspaceRef(repo=inp.repo, clone_url=inp.clone_url, base_sha=inp.head_sha))
+        git = await self._git(inp.repo, clone_url)
+        code, _, _ = await git.run("check-ref-format", f"refs/heads/{inp.base_ref}", ok=(0, 1))
+        if code != 0 or inp.base_ref.startswith("-"):
+            raise _fail("WorkspaceError", f"{inp.repo}: {inp.base_ref!r} is not a valid branch name")
+        tip = await self._fetch_branch(git, clone_url, inp.base_ref)
+        await self._ensure_head(git, clone_url, inp.repo, inp.head_sha, inp.number)
+        code, out, _ = await git.run("merge-base", tip, inp.head_sha, ok=(0, 1))
+        merge_base = out.decode().strip() if code == 0 else tip  # unrelated histories: against the tip
+        touched = _protected_changes(await git.changed_paths(merge_base, inp.head_sha), inp.protected_paths)
+        why = "it changes protected paths, which shopfloor never merges by itself (a maintainer may)"
+        message = _protected_message(why, touched) if touched else ""
+        log.info("protected paths checked", repo=inp.repo, number=inp.number, head=inp.head_sha, touched=len(touched))
+        return ProtectedCheckOutput(merge_base=merge_base, changes=touched[:MAX_LISTED], total=len(touched),
+                                    message=message)  # fmt: skip
 
     # --- mirror and credentials --------------------------------------------------------------------------
 
@@ -246,6 +290,21 @@ class GitRemoteActivities:
                     raise WorkspaceError(f"commit {sha} is not in the repository at {redact(clone_url)}")
             await git.run("update-ref", f"refs/shopfloor/base/{sha}", sha)  # pinned: gc never drops it
 
+    async def _ensure_head(self, git: Git, clone_url: str, repo: str, sha: str, number: int | None) -> None:
+        """A pull request's head in the mirror: by sha, or through refs/pull/<n>/head (a fork's)."""
+        try:
+            await self._ensure_commit(git, clone_url, sha)
+        except (GitError, WorkspaceError):
+            if number is None:
+                raise
+            async with self._ws.mirror_lock(git.git_dir):
+                await git.run("fetch", "--no-tags", "--quiet", "--", clone_url, f"refs/pull/{number}/head",
+                              timeout=FETCH_TIMEOUT_S)  # fmt: skip
+            if not await git.has_commit(sha):
+                raise _fail("WorkspaceError", f"{repo}#{number}: head {sha[:12]} is not fetchable "
+                            "(pushed over since?)", retry=True) from None  # fmt: skip
+            await git.run("update-ref", f"refs/shopfloor/base/{sha}", sha)
+
     async def _fetch_branch(self, git: Git, clone_url: str, branch: str) -> str:
         async with self._ws.mirror_lock(git.git_dir):
             await git.run("fetch", "--no-tags", "--quiet", "--", clone_url, f"refs/heads/{branch}", timeout=FETCH_TIMEOUT_S)
@@ -259,6 +318,18 @@ async def _tree_with(git: Git, base: str, patch: Path, scratch: Path) -> str:
         return await git.tree_with_patch(base, patch, scratch)
     except GitError as e:
         raise PatchError(f"the workspace patch does not apply to {base}: {e.stderr}") from None
+
+
+def _protected_changes(paths: list[str], patterns: list[str] | None) -> list[ProtectedChange]:
+    found = ((path, protected_match(path, patterns)) for path in paths)
+    return [ProtectedChange(path=path, glob=glob) for path, glob in found if glob is not None]
+
+
+def _protected_message(why: str, touched: list[ProtectedChange]) -> str:
+    """A refusal for the progress comment (which shows its first 300 characters): why, then the paths."""
+    named = ", ".join(f"`{c.path}`" for c in touched[:MAX_LISTED])
+    more = f" and {len(touched) - MAX_LISTED} more" if len(touched) > MAX_LISTED else ""
+    return f"{why}: {named}{more}"
 
 
 def _branch_moved(repo: str, branch: str, expected: str | None, found: str | None) -> ApplicationError:

@@ -34,6 +34,13 @@ def _pattern(value: str) -> str:
 
 PathPattern = Annotated[str, AfterValidator(_pattern)]
 
+# Files that steer how every other change is reviewed and merged: this policy, the attributes
+# that can hide a diff or pick a merge driver, and the owners GitHub asks for approval. They are
+# protected whatever `protected_paths` says, so a policy cannot be loosened into letting agents
+# rewrite the rules they run under.
+ALWAYS_PROTECTED = ("/" + POLICY_FILE, ".gitattributes", "/CODEOWNERS", "/docs/CODEOWNERS", "/.github/CODEOWNERS")
+DEFAULT_PROTECTED = (".github/**", ".gitattributes", "/CODEOWNERS", "/docs/CODEOWNERS")
+
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -84,7 +91,7 @@ class RepoPolicy(_Strict):
     max_review_rounds: int = Field(default=3, ge=1, le=10)
     budgets: Budgets = Field(default_factory=Budgets)
     test_command: str | None = Field(default=None, min_length=1, max_length=500)  # None: detect
-    protected_paths: list[PathPattern] = Field(default_factory=lambda: [".github/**"], max_length=100)
+    protected_paths: list[PathPattern] = Field(default_factory=lambda: list(DEFAULT_PROTECTED), max_length=100)
     network_for_commands: bool = False
     # Hosts commands may reach besides the package registries, within the operator's bound.
     network_allow: list[Annotated[str, AfterValidator(check_pattern)]] = Field(default_factory=list, max_length=50)
@@ -235,6 +242,31 @@ def _message(err: Any) -> str:
 # --- protected paths --------------------------------------------------------------------------
 
 
+def protected_globs(patterns: list[str] | tuple[str, ...] | None) -> list[str]:
+    """The globs in force: ALWAYS_PROTECTED and then a policy's `protected_paths` (None: the
+    default list), without repeats."""
+    chosen = DEFAULT_PROTECTED if patterns is None else patterns
+    return list(dict.fromkeys([*ALWAYS_PROTECTED, *chosen]))
+
+
+def protected_match(path: str, patterns: list[str] | tuple[str, ...] | None) -> str | None:
+    """The glob that protects `path` (relative to the repository root), or None; a path that
+    leaves the repository answers "..". `patterns` as for protected_globs."""
+    # Relative to the repository root; a leading "/" means the root too.
+    norm = posixpath.normpath(path.replace("\\", "/").strip().lstrip("/") or ".")
+    if norm in (".", "..") or norm.startswith("../"):
+        return ".."
+    return first_match(protected_globs(patterns), norm)
+
+
+def protected_note(patterns: list[str] | tuple[str, ...] | None) -> str:
+    """What an agent that changes files is told up front about the protected paths."""
+    globs = ", ".join(f"`{g}`" for g in protected_globs(patterns))
+    return (f"Protected paths (the repository's policy; matched like .gitignore entries): {globs}. Do not create, "
+            "change, delete, rename, chmod or link anything they match, with any tool or command: a change that "
+            "touches one is never pushed, and the run ends without your fix.")
+
+
 def is_protected(path: str, policy: RepoPolicy) -> bool:
     """Whether agents must leave `path` (relative to the repository root) unchanged.
 
@@ -242,10 +274,6 @@ def is_protected(path: str, policy: RepoPolicy) -> bool:
     without a `/` (`*.lock`) matches a name at any depth; one with a `/` is anchored at the root
     (`.github/**`, `/setup.py`). A pattern that matches a directory protects everything in it
     (`.github` protects `.github/workflows/ci.yml`). A path that leaves the repository is
-    protected (never something to allow by accident).
+    protected (never something to allow by accident), and so is every ALWAYS_PROTECTED file.
     """
-    # Relative to the repository root; a leading "/" means the root too.
-    norm = posixpath.normpath(path.replace("\\", "/").strip().lstrip("/") or ".")
-    if norm in (".", "..") or norm.startswith("../"):
-        return True
-    return first_match(policy.protected_paths, norm) is not None
+    return protected_match(path, policy.protected_paths) is not None

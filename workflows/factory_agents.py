@@ -19,6 +19,7 @@ from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
     from shopfloor.agents.outputs import FixResult, ReviewResult
+    from shopfloor.agents.policy import protected_globs, protected_note
     from shopfloor.agents.registry import get_agent
     from shopfloor.models.agent_run import (
         AgentInput,
@@ -71,6 +72,8 @@ class AgentStages:
             run.progress.stage(stage, agent)
             run.progress.outcome(f"{agent}: not started ({why})")
             return AgentResult(state="limit_reached", steps=0, reason=why, workspace=ws)
+        if agent == "fix":  # the agent that changes files learns the rules the push enforces
+            goal = f"{goal}\n\n{protected_note(policy.protected_paths)}"
         child_id = f"{workflow.info().workflow_id}/{suffix}"
         run.progress.stage(stage, agent)
         await run.progress.show("running")
@@ -82,7 +85,7 @@ class AgentStages:
                 limits=Limits(max_steps=steps, max_cost_usd=left),
                 commands=CommandPolicy(network=policy.network_for_commands, network_allow=list(policy.network_allow),
                                        test_command=policy.test_command),
-                permissions=PermissionRules(protected_paths=list(policy.protected_paths)),
+                permissions=PermissionRules(protected_paths=protected_globs(policy.protected_paths)),
                 required_command=required_command,
                 timeouts=Timeouts(model_heartbeat_s=run.config.model_heartbeat_s),
             ),  # fmt: skip
@@ -106,7 +109,8 @@ class AgentStages:
         out = await act(
             "git_push_workspace",
             PushInput(workspace=ws, branch=s.branch, message=f"{title}\n\nFixes #{run.number}",
-                      committed_at=workflow.now(), expected_remote_sha=s.head_sha),  # fmt: skip
+                      committed_at=workflow.now(), expected_remote_sha=s.head_sha,
+                      protected_paths=list(run.policy.protected_paths)),  # fmt: skip
             PushOutput, f"push {s.branch}", timeout_s=900, heartbeat_s=120, retry=GIT_RETRY,
         )  # fmt: skip
         if s.head_sha != out.head_sha:

@@ -22,7 +22,7 @@ from temporalio.exceptions import ActivityError
 with workflow.unsafe.imports_passed_through():
     from shopfloor.agents.policy import RepoPolicy
     from shopfloor.models.agent_run import WorkspaceRef
-    from shopfloor.models.git_remote import UpdateInput, UpdateOutput
+    from shopfloor.models.git_remote import ProtectedCheckInput, ProtectedCheckOutput, UpdateInput, UpdateOutput
     from shopfloor.models.github_ops import (
         CiStatusInput,
         CiStatusOutput,
@@ -45,6 +45,20 @@ MergeStatus = Literal["merged", "conflicts", "moved", "blocked"]
 
 def needs_human(policy: RepoPolicy) -> bool:
     return policy.require_human_approval or not policy.auto_merge
+
+
+async def protected_changes(run: Any, clone_url: str, base_ref: str, head: str, number: int) -> str | None:
+    """Why pull request `number` at `head` is not merged by shopfloor: it changes protected paths
+    (read from git at the head, whatever pushed it). None: it may be merged. Histories recorded
+    before this check skip it."""
+    if not workflow.patched("protected-paths-before-merge"):
+        return None
+    check = await act("git_protected_changes",
+                      ProtectedCheckInput(repo=run.repo, clone_url=clone_url, base_ref=base_ref, head_sha=head,
+                                          number=number, protected_paths=list(run.policy.protected_paths)),
+                      ProtectedCheckOutput, f"protected paths in PR #{number} at {head[:12]}", timeout_s=900,
+                      heartbeat_s=120, retry=GIT_RETRY)  # fmt: skip
+    return check.message or None
 
 
 class MergeStage:
@@ -101,6 +115,10 @@ class MergeStage:
             run.progress.outcome(f"{run.base_branch} moved: merged it in; CI and review again")
             return "moved", up
         assert s.pr_number is not None
+        refused = await protected_changes(run, ws.clone_url or "", run.base_branch, head, s.pr_number)
+        if refused:
+            run.progress.outcome("merge refused: protected paths changed")
+            return "blocked", refused
         try:
             out = await act("github_merge_pr", MergePrInput(repo=run.repo, pr_number=s.pr_number, head_sha=head,
                             method="squash", title=f"{title} (#{s.pr_number})", message=message),

@@ -46,7 +46,7 @@ with workflow.unsafe.imports_passed_through():
     from shopfloor.workflows.factory_agents import AgentStages
     from shopfloor.workflows.factory_calls import GIT_RETRY, act, cause, cause_type
     from shopfloor.workflows.inbox import CI_EVENTS
-    from shopfloor.workflows.merge_stage import MergeStage, needs_human
+    from shopfloor.workflows.merge_stage import MergeStage, needs_human, protected_changes
     from shopfloor.workflows.progress import ProgressComment
 
 if TYPE_CHECKING:
@@ -251,6 +251,13 @@ class PullRequestReview:
                     return
             self.progress.stage("merge")
             await self.progress.show("running")
+            # A person may change protected paths in their pull request; shopfloor leaves merging it to people.
+            refused = await protected_changes(self, self.clone_url, pull.base_ref, head, n)
+            if refused:
+                self.progress.outcome("not merged: protected paths changed")
+                await self.progress.show("waiting", waiting_for="a maintainer to merge or close the pull request",
+                                         reason=refused)  # fmt: skip
+                return
             try:
                 out = await act("github_merge_pr", MergePrInput(repo=self.repo, pr_number=n, head_sha=head, method="squash",
                                 title=f"{pull.title} (#{n})"[:250]), MergeOutput, f"squash-merge PR #{n} at {head[:12]}")  # fmt: skip

@@ -2,7 +2,9 @@
 
 A named path is resolved the way the kernel would (symlinks at every component, then `..`), and
 the result must lie inside the workspace's real root. The returned path is symlink-free, so
-callers can open it with O_NOFOLLOW and notice a symlink swapped in after the check.
+callers can open it with O_NOFOLLOW and notice a symlink swapped in after the check. A path to
+write must not go through a symlink at all (resolve_symlink_free): the permission rules judged
+the path as typed, so the written path must be that one.
 
 Walks never descend into symlinked directories nor into `.git`; a glob pattern, matched one
 component at a time, lets a walk skip directories that cannot hold a match.
@@ -89,6 +91,26 @@ def resolve_in_workspace(root: Path, relative: str) -> Path:
         raise ToolError(f"path {shown(relative)} cannot be resolved (symlink loop)")
     if not is_inside(real, real_root):
         raise ToolError(f"path {shown(relative)} is outside the workspace")
+    return real
+
+
+def resolve_symlink_free(root: Path, relative: str) -> Path:
+    """resolve_in_workspace for a write: the path must also name its file directly, through no
+    symlink at any component (a symlinked directory, a symlinked or dangling file).
+
+    The permission rules judge the path the model typed; a write through `gh/` when `gh` links
+    to `.github` would land on a path they never saw. Refusing it, with the real path named,
+    makes the typed path and the written one the same, so the rules judge what is written.
+    """
+    real = resolve_in_workspace(root, relative)
+    real_root = workspace_root(root)
+    lexical = Path(os.path.normpath(os.path.join(real_root, relative)))
+    if real != lexical:
+        where = "/".join(real.relative_to(real_root).parts) or "the workspace root"
+        raise ToolError(
+            f"path {shown(relative)} goes through a symbolic link and really is {shown(where)}; "
+            "files are only written at their real path: name that path instead"
+        )
     return real
 
 

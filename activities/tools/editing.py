@@ -2,7 +2,8 @@
 
 Pure synchronous functions like the read-only tools: workspace root and argument model in, the
 text the model reads out; anything the model should read as an error raises ToolError. Every
-path goes through resolve_in_workspace, and nothing is written inside a `.git` directory.
+path goes through resolve_symlink_free (inside the workspace, and no symlink on the way, so the
+path the permission rules judged is the one written), and nothing is written inside `.git`.
 
 Files are replaced atomically (a temp file in the same directory, renamed over the old one) and
 keep their permission bits. A file whose lines all end in CRLF keeps CRLF: the model's `old`,
@@ -19,7 +20,7 @@ import stat
 import uuid
 from pathlib import Path
 
-from shopfloor.activities.tools.confine import GIT_DIR, resolve_in_workspace, shown, workspace_root
+from shopfloor.activities.tools.confine import GIT_DIR, resolve_symlink_free, shown, workspace_root
 from shopfloor.activities.tools.read_only import MAX_LINE_CHARS, SNIFF_BYTES, _missing, _open_regular
 from shopfloor.agents.tools import EditFileArgs, WriteFileArgs
 from shopfloor.errors import ToolError
@@ -163,8 +164,9 @@ def write_file(root: Path, args: WriteFileArgs) -> str:
 
 
 def _target(real_root: Path, relative: str) -> tuple[Path, str]:
-    """The resolved path and its display form; refuses the workspace root and `.git`."""
-    path = resolve_in_workspace(real_root, relative)
+    """The resolved path and its display form; refuses the workspace root, `.git`, and paths
+    through a symlink (the protected-path rules judged the path as typed)."""
+    path = resolve_symlink_free(real_root, relative)
     parts = path.relative_to(real_root).parts
     if not parts:
         raise ToolError(f"{shown(relative)} is the workspace root, not a file")

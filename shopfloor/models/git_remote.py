@@ -34,6 +34,9 @@ class PushInput(BaseModel):
     author_name: str = BOT_NAME
     author_email: str = BOT_EMAIL
     expected_remote_sha: str | None = None
+    # The policy's protected_paths (None: the default list); the files agents/policy.py always
+    # protects are added to them. A commit that changes any of them is never pushed.
+    protected_paths: list[str] | None = None
 
 
 class PushOutput(BaseModel):
@@ -59,3 +62,27 @@ class UpdateOutput(BaseModel):
     workspace: WorkspaceRef
     base_sha: str  # the base branch's tip that was merged (or found already included)
     conflicts: list[str] = Field(default_factory=list)
+
+
+class ProtectedChange(BaseModel):
+    path: str  # a path the change adds, deletes or modifies (content, mode or type)
+    glob: str  # the protected_paths glob that covers it
+
+
+class ProtectedCheckInput(BaseModel):
+    """Which protected paths pull request `number` changes at `head_sha`: the diff from its
+    merge base with `base_ref`'s tip to the head, what GitHub would merge."""
+
+    repo: str
+    clone_url: str
+    base_ref: str
+    head_sha: str
+    number: int | None = None  # its head may live in a fork: fetched through refs/pull/<n>/head
+    protected_paths: list[str] | None = None  # as PushInput.protected_paths
+
+
+class ProtectedCheckOutput(BaseModel):
+    merge_base: str
+    changes: list[ProtectedChange] = Field(default_factory=list)  # the first MAX_LISTED
+    total: int = 0
+    message: str = ""  # for people: which protected paths, and that shopfloor will not merge them

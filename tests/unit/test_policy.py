@@ -33,7 +33,8 @@ def test_no_file_means_the_defaults():
     p = load.policy
     assert (p.auto_fix, p.fixability_threshold, p.require_human_approval, p.auto_merge) == ("label", 0.6, True, False)
     assert (p.max_review_rounds, p.budgets.max_cost_usd_per_run, p.test_command) == (3, 5.0, None)
-    assert p.protected_paths == [".github/**"] and p.network_for_commands is False and p.ci_timeout_minutes == 60
+    assert p.protected_paths == [".github/**", ".gitattributes", "/CODEOWNERS", "/docs/CODEOWNERS"]
+    assert p.network_for_commands is False and p.ci_timeout_minutes == 60
     assert p.budgets.max_steps.fix is None and p.labels.trigger == "shopfloor" and p.labels.needs_human is None
 
 
@@ -169,4 +170,10 @@ def test_protected_path_globs(path, protected):
 
 def test_default_protection_and_none():
     assert is_protected(".github/shopfloor.yml", RepoPolicy()) and not is_protected("src/app.py", RepoPolicy())
-    assert not is_protected(".github/shopfloor.yml", RepoPolicy(protected_paths=[]))
+    assert is_protected("web/.gitattributes", RepoPolicy()) and is_protected("docs/CODEOWNERS", RepoPolicy())
+    assert not is_protected(".github/workflows/ci.yml", RepoPolicy(protected_paths=[]))
+    # The files that steer review and merging stay protected whatever the list says.
+    for path in (".github/shopfloor.yml", ".gitattributes", "a/.gitattributes", "CODEOWNERS", "docs/CODEOWNERS",
+                 ".github/CODEOWNERS"):  # fmt: skip
+        assert is_protected(path, RepoPolicy(protected_paths=[])), path
+    assert not is_protected("src/CODEOWNERS", RepoPolicy(protected_paths=[]))
