@@ -6,6 +6,10 @@ shell, and behind prefixes such as `env X=1`, `timeout 5`, `nice`, `command`, `x
 followed, so `cd .. && rm -rf .` is judged as the removal of the workspace's parent it is.
 Quoted text handed to a program that does not run it is data: `echo 'git push' > notes.txt` is
 allowed, `echo 'git push' | sh` is not.
+
+Judging runs on text the model wrote, so every step is linear in the command's length (or bounded
+by a small constant such as MAX_NESTING), and commands longer than MAX_COMMAND_BYTES are refused
+before anything else looks at them.
 """
 
 from __future__ import annotations
@@ -16,16 +20,21 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from shopfloor.agents.command_rules import (
-    DISK_OR_POWER, DOWNLOADERS, FD_DUP, FORK_BOMB, GIT_VALUE_OPTS, INTERPRETER, SHELLS, WRITE_OPS,
-    WRITERS, argv_of, downloads, kills_everything, operands, prints_environment, shell_options, skip_options,
+    DISK_OR_POWER, DOWNLOADERS, FD_DUP, GIT_VALUE_OPTS, INTERPRETER, MAX_PREFIXES, SHELLS, WRITE_OPS,
+    WRITERS, argv_of, downloads, fork_bomb, kills_everything, operands, prints_environment, shell_options,
+    skip_options,
 )
 from shopfloor.agents.path_rules import Decision, credential, cwd_after_cd, removal_problem, show, write_problem
 from shopfloor.agents.shell_parse import Command, Script, ShellParseError, Word, parse
 
 Rule = tuple[re.Pattern[str], str]  # a pattern over a command segment, and what it does ("" unknown)
 
-MAX_COMMAND_CHARS = 64_000
+# Under Linux's 128 KiB limit on one argument (the command is bash's -c argument), and far above
+# any command a person would type: longer text belongs in a script file.
+MAX_COMMAND_BYTES = 64 * 1024
 MAX_NESTING = 4  # bash -c inside eval inside ...: deeper is refused
+MAX_CWD_CHARS = 4096  # PATH_MAX: a chain of `cd`s leading deeper is refused, not followed
+MAX_ASKS_SHOWN = 5  # distinct reasons quoted in one "ask": the reason travels in workflow history
 PUSH = "git push is not allowed: shopfloor pushes branches itself at the end of a stage."
 _CODE_OPTS = frozenset({"-c", "-m", "-e", "-E", "-r", "-p", "--eval", "--print"})
 _FIND_NEUTRAL = frozenset({"-delete", "-depth", "-xdev", "-mount", "-print", "-print0", "-maxdepth",
@@ -33,13 +42,25 @@ _FIND_NEUTRAL = frozenset({"-delete", "-depth", "-xdev", "-mount", "-print", "-p
                            "-exec", "-execdir", "-ok", "-okdir"})
 
 
+def too_long(command: str, what: str = "the command") -> str | None:
+    """Why `command` is refused for its length alone (None: it is short enough)."""
+    if len(command) <= MAX_COMMAND_BYTES // 4:  # no character is more than 4 bytes in UTF-8
+        return None
+    size = len(command.encode("utf-8", "surrogatepass"))
+    if size <= MAX_COMMAND_BYTES:
+        return None
+    return (f"{what} is {size} bytes long; commands are limited to {MAX_COMMAND_BYTES // 1024} KB "
+            f"({MAX_COMMAND_BYTES} bytes). Write a script file with write_file and run that instead.")
+
+
 def judge_command(command: str, ask: Sequence[Rule] = (), deny: Sequence[Rule] = ()) -> tuple[Decision, str]:
     """The decision for one run_command call and its reason (empty when allowed)."""
-    if len(command) > MAX_COMMAND_CHARS:
-        return "deny", f"the command is too long to check ({len(command)} characters; at most {MAX_COMMAND_CHARS})."
-    for name, body in FORK_BOMB.findall(command):
-        if re.search(re.escape(name) + r"\s*\|\s*&?\s*" + re.escape(name), body):
-            return "deny", f"`{name}` calls itself through a pipe: that is a fork bomb."
+    length = too_long(command)
+    if length is not None:
+        return "deny", length
+    name = fork_bomb(command)
+    if name is not None:
+        return "deny", f"`{name}` calls itself through a pipe: that is a fork bomb."
     try:
         script = parse(command)
     except ShellParseError as e:
@@ -49,7 +70,9 @@ def judge_command(command: str, ask: Sequence[Rule] = (), deny: Sequence[Rule] =
     if judge.denials:
         return "deny", judge.denials[0]
     if judge.asks:
-        return "ask", " ".join(dict.fromkeys(judge.asks))
+        asks = list(dict.fromkeys(judge.asks))
+        more = f" (and {len(asks) - MAX_ASKS_SHOWN} more)" if len(asks) > MAX_ASKS_SHOWN else ""
+        return "ask", " ".join(asks[:MAX_ASKS_SHOWN]) + more
     return "allow", ""
 
 
@@ -71,6 +94,8 @@ class _Judge:
     def script(self, script: Script, cwd: str | None) -> str | None:
         """Judge every command of `script` run from `cwd`; returns the directory it ends in."""
         for pipeline in script:
+            if self.denials:
+                return cwd  # only the first refusal is reported: judging the rest is wasted work
             feed = _Feed()
             after = cwd
             for cmd in pipeline.commands:
@@ -131,6 +156,9 @@ class _Judge:
             return cwd, out
         if note == "env_dump":
             self.denials.append(_env_dump("env"))
+        if note == "too_many_prefixes":
+            self.denials.append(f"{show(' '.join(w.text for w in cmd.words))} runs behind more than {MAX_PREFIXES} "
+                                "prefixes (env, nice, timeout, ...), too many to check; drop the extra ones.")
         if note or not argv:
             return cwd, out
         name = posixpath.basename(argv[0].text)
@@ -173,6 +201,10 @@ class _Judge:
         elif name in ("cd", "pushd"):
             ops = operands(args)
             cwd = cwd_after_cd(ops[0].text if ops else None, cwd)
+            if cwd is not None and len(cwd) > MAX_CWD_CHARS:
+                self.denials.append(f"the command changes directory more than {MAX_CWD_CHARS} characters deep, "
+                                    "too deep to follow; use shorter paths.")
+                cwd = None
         elif name == "popd":
             cwd = None
         if name in DOWNLOADERS:

@@ -39,38 +39,51 @@ FD_DUP = re.compile(r"[0-9]+-?|-")
 WRITE_OPS = frozenset({">", ">>", ">|", "&>", "&>>", "<>"})
 GIT_VALUE_OPTS = frozenset({"-C", "-c", "--git-dir", "--work-tree", "--namespace", "--config-env",
                              "--super-prefix", "--list-cmds"})
-FORK_BOMB = re.compile(r"([^\s(){};|&<>]+)\s*\(\s*\)\s*\{([^}]*)\}", re.S)
+# A shell function's head, `name() {`. The name must start where a name can start (the
+# lookbehind), so a long run of name characters is tried once, not from each of its characters:
+# every scan below is linear in the command's length.
+_NAME_CHARS = r"[^\s(){};|&<>]"
+_FUNCTION_HEAD = re.compile(rf"(?<!{_NAME_CHARS})({_NAME_CHARS}+)\s*\(\s*\)\s*\{{")
+_BODY_TOKEN = re.compile(rf"{_NAME_CHARS}+|[|&]")
+MAX_PREFIXES = 16  # env, nice, timeout ... before the program: more is refused, not followed
 
 
 def argv_of(words: list[Word]) -> tuple[list[Word], str | None]:
     """The words that name the program actually run and its arguments, with assignments,
     reserved words and wrapper prefixes taken off; and a note: "run_as", "env_dump",
-    "lookup" (command -v) or None."""
+    "lookup" (command -v), "too_many_prefixes" (more than MAX_PREFIXES to take off) or None."""
     i = 0
     while i < len(words) and (words[i].text in RESERVED or _ASSIGNMENT.match(words[i].text)):
         i += 1
     argv = words[i:]
+    steps = 0  # each prefix (and each `env -S` split) copies the words: bounded, so linear
     while argv:
         name = posixpath.basename(argv[0].text)
         if name in RUN_AS:
             return argv, "run_as"
+        if name != "env" and name not in WRAPPERS:
+            break
+        steps += 1
+        if steps > MAX_PREFIXES:
+            return argv, "too_many_prefixes"
         if name == "env":
             j = 1
             while j < len(argv) and (argv[j].text.startswith("-") or _ASSIGNMENT.match(argv[j].text)):
                 if argv[j].text in ("-S", "--split-string") and j + 1 < len(argv):
+                    steps += 1
+                    if steps > MAX_PREFIXES:
+                        return argv, "too_many_prefixes"
                     argv = [*argv[:j], *_split(argv[j + 1].text), *argv[j + 2 :]]  # env -S 'cmd args'
                     continue
                 j += 2 if argv[j].text in ("-u", "--unset", "-C", "--chdir") else 1
             if j >= len(argv):
                 return argv, "env_dump"
             argv = argv[j:]
-        elif name in WRAPPERS:
+        else:
             if name == "command" and len(argv) > 1 and argv[1].text in ("-v", "-V"):
                 return argv, "lookup"
             values, positional = WRAPPERS[name]
             argv = argv[skip_options(argv, 1, values) + positional :]
-        else:
-            break
     return argv, None
 
 
@@ -176,6 +189,28 @@ WRITERS: dict[str, Callable[[Sequence[Word]], list[Word]]] = {
     "sed": _sed_files,
 }
 
+
+def fork_bomb(command: str) -> str | None:
+    """The name of a shell function in `command` whose body pipes it into itself (`:(){ :|:& };:`),
+    or None. Reads the raw text, so quoted text counts too; linear in the length of `command`."""
+    resume = 0  # a definition's body is not searched for further definitions
+    close = -1  # the next "}" at or after the current head (found once per stretch of text)
+    for head in _FUNCTION_HEAD.finditer(command):
+        if head.start() < resume:
+            continue
+        if close < head.end():
+            close = command.find("}", head.end())
+            if close < 0:
+                return None  # no body ends anywhere after here
+        name = head.group(1)
+        tokens = [t.group() for t in _BODY_TOKEN.finditer(command, head.end(), close)]
+        for k, token in enumerate(tokens[:-2]):
+            if token == name and tokens[k + 1] == "|":
+                after = tokens[k + 2] if tokens[k + 2] != "&" else (tokens[k + 3] if k + 3 < len(tokens) else "")
+                if after == name:
+                    return name
+        resume = close + 1
+    return None
 
 
 def kills_everything(texts: Sequence[str]) -> bool:

@@ -17,7 +17,6 @@ Decision = Literal["allow", "ask", "deny"]
 TEMP_DIRS = ("/tmp", "/var/tmp", "/dev/shm")
 HARMLESS_FILES = frozenset({"/dev/null", "/dev/zero", "/dev/stdout", "/dev/stderr", "/dev/stdin", "/dev/tty"})
 _HARMLESS_FD = re.compile(r"/(dev|proc/self)/fd/[0-9]+")
-_ALL_ENTRIES = re.compile(r"[*?.]*[*?][*?.]*")  # '*', '.*', '*/', '**': every entry of a directory
 _HOME = re.compile(r"^(\$HOME|\$\{HOME\})(?=/|$)")
 _HERE = re.compile(r"^(\$PWD|\$\{PWD\}|\$\(pwd\)|`pwd`)(?=/|$)")
 HOME = "/~"  # the home directory in normalized paths
@@ -132,9 +131,15 @@ def _normal(t: str, cwd: str | None) -> str | None:
     return path
 
 
+def _all_entries(name: str) -> bool:
+    """'*', '.*', '?*', '**': a name of only *, ? and . with a wildcard matches every entry of a
+    directory. (Not a regex: `[*?.]*[*?][*?.]*` backtracks quadratically on a long name.)"""
+    return ("*" in name or "?" in name) and not name.strip("*?.")
+
+
 def _classify(path: str) -> Where:
     parent, name = posixpath.split(path)
-    every = bool(_ALL_ENTRIES.fullmatch(name))
+    every = _all_entries(name)
     if not path.startswith("/"):
         if path == "." or (parent == "" and every):
             return Where.WORKSPACE

@@ -19,6 +19,9 @@ cannot judge is denied with a reason the model can read and act on.
   repository's own refusals. Quoted text given to a program that does not run it is data.
 - run_tests is allowed when its `args` are plain arguments (no operators, redirections or
   substitutions, which would run more than the tests).
+- Sizes come first: a command (or run_tests' arguments) over command_judge.MAX_COMMAND_BYTES and
+  a path over MAX_PATH_BYTES are refused before any parser or pattern reads them, so judging
+  stays fast whatever the model sends.
 - Any other tool name is denied.
 """
 
@@ -31,7 +34,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
-from shopfloor.agents.command_judge import Decision, Rule, judge_command
+from shopfloor.agents.command_judge import Decision, Rule, judge_command, too_long
 from shopfloor.agents.path_glob import first_match
 from shopfloor.agents.path_rules import credential
 from shopfloor.agents.shell_parse import ShellParseError, parse
@@ -62,6 +65,8 @@ DEFAULT_ASK_COMMANDS: dict[str, str] = {
 }
 
 READ_ONLY = ("read_file", "list_dir", "glob", "grep", "git_diff", "read_output")
+MAX_PATH_BYTES = 4096  # Linux's PATH_MAX: no file a tool can open has a longer path
+MAX_REASON_CHARS = 2000  # a reason is shown to the model and kept in workflow history
 
 
 class Verdict(BaseModel):
@@ -93,6 +98,8 @@ def classify(tool: str, arguments: dict[str, Any], policy: PermissionPolicy | No
         decision, reason = _classify(tool, arguments, policy or PermissionPolicy())
     except Exception as e:  # a bug here must cost one refused call, not the run
         decision, reason = "deny", f"internal error while checking this call ({type(e).__name__}); try another way."
+    if len(reason) > MAX_REASON_CHARS:
+        reason = reason[: MAX_REASON_CHARS - 1] + "…"
     return Verdict(decision=decision, reason=reason)
 
 
@@ -100,6 +107,9 @@ def _classify(tool: str, arguments: dict[str, Any], policy: PermissionPolicy) ->
     spec = TOOLS.get(tool)
     if spec is None:
         return "deny", f"there is no tool named {tool!r}; the tools are {', '.join(sorted(TOOLS))}."
+    oversized = _oversized(tool, arguments)
+    if oversized is not None:
+        return "deny", oversized
     try:
         args = spec.args.model_validate(arguments)
     except ValidationError as e:
@@ -121,6 +131,22 @@ def _classify(tool: str, arguments: dict[str, Any], policy: PermissionPolicy) ->
     if tool == "run_tests":
         return _test_args(values["args"])
     return "deny", f"there are no permission rules for {tool!r}, so it may not run."
+
+
+def _oversized(tool: str, arguments: dict[str, Any]) -> str | None:
+    """Why a call is refused for the size of its arguments alone (None: they are small enough)."""
+    command = arguments.get("command") if tool == "run_command" else None
+    if isinstance(command, str):
+        return too_long(command)
+    extra = arguments.get("args") if tool == "run_tests" else None
+    if isinstance(extra, str):
+        return too_long(extra, "the run_tests arguments")
+    path = arguments.get("path")
+    if isinstance(path, str) and len(path) > MAX_PATH_BYTES // 4:
+        size = len(path.encode("utf-8", "surrogatepass"))
+        if size > MAX_PATH_BYTES:
+            return f"the path is {size} bytes long; paths are limited to {MAX_PATH_BYTES} bytes."
+    return None
 
 
 def _write(tool: str, path: str, policy: PermissionPolicy) -> tuple[Decision, str]:

@@ -12,6 +12,8 @@ import shlex
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
+
+from shopfloor.agents.command_judge import too_long
 from shopfloor.agents.outputs import MAX_OUTPUT_BYTES, get_output_model
 
 from shopfloor.models.transcript import ToolSpec
@@ -68,13 +70,16 @@ def validate_submission(output_model: str, arguments: dict[str, Any]) -> tuple[d
 
 def runs_required(tool: str, arguments: dict[str, Any], required: str | None, test_command: str | None) -> bool:
     """Does this call run the required command? run_command whose command equals or contains it
-    (whitespace-normalized), or run_tests when the policy's test command is that command."""
+    (whitespace-normalized), or run_tests when the policy's test command is that command.
+
+    A command over the length cap never runs (the judge refuses it), so it is not split at all:
+    shlex is quadratic on one long word."""
     if not required:
         return False
     want = _norm(required)
     if tool == "run_command":
         command = arguments.get("command")
-        return isinstance(command, str) and want in _norm(command)
+        return isinstance(command, str) and too_long(command) is None and want in _norm(command)
     if tool == "run_tests":
         return test_command is not None and want in _norm(test_command)
     return False

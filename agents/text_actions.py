@@ -28,7 +28,6 @@ Call ids are `text_0`, `text_1`, ... in order of appearance.
 from __future__ import annotations
 
 import ast
-import io
 import math
 import re
 import tokenize
@@ -50,15 +49,27 @@ class _BadArguments(Exception):
     pass
 
 
-def _call_end(source: str) -> int | None:
-    """The length of the call `name(...)` at the start of `source`, or None if it never closes."""
+def _call_end(text: str, start: int) -> int | None:
+    """The length of the call `name(...)` at `text[start:]`, or None if it never closes within
+    MAX_ACTION_CHARS. Reads only as far as the call goes, so a reply full of actions is parsed in
+    time linear in its length."""
     depth = 0
-    # The same lines tokenize reads (split at "\n" only), to turn (row, col) into an offset.
+    stop = min(len(text), start + MAX_ACTION_CHARS)
+    # Where each line tokenize has read starts (lines split at "\n" only), to turn (row, col)
+    # into an offset.
     line_starts = [0]
-    for line in io.StringIO(source).readlines():
+
+    def readline() -> str:
+        at = start + line_starts[-1]
+        if at >= stop:
+            return ""
+        newline = text.find("\n", at, stop)
+        line = text[at : stop if newline < 0 else newline + 1]
         line_starts.append(line_starts[-1] + len(line))
+        return line
+
     try:
-        for tok in tokenize.generate_tokens(io.StringIO(source).readline):
+        for tok in tokenize.generate_tokens(readline):
             if tok.type == tokenize.OP and tok.string in "([{":
                 depth += 1
             elif tok.type == tokenize.OP and tok.string in ")]}":
@@ -161,8 +172,7 @@ def parse_text_actions(text: str, known_tools: Collection[str]) -> list[ToolCall
         if name not in known_tools and name.lower() in by_lower:
             name = by_lower[name.lower()]
         start = offsets[i] + match.start(1)
-        source = text[start : start + MAX_ACTION_CHARS]
-        end = _call_end(source)
+        end = _call_end(text, start)
         call_id = f"text_{len(calls)}"
         if end is None:
             calls.append(
@@ -176,7 +186,7 @@ def parse_text_actions(text: str, known_tools: Collection[str]) -> list[ToolCall
                 )
             )
             break  # where it was meant to end is unknown: the rest may be its arguments
-        arguments, error = _arguments(source[:end], name)
+        arguments, error = _arguments(text[start : start + end], name)
         calls.append(ToolCall(id=call_id, name=name, arguments=arguments, arguments_error=error))
         # Continue after the line where the call ends: its own lines never count as actions.
         absolute_end = start + end
