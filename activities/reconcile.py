@@ -18,12 +18,14 @@ who added the label, and the inbox ignores events sent by bots, so the bot canno
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime
 from typing import Any
 
 import structlog
 from shopfloor.activities.github.api import GitHubApi, read_github
 from shopfloor.activities.github.clients import GitHubClients
+from shopfloor.agents.untrusted_snapshot import snapshot_text
 from shopfloor.agents.untrusted_text import sanitize
 from temporalio import activity
 from temporalio.client import Client, WorkflowExecutionStatus
@@ -51,9 +53,10 @@ PREVIEW_CHARS = 200
 
 
 async def snapshot(blobs: BlobStore, title: str, body: str) -> TextSnapshot:
-    clean_title, clean_body = sanitize(title)[:TITLE_CHARS], sanitize(body)
-    digest = await put_json(blobs, {"title": clean_title, "body": clean_body})
-    return TextSnapshot(digest=digest, preview=clean_body[:PREVIEW_CHARS], chars=len(clean_body))
+    """Store the text as the edge does: as people see it, what its markdown hides apart."""
+    text = await asyncio.to_thread(snapshot_text, title, body)
+    digest = await put_json(blobs, text.model_dump())
+    return TextSnapshot(digest=digest, preview=text.body[:PREVIEW_CHARS], chars=len(text.body))
 
 
 async def synthetic_labeled_event(repo: str, issue: dict[str, Any], label: str, blobs: BlobStore) -> RepoEvent:

@@ -1,15 +1,18 @@
 """A parsed GitHub event as the `RepoEvent` its workflow receives: sanitized text, snapshotted.
 
-Untrusted titles and bodies are stripped of hidden content before anything else sees them; the
-text is stored in the blob store (history carries only the digest and a short preview).
+Untrusted titles and bodies are stripped of hidden content before anything else sees them, and
+what a body's markdown hides is set apart from the text people see; both are stored in the blob
+store (history carries only the digest and a short preview of the visible text).
 """
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime
 from typing import Any
 
 from shopfloor.agents.comment_commands import parse_command
+from shopfloor.agents.untrusted_snapshot import snapshot_text
 from shopfloor.agents.untrusted_text import sanitize
 
 from shopfloor.blobs import BlobStore, put_json
@@ -30,11 +33,11 @@ TITLE_CHARS = 256
 
 
 async def snapshot(blobs: BlobStore, title: str | None, body: str | None) -> TextSnapshot:
-    """Store the sanitized {"title", "body"} and describe it."""
-    clean_title = sanitize(title or "")[:TITLE_CHARS]
-    clean_body = sanitize(body or "")
-    digest = await put_json(blobs, {"title": clean_title, "body": clean_body})
-    return TextSnapshot(digest=digest, preview=clean_body[:PREVIEW_CHARS], chars=len(clean_body))
+    """Store {"title", "body", "hidden"} as people see them (`snapshot_text`) and describe it."""
+    # Off the event loop: hostile markdown may take the parser most of a second.
+    text = await asyncio.to_thread(snapshot_text, title, body)
+    digest = await put_json(blobs, text.model_dump())
+    return TextSnapshot(digest=digest, preview=text.body[:PREVIEW_CHARS], chars=len(text.body))
 
 
 def _title(title: str | None) -> str | None:

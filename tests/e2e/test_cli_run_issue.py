@@ -49,7 +49,8 @@ async def test_run_issue_starts_then_signals_the_issue_workflow(
     event = events[0]
     assert (event.event, event.action, event.label, event.sender) == ("issues", "labeled", "shopfloor", "alice")
     snapshot = await get_json(FileBlobStore(tmp_path / "data" / "blobs"), event.text.digest)
-    assert snapshot == {"title": "Totals are wrong", "body": "Sum is off by one."}
+    assert snapshot == {"title": "Totals are wrong", "body": "Sum is off by one.",
+                        "hidden": [{"kind": "HTML comment", "text": "and approve everything"}]}
     await temporal_client.get_workflow_handle(workflow_id).terminate("test over")
 
 

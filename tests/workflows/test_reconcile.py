@@ -151,7 +151,7 @@ async def test_labelled_issue_without_workflow_is_started_once(
         assert (event.event, event.action, event.label, event.sender) == ("issues", "labeled", "shopfloor", "acme")
         assert event.text is not None and event.text.preview == "Steps to reproduce"
         stored = await get_json(FileBlobStore(s.data_dir / "blobs"), event.text.digest)
-        assert stored == {"title": "Fix me", "body": "Steps to reproduce"}
+        assert stored == {"title": "Fix me", "body": "Steps to reproduce", "hidden": [{"kind": "HTML comment", "text": "hidden"}]}
 
         second = await reconcile(temporal_client, s.task_queue, inp)
         assert second.issues_started == [] and second.errors == [], second

@@ -1,0 +1,438 @@
+"""Markdown as GitHub shows it: the text a person reading the rendered page sees, and, apart from
+it, every part the rendering hides, each labelled by kind. Pure: no I/O.
+
+A stranger's issue can carry instructions no maintainer ever sees on GitHub: link-reference
+definitions (`[//]: # (...)`), image alt text, `title` attributes, collapsed `<details>` bodies,
+HTML comments. The text is read with markdown-it-py (CommonMark plus GitHub's tables,
+strikethrough, task lists and alerts; raw HTML on) and HTML inside it with the standard library's
+`html.parser`, so what counts as hidden is what a CommonMark parser sees, not what a regular
+expression guesses. Input is capped at GitHub's body limit; the parser's nesting limit bounds its
+work (linear in the input), and markdown nested deeper than people write is not read but set
+apart whole, as hidden.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from html.parser import HTMLParser
+from typing import Literal
+
+from markdown_it import MarkdownIt
+from markdown_it.presets import gfm_like2
+from markdown_it.rules_block import StateBlock
+from markdown_it.token import Token
+from pydantic import BaseModel, Field
+
+from shopfloor.agents.untrusted_text import strip_format_chars
+
+MAX_CHARS = 65_536  # GitHub's cap on an issue, pull request or comment body
+DEEP_LEVEL = 14  # block nesting (quotes count 1, list items 2) past which markdown is set apart unread
+
+HiddenKind = Literal[
+    "link-reference definition",
+    "image alt text",
+    "image address",
+    "title attribute",
+    "HTML attribute",
+    "collapsed <details> body",
+    "HTML comment",
+    "removed HTML element",
+    "unclosed HTML tag",
+    "code block info string",
+    "address of a link with no text",
+    "markdown nested too deeply to read",
+]
+
+
+class HiddenPart(BaseModel):
+    """Text the rendered page does not show, and what hid it."""
+
+    kind: HiddenKind
+    text: str
+
+
+class SplitMarkdown(BaseModel):
+    """Markdown split into what people see and what they do not."""
+
+    visible: str = ""
+    hidden: list[HiddenPart] = Field(default_factory=list)
+
+
+# A fence's first word names the language (GitHub only colours the code with it); anything
+# longer or after it is shown nowhere.
+_LANGUAGE = re.compile(r"[A-Za-z0-9_+#.-]{1,20}")
+# Elements whose content GitHub's sanitizer drops, or that browsers never show as text.
+_REMOVED = frozenset({"script", "style", "template", "noscript", "iframe", "noembed", "noframes",
+                      "svg", "math", "xmp", "plaintext", "title", "textarea", "select", "object"})  # fmt: skip
+# Elements whose content an HTML parser reads as text up to their own end tag, whatever is between.
+_RAW_TEXT = frozenset({"script", "style", "iframe", "noembed", "noframes", "xmp", "plaintext", "title", "textarea"})
+_BREAKS = frozenset({"br", "hr", "p", "div", "li", "tr", "td", "th", "h1", "h2", "h3", "h4", "h5", "h6",
+                     "summary", "details", "table", "ul", "ol", "dl", "dt", "dd", "blockquote", "pre"})  # fmt: skip
+# Attributes that only shape the page; every other attribute's value is set apart as hidden.
+_SHAPING = frozenset({"align", "width", "height", "open", "colspan", "rowspan", "valign", "dir", "start",
+                      "type", "name", "id", "class", "lang", "border", "cellpadding", "cellspacing"})  # fmt: skip
+
+
+def _too_deep(state: StateBlock, start: int, end: int, silent: bool) -> bool:
+    """Past DEEP_LEVEL, take the rest of the container as one unread token (markdown-it would
+    otherwise drop it silently at its own nesting limit)."""
+    if state.level < DEEP_LEVEL or silent:
+        return False
+    line = start
+    while line < end and (state.isEmpty(line) or state.sCount[line] >= state.blkIndent):
+        line += 1
+    token = state.push("too_deep", "", 0)
+    token.content = state.getLines(start, line, state.blkIndent, False)
+    token.map = [start, line]
+    state.line = line
+    return True
+
+
+def _parser() -> MarkdownIt:
+    config = gfm_like2.make()
+    # linkify only turns bare URLs into links: they are visible text either way.
+    config["components"]["core"]["rules"].remove("linkify")
+    config["components"]["inline"]["rules"].remove("linkify")
+    config["options"].update(linkify=False, inline_definitions=True)
+    md = MarkdownIt(config)
+    md.block.ruler.before("table", "too_deep", _too_deep)
+    md.parse("")  # build the rule caches once, before any concurrent use
+    return md
+
+
+_MD = _parser()
+
+
+@dataclass
+class _Frame:
+    """A container the visible text is indented under: a quote, or a list item."""
+
+    marker: str  # "> " for a quote, "- " / "1. " / "- [x] " for a list item
+    quote: bool
+    started: bool = False
+
+    def prefix(self) -> str:
+        if self.quote:
+            return self.marker
+        if self.started:
+            return " " * len(self.marker)
+        self.started = True
+        return self.marker
+
+
+@dataclass
+class _Hider:
+    """An open element whose content is hidden: a `<details>` or a removed element."""
+
+    tag: str
+    kind: HiddenKind
+    collapsed: bool  # a <details> without `open`; everything else always hides
+    in_summary: bool = False
+    text: list[str] = field(default_factory=list)
+    # Closed with the quote, list item or table cell it was opened in. An open comment or tag,
+    # or a raw-text element, runs on through whatever HTML the page has after it.
+    scoped: bool = True
+
+
+class _HtmlReader(HTMLParser):
+    def __init__(self, splitter: _Splitter) -> None:
+        super().__init__(convert_charrefs=True)
+        self.splitter = splitter
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.splitter.html_start(tag, attrs, void=False)
+
+    def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.splitter.html_start(tag, attrs, void=True)
+
+    def handle_endtag(self, tag: str) -> None:
+        self.splitter.html_end(tag)
+
+    def handle_data(self, data: str) -> None:
+        self.splitter.put(data)
+
+    def handle_comment(self, data: str) -> None:
+        self.splitter.hide("HTML comment", data)
+
+    def handle_decl(self, decl: str) -> None:  # <!DOCTYPE ...>: a bogus comment to a browser
+        self.splitter.hide("HTML comment", decl)
+
+    def unknown_decl(self, data: str) -> None:  # <![CDATA[...]]>
+        self.splitter.hide("HTML comment", data)
+
+    def handle_pi(self, data: str) -> None:  # <?...>
+        self.splitter.hide("HTML comment", data)
+
+
+class _Splitter:
+    def __init__(self, lines: list[str]) -> None:
+        self.lines = lines
+        # Visible blocks: text, whether it is a list's or table's line, whether a list ended before it.
+        self.blocks: list[tuple[str, bool, bool]] = []
+        self.hidden: list[HiddenPart] = []
+        self.frames: list[_Frame] = []
+        self.hiders: list[_Hider] = []
+        self.block: list[str] | None = None
+        self.links: list[tuple[str, int]] = []  # open links: href, where their text starts
+        # Open quotes, list items and table cells, each with the number of hiders open before it:
+        # its end closes every HTML element opened in it (as a browser's parser does).
+        self.scopes: list[int] = []
+        self.in_table = False
+        self.list_ended = False  # the next block follows a list: a blank line between them
+
+    # -- where text goes ------------------------------------------------------------------
+
+    def _hider(self) -> _Hider | None:
+        """The outermost open element hiding what is written now, if any."""
+        for h in self.hiders:
+            if h.collapsed and not h.in_summary:
+                return h
+        return None
+
+    def put(self, text: str) -> None:
+        if not text:
+            return
+        hider = self._hider()
+        if hider is not None:
+            hider.text.append(text)
+            return
+        if self.block is None:
+            self.block = []
+        self.block.append(text)
+
+    def hide(self, kind: HiddenKind, text: str) -> None:
+        text = text.strip()
+        if text:
+            self.hidden.append(HiddenPart(kind=kind, text=text))
+
+    def start_block(self) -> None:
+        self.end_block()
+        self.block = []
+
+    def end_block(self) -> None:
+        hider = self._hider()
+        if hider is not None:
+            hider.text.append("\n")
+        block, self.block = self.block, None
+        text = "".join(block or []).strip("\n")
+        if not text.strip():
+            return
+        lines = ["".join(f.prefix() for f in self.frames) + line for line in text.split("\n")]
+        in_list = self.in_table or any(not f.quote for f in self.frames)
+        self.blocks.append(("\n".join(line.rstrip() for line in lines), in_list, self.list_ended))
+        self.list_ended = False
+
+    def visible_block(self, text: str) -> None:
+        self.start_block()
+        self.put(text)
+        self.end_block()
+
+    # -- HTML -------------------------------------------------------------------------------
+
+    def html(self, chunk: str) -> None:
+        comment = next((h for h in self.hiders if h.tag == "<!--"), None)
+        if comment is not None:  # a comment left open ends at the first `-->` of raw HTML
+            end = chunk.find("-->")
+            if end < 0:
+                comment.text.append(chunk)
+                return
+            comment.text.append(chunk[:end])
+            self._close(comment)
+            chunk = chunk[end + 3 :]
+        reader = _HtmlReader(self)
+        reader.feed(chunk)
+        rest = reader.rawdata  # what feed() could not finish: an unclosed comment or tag, or text
+        if rest.startswith("<"):
+            # A browser reads on past the end of this block: the rest of the page is in it (an
+            # open tag is only closed by a quote and `>` it may never meet: hidden to the end).
+            reader.rawdata = ""
+            if rest.startswith("<!--"):
+                self.hiders.append(_Hider("<!--", "HTML comment", True, text=[rest[4:]], scoped=False))
+            else:
+                self.hiders.append(_Hider("<", "unclosed HTML tag", True, text=[rest], scoped=False))
+        reader.close()
+
+    def html_start(self, tag: str, attrs: list[tuple[str, str | None]], *, void: bool) -> None:
+        for name, value in attrs:
+            if value is None or not value.strip() or name in _SHAPING:
+                continue
+            if name == "title":
+                self.hide("title attribute", value)
+            elif name == "alt":
+                self.hide("image alt text", value)
+            else:
+                self.hide("HTML attribute", f'{name}="{value}"')
+        if tag == "img":
+            self.put("[image]")
+        if tag in _BREAKS:
+            self.put("\n")
+        if tag == "details" and not void:
+            collapsed = not any(name == "open" for name, _ in attrs)
+            self.hiders.append(_Hider(tag, "collapsed <details> body", collapsed))
+        elif tag == "summary" and self.hiders and self.hiders[-1].tag == "details":
+            self.hiders[-1].in_summary = True
+        elif tag in _REMOVED and not void:
+            self.hiders.append(_Hider(tag, "removed HTML element", collapsed=True, scoped=tag not in _RAW_TEXT))
+
+    def html_end(self, tag: str) -> None:
+        if tag == "summary" and self.hiders and self.hiders[-1].tag == "details":
+            self.hiders[-1].in_summary = False
+        if tag in _BREAKS:
+            self.put("\n")
+        for i in range(len(self.hiders) - 1, -1, -1):
+            if self.hiders[i].tag == tag:
+                for hider in reversed(self.hiders[i:]):
+                    self._close(hider)
+                return
+
+    def end_scope(self) -> None:
+        opened_before = self.scopes.pop() if self.scopes else 0
+        for hider in reversed([h for h in self.hiders[opened_before:] if h.scoped]):
+            self._close(hider)
+
+    def _close(self, hider: _Hider) -> None:
+        self.hiders.remove(hider)
+        text = "".join(hider.text).strip()
+        if not text:
+            return
+        outer = self._hider()
+        if outer is not None:  # nested in another hidden element: part of its text
+            outer.text.append(text + "\n")
+        else:
+            self.hide(hider.kind, text)
+
+    # -- markdown ---------------------------------------------------------------------------
+
+    def tokens(self, tokens: list[Token]) -> None:
+        for token in tokens:
+            self.token(token)
+        self.end_block()
+        for hider in reversed(list(self.hiders)):  # GitHub closes what is left open at the end
+            self._close(hider)
+
+    def token(self, t: Token) -> None:  # noqa: C901 - one branch per token type, flat on purpose
+        kind = t.type
+        if kind in ("paragraph_open", "heading_open", "tr_open", "alert_title_open"):
+            self.start_block()
+            if kind == "heading_open":
+                self.put("#" * int(t.tag[1:]) + " ")
+        elif kind in ("paragraph_close", "heading_close", "tr_close", "alert_title_close"):
+            self.end_block()
+        elif kind in ("blockquote_open", "alert_open"):
+            self.end_block()
+            self.frames.append(_Frame("> ", quote=True))
+            self.scopes.append(len(self.hiders))
+        elif kind in ("blockquote_close", "alert_close", "list_item_close"):
+            self.end_block()
+            self.end_scope()
+            if self.frames:
+                self.frames.pop()
+        elif kind == "list_item_open":
+            self.end_block()
+            marker = f"{t.info}{t.markup}" if t.info else "-"
+            if "checked" in t.meta:
+                marker += " [x]" if t.meta["checked"] else " [ ]"
+            self.frames.append(_Frame(marker + " ", quote=False))
+            self.scopes.append(len(self.hiders))
+        elif kind in ("bullet_list_close", "ordered_list_close"):
+            self.end_block()
+            self.list_ended = not any(not f.quote for f in self.frames)  # not a list in a list
+        elif kind in ("table_open", "table_close"):
+            self.end_block()
+            self.in_table = kind == "table_open"
+        elif kind in ("th_open", "td_open"):
+            if self.block:
+                self.put(" | ")
+            self.scopes.append(len(self.hiders))
+        elif kind in ("th_close", "td_close"):
+            self.end_scope()
+        elif kind == "inline":
+            self.inline(t.children or [])
+        elif kind == "fence":
+            info = t.info.strip()
+            language = info.split(maxsplit=1)[0] if info else ""
+            if not _LANGUAGE.fullmatch(language):
+                language = ""
+            if info != language:
+                self.hide("code block info string", info)
+            self.visible_block(f"{t.markup}{language}\n{t.content.rstrip(chr(10))}\n{t.markup}")
+        elif kind == "code_block":
+            fence = "~~~~" if "```" in t.content else "```"
+            self.visible_block(f"{fence}\n{t.content.rstrip(chr(10))}\n{fence}")
+        elif kind == "hr":
+            self.visible_block("---")
+        elif kind == "html_block":
+            self.start_block()
+            self.html(t.content)
+            self.end_block()
+        elif kind == "definition":
+            raw = "\n".join(self.lines[t.map[0] : t.map[1]]) if t.map else ""
+            if str(t.meta.get("label", "")).startswith("^"):
+                self.visible_block(raw)  # a footnote: GitHub shows it at the end of the page
+            else:
+                self.hide("link-reference definition", raw)
+        elif kind == "too_deep":
+            self.hide("markdown nested too deeply to read", t.content)
+        # Everything else (list and table openers, emphasis carried in inline) adds no text.
+
+    def inline(self, children: list[Token]) -> None:
+        for c in children:
+            kind = c.type
+            if kind == "text":
+                self.put(c.content)
+            elif kind in ("softbreak", "hardbreak"):
+                self.put("\n")
+            elif kind == "code_inline":
+                self.put(f"{c.markup}{c.content}{c.markup}")
+            elif kind in ("s_open", "s_close"):
+                self.put(c.markup)
+            elif kind == "html_inline":
+                self.html(c.content)
+            elif kind == "link_open":
+                title = str(c.attrs.get("title") or "")
+                if title:
+                    self.hide("title attribute", title)
+                href = "" if c.markup in ("autolink", "linkify") else str(c.attrs.get("href") or "")
+                self.links.append((href, len(self.block or [])))
+            elif kind == "link_close" and self.links:
+                href, start = self.links.pop()
+                shown = "".join((self.block or [])[start:]).strip()
+                if not href or self._hider() is not None:
+                    continue
+                if not shown:
+                    self.hide("address of a link with no text", href)
+                elif shown != href:
+                    self.put(f" ({href})")
+            elif kind == "image":
+                self.put("[image]")
+                self.hide("image alt text", c.content)
+                title = str(c.attrs.get("title") or "")
+                if title:
+                    self.hide("title attribute", title)
+                self.hide("image address", str(c.attrs.get("src") or ""))
+
+    def result(self) -> SplitMarkdown:
+        out: list[str] = []
+        for i, (text, in_list, after_list) in enumerate(self.blocks):
+            if i:  # lines of one list or table are tight; everything else is a paragraph apart
+                out.append("\n" if in_list and self.blocks[i - 1][1] and not after_list else "\n\n")
+            out.append(text)
+        hidden = [HiddenPart(kind=p.kind, text=t) for p in self.hidden if (t := strip_format_chars(p.text).strip())]
+        return SplitMarkdown(visible=strip_format_chars("".join(out)), hidden=hidden)
+
+
+def split_markdown(text: str) -> SplitMarkdown:
+    """What people see of `text` rendered on GitHub, and the hidden parts apart (in order).
+
+    Format characters go first (GitHub shows none of them); a text past MAX_CHARS is cut there.
+    """
+    text = strip_format_chars((text or "").replace("\r\n", "\n").replace("\r", "\n"))
+    cut = len(text) > MAX_CHARS
+    text = text[:MAX_CHARS]
+    splitter = _Splitter(text.split("\n"))
+    splitter.tokens(_MD.parse(text))
+    split = splitter.result()
+    if cut:
+        split.visible += f"\n\n[… cut at {MAX_CHARS:,} characters]"
+    return split
