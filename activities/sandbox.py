@@ -1,19 +1,21 @@
 """Running a shell command in a sandbox (DESIGN §4, §6).
 
-With bubblewrap (mode "bwrap"): the whole system is visible read-only; /tmp is a fresh tmpfs and
-HOME an empty directory in it; home directories, /run (service secrets, docker.sock) and the
-directories the caller names in `hide` (the worker's data, blob and mirror directories) are
-covered by empty tmpfs mounts; /etc/shadow cannot be read; only the workspace is writable. All
-namespaces are unshared (the network too: sandbox_network), every capability is dropped,
-the process gets a new session and dies with the worker. Object directories the checkout borrows
-through `.git/objects/info/alternates` and the Python installation named on PATH are mounted back
-read-only when they lie in a hidden directory, so git and python keep working.
+With bubblewrap (mode "bwrap") the command sees an allow-list of the host (sandbox_mounts): the
+system's programs, libraries and /etc read-only (minus what only its owner may read), the Python
+installation named on PATH and the object directories the checkout borrows read-only, the
+workspace read-write, and its own scratch directory on disk as /tmp (HOME inside it) and /dev/shm;
+nothing else — no data directory, blob store, home, /run, /srv, /opt or /var. All namespaces are
+unshared (the network too: sandbox_network), every capability is dropped, the process gets a new
+session and dies with the worker.
 
 Both modes start the command with a clean environment (PATH, HOME, LANG, TERM,
-PYTHONDONTWRITEBYTECODE: nothing from the worker's), with CPU-time and address-space limits
-(ulimit, set in a tiny shell prologue: no preexec_fn in a threaded worker), in its own process
-group that is killed as a whole on timeout and after exit. Mode "none" has no namespaces: it
-runs in the workspace with full access to the machine, and every outcome says so.
+PYTHONDONTWRITEBYTECODE: nothing from the worker's), with per-process CPU-time and address-space
+limits (ulimit, set in a tiny shell prologue: no preexec_fn in a threaded worker), and with total
+limits on memory, processes and scratch disk for everything it starts (sandbox_limits: cgroups,
+or a watchdog); past any of them, or at the timeout, every process it started is killed. Mode
+"none" has no namespaces: it runs in the workspace with full access to the machine, and every
+outcome says so. Mode "auto" without a usable bubblewrap refuses to run commands unless the
+operator allowed unsandboxed ones (SHOPFLOOR_ALLOW_UNSANDBOXED_COMMANDS).
 
 Starting the process, capping its output and killing it: sandbox_process.
 """
@@ -33,23 +35,24 @@ from pathlib import Path
 from typing import Literal
 
 import structlog
+from pydantic import BaseModel, Field
 
+from shopfloor.activities.sandbox_limits import Confinement, open_confinement
+from shopfloor.activities.sandbox_mounts import SEAL, mount_args
 from shopfloor.activities.sandbox_network import SandboxNetwork, command_network, network_bwrap_args, network_command
-from shopfloor.activities.sandbox_process import CommandOutcome, execute
+from shopfloor.activities.sandbox_process import CommandOutcome, CommandRefused, execute
 from shopfloor.errors import UsageError
 from shopfloor.models.agent_run import CommandPolicy
+from shopfloor.settings import Settings
 
-__all__ = ["CommandOutcome", "SandboxMode", "detect_test_command", "resolve_mode", "run_command"]
+__all__ = ["CommandOutcome", "CommandRefused", "SandboxConfig", "SandboxMode", "detect_test_command", "resolve_mode",
+           "run_command"]
 
 log = structlog.get_logger(__name__)
 
 SandboxMode = Literal["auto", "bwrap", "none"]
 SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 SANDBOX_HOME = "/tmp/home"
-# Covered by empty tmpfs mounts inside the sandbox, when they exist.
-HIDDEN = ("/root", "/home", "/run", "/var/run", "/mnt", "/media", "/srv", "/var/lib/docker",
-          "/var/lib/containerd", "/var/lib/kubelet", "/etc/ssl/private")
-BLANKED = ("/etc/shadow", "/etc/gshadow", "/etc/shadow-", "/etc/gshadow-")
 PROGRESS_INTERVAL_S = 5.0
 # Sets the limits (soft before hard: a hard limit below the current soft one is refused),
 # then replaces itself with the real shell running the command.
@@ -79,33 +82,66 @@ def _bwrap_problem() -> str | None:
     return None
 
 
-def resolve_mode(mode: SandboxMode | str) -> tuple[Literal["bwrap", "none"], str]:
-    """The mode commands really run in, and a note to show when that is unsandboxed.
+class SandboxConfig(BaseModel):
+    """How this worker runs commands, from the operator's settings (`from_settings`)."""
 
-    auto: bubblewrap when it works here, else none with a warning; bwrap: bubblewrap or a
-    UsageError saying why not; none: unsandboxed, on purpose.
-    """
+    mode: SandboxMode = "auto"
+    # With "auto" and no usable bubblewrap: run commands unsandboxed (True) or refuse them.
+    allow_unsandboxed: bool = False
+    # Where each command's scratch directory (its /tmp and /dev/shm) is made; on disk.
+    scratch_dir: Path = Field(default_factory=lambda: Path(tempfile.gettempdir()) / "shopfloor-scratch")
+    cgroup: str = "auto"  # "auto", "off", or a delegated cgroup v2 directory
+    readonly_paths: tuple[str, ...] = ()  # more host directories commands may read (toolchains)
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> SandboxConfig:
+        return cls(
+            mode=settings.sandbox,
+            allow_unsandboxed=settings.allow_unsandboxed_commands,
+            scratch_dir=settings.sandbox_scratch_dir or settings.data_dir / "scratch",
+            cgroup=settings.sandbox_cgroup,
+            readonly_paths=tuple(settings.sandbox_readonly_paths),
+        )
+
+
+def _config(mode: SandboxMode | str | SandboxConfig) -> SandboxConfig:
+    if isinstance(mode, SandboxConfig):
+        return mode
     if mode not in ("auto", "bwrap", "none"):
         raise UsageError(f"SHOPFLOOR_SANDBOX must be auto, bwrap or none, not {mode!r}")
-    if mode == "none":
+    return SandboxConfig(mode=mode)
+
+
+def resolve_mode(mode: SandboxMode | str | SandboxConfig) -> tuple[Literal["bwrap", "none", "refuse"], str]:
+    """The mode commands really run in, and a note to show when that is not bubblewrap.
+
+    auto: bubblewrap when it works here; else "refuse" (commands are not run), or unsandboxed with
+    a warning when the operator allowed it. bwrap: bubblewrap or a UsageError saying why not.
+    none: unsandboxed, on purpose.
+    """
+    config = _config(mode)
+    if config.mode == "none":
         return "none", "sandbox disabled (SHOPFLOOR_SANDBOX=none): ran UNSANDBOXED, without file or network isolation"
     problem = _bwrap_problem()
     if problem is None:
         return "bwrap", ""
-    if mode == "bwrap":
+    if config.mode == "bwrap":
         raise UsageError(
             f"SHOPFLOOR_SANDBOX=bwrap, but bubblewrap cannot be used here: {problem}. Install it "
-            "(apt-get install bubblewrap) and allow user namespaces, or set SHOPFLOOR_SANDBOX=auto "
-            "to run commands unsandboxed with a warning."
+            "(apt-get install bubblewrap) and allow user namespaces."
         )
-    return "none", f"bubblewrap is not usable ({problem}): ran UNSANDBOXED, without file or network isolation"
+    if config.allow_unsandboxed:
+        return "none", (f"bubblewrap is not usable ({problem}): ran UNSANDBOXED, without file or network "
+                        "isolation (SHOPFLOOR_ALLOW_UNSANDBOXED_COMMANDS=true)")
+    return "refuse", (f"commands are refused: bubblewrap is not usable here ({problem}), and running them "
+                      "without a sandbox needs the operator's SHOPFLOOR_ALLOW_UNSANDBOXED_COMMANDS=true")
 
 
 async def run_command(
     workspace: Path,
     command: str,
     *,
-    mode: SandboxMode,
+    mode: SandboxMode | SandboxConfig,
     policy: CommandPolicy,
     timeout_s: float | None = None,
     on_progress: Callable[[str], None] | None = None,
@@ -122,7 +158,11 @@ async def run_command(
     policy allows the network reaches only what `network`'s egress proxy lets through
     (sandbox_network); without bubblewrap it is refused with a ToolError.
     """
-    real, note = resolve_mode(mode)
+    config = _config(mode)
+    real, note = resolve_mode(config)
+    if real == "refuse":
+        log.warning("command refused: no sandbox", reason=note)
+        raise CommandRefused(f"the command was not run: {note}.")
     ws = Path(os.path.realpath(workspace))
     limit = policy.timeout_s if timeout_s is None else min(timeout_s, policy.timeout_s)
     prepend = [os.path.dirname(sys.executable)] if path_prepend is None else list(path_prepend)
@@ -130,28 +170,41 @@ async def run_command(
     shell = shell_path()
     cpu, cpu_hard, mem_kb = _limits(policy)
     tail = [shell, "-c", _PROLOGUE, "shopfloor-sandbox", str(cpu), str(cpu_hard), str(mem_kb), shell, command]
-    home_dir: str | None = None
-    async with command_network(real, policy, network) as egress:
-        if real == "bwrap":
-            env = _clean_env(path, SANDBOX_HOME)
-            argv = [*_bwrap_args(ws, env, hide, prepend), *network_bwrap_args(egress), "--",
-                    *network_command(egress, tail)]
-            cwd = "/"
-        else:
-            home_dir = tempfile.mkdtemp(prefix="shopfloor-home-")
-            env = _clean_env(path, home_dir)
-            argv, cwd = tail, str(ws)
-            log.warning("command running UNSANDBOXED", note=note, workspace=str(ws))
-        try:
-            outcome = await execute(argv, cwd, env, limit, policy, on_progress, progress_interval_s)
-        finally:
-            if home_dir is not None:
-                shutil.rmtree(home_dir, ignore_errors=True)
-        if egress is not None and egress.report():
-            outcome.output = f"{outcome.output.rstrip()}\n{egress.report()}\n"
+    if real == "bwrap":
+        tail = _with_process_limit(tail, shell, policy.max_processes)
+    confinement = open_confinement(policy, config.scratch_dir, config.cgroup)
+    try:
+        async with command_network(real, policy, network) as egress:
+            if real == "bwrap":
+                env = _clean_env(path, SANDBOX_HOME)
+                argv = [*_bwrap_args(ws, env, hide, [*prepend, *config.readonly_paths], confinement),
+                        *network_bwrap_args(egress), *SEAL, "--", *network_command(egress, tail)]
+                cwd = "/"
+            else:
+                tmp = str(confinement.scratch.tmp)
+                env = {**_clean_env(path, os.path.join(tmp, "home")), "TMPDIR": tmp}
+                argv, cwd = tail, str(ws)
+                log.warning("command running UNSANDBOXED", note=note, workspace=str(ws))
+            outcome = await execute(argv, cwd, env, limit, policy, on_progress, progress_interval_s, confinement)
+            if egress is not None and egress.report():
+                outcome.output = f"{outcome.output.rstrip()}\n{egress.report()}\n"
+    finally:
+        await confinement.close()
     outcome.sandboxed = real == "bwrap"
     outcome.sandbox_note = note
     return outcome
+
+
+def _with_process_limit(tail: list[str], shell: str, tasks: int) -> list[str]:
+    """Inside bubblewrap's user namespace RLIMIT_NPROC counts that namespace's tasks only (Linux
+    5.14+), so it bounds one command's processes and threads where the worker's uid is not root
+    (root is exempt): a fork bomb stopped by the kernel where no cgroup can be made. Outside a
+    namespace it would count every process of the worker's user, so mode "none" goes without."""
+    flag = "-u" if shell.endswith("bash") else "-p"
+    hard = resource.getrlimit(resource.RLIMIT_NPROC)[1]
+    tasks = tasks if hard == resource.RLIM_INFINITY else min(tasks, hard)
+    limit = f'ulimit -S {flag} {tasks} && ulimit -H {flag} {tasks} || {{ echo "shopfloor: cannot set resource limits" >&2; exit 126; }}; '
+    return [tail[0], tail[1], limit + tail[2], *tail[3:]]
 
 
 def _clean_env(path: str, home: str) -> dict[str, str]:
@@ -170,37 +223,13 @@ def _limits(policy: CommandPolicy) -> tuple[int, int, int]:
     return min(policy.cpu_s, cpu_hard), cpu_hard, mem
 
 
-def _real_dir(p: str | Path) -> str | None:
-    real = os.path.realpath(p)
-    return real if os.path.isdir(real) else None
-
-
-def _under(path: str, parent: str) -> bool:
-    return path == parent or path.startswith(parent.rstrip("/") + "/")
-
-
-def _bwrap_args(ws: Path, env: dict[str, str], hide: Sequence[Path], prepend: Sequence[str]) -> list[str]:
+def _bwrap_args(ws: Path, env: dict[str, str], hide: Sequence[Path], readonly: Sequence[str],
+                confinement: Confinement) -> list[str]:
     bwrap = shutil.which("bwrap") or "bwrap"
-    args = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
-    hidden: list[str] = []
-    for p in [*HIDDEN, *map(str, hide)]:
-        real = _real_dir(p)
-        if real and real not in hidden and real not in ("/", "/tmp") and not _under(real, str(ws)):
-            hidden.append(real)
-            args += ["--tmpfs", real]
-    args += [a for f in BLANKED if os.path.isfile(f) for a in ("--ro-bind", "/dev/null", f)]
-    # Mounted back read-only: what git and the interpreter need from hidden places.
-    back = [sys.prefix, sys.base_prefix, *prepend, *_alternates(ws)]
-    seen: set[str] = set()
-    for p in back:
-        real = _real_dir(p)
-        # /tmp is a fresh tmpfs too: a worker (or its venv) living under it needs its parts back.
-        if real and real not in seen and any(_under(real, h) for h in [*hidden, "/tmp"]) and not _under(real, str(ws)):
-            seen.add(real)
-            args += ["--ro-bind", real, real]
-    args += ["--bind", str(ws), str(ws), "--dir", SANDBOX_HOME, "--chdir", str(ws),
-             "--unshare-all", "--cap-drop", "ALL",
-             "--die-with-parent", "--new-session", "--clearenv"]
+    scratch = confinement.scratch
+    shown = [sys.prefix, sys.base_prefix, *readonly, *_alternates(ws)]  # what python and git need
+    args = [bwrap, *mount_args(ws, tmp=scratch.tmp, shm=scratch.shm, home=SANDBOX_HOME, readonly=shown, hide=hide),
+            "--unshare-all", "--cap-drop", "ALL", "--die-with-parent", "--new-session", "--clearenv"]
     for key, value in env.items():
         args += ["--setenv", key, value]
     return args

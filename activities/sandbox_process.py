@@ -2,8 +2,13 @@
 
 Output (stdout and stderr interleaved, as written) is taken as it arrives; at most the cap's head
 and tail are kept, with a "[... N bytes cut ...]" marker between them, so memory stays near twice
-the cap whatever the command prints. The command runs in its own process group, which is killed
-as a whole at the timeout, on cancellation, and after the command exits (background stragglers).
+the cap whatever the command prints.
+
+The command's first process is `sandbox_init`: it waits on stdin until the worker has admitted it
+to the command's confinement (cgroups, or the watchdog's process tree: `sandbox_limits`), is the
+subreaper of everything the command starts, and kills what the command leaves behind. The whole
+command — every process, `setsid` daemons included — is killed at the timeout, on cancellation,
+when it goes past a limit, and after it exits (background stragglers).
 """
 
 from __future__ import annotations
@@ -13,17 +18,25 @@ import contextlib
 import os
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Callable
 
 import structlog
 from pydantic import BaseModel
 
+from shopfloor.activities.sandbox_cgroups import CgroupError
+from shopfloor.activities.sandbox_limits import Confinement
+from shopfloor.errors import ToolError
 from shopfloor.models.agent_run import CommandPolicy
 
 log = structlog.get_logger(__name__)
 
 DRAIN_S = 2.0  # how long to wait for output after the process is gone
+
+
+class CommandRefused(ToolError):
+    """The command was not run: it could not be held to its limits, or there is no sandbox."""
 
 
 class CommandOutcome(BaseModel):
@@ -91,14 +104,30 @@ class _Protocol(asyncio.SubprocessProtocol):
 
 async def execute(
     argv: list[str], cwd: str, env: dict[str, str], limit: float, policy: CommandPolicy,
-    on_progress: Callable[[str], None] | None, interval: float,
+    on_progress: Callable[[str], None] | None, interval: float, confinement: Confinement,
 ) -> CommandOutcome:
     started = time.monotonic()
     capture = _Capture(policy.output_cap_bytes)
+    first = [sys.executable, "-I", "-m", "shopfloor.activities.sandbox_init", str(os.getpid()),
+             str(confinement.limits.scratch_bytes), *argv]
     transport, protocol = await asyncio.get_running_loop().subprocess_exec(
-        lambda: _Protocol(capture), *argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
+        lambda: _Protocol(capture), *first, cwd=cwd, env=env, stdin=subprocess.PIPE,
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
     )
+    pid = transport.get_pid()
+    gate = transport.get_pipe_transport(0)
+    try:
+        confinement.admit(pid)
+    except CgroupError as exc:
+        gate.close()  # an unopened gate: the first process exits without running anything
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+        await _drain(protocol)
+        transport.close()
+        log.error("command refused: cannot hold it to its limits", error=str(exc))
+        raise CommandRefused(f"the command was not run: it could not be held to its limits ({exc.strerror})") from exc
+    gate.write(b"\x01")
+    gate.close()
 
     async def report() -> None:
         while True:
@@ -110,39 +139,58 @@ async def execute(
                     log.exception("progress callback failed")
 
     reporter = asyncio.create_task(report())
+    watchdog = asyncio.create_task(confinement.watch())
     timed_out = False
+    breach: str | None = None
     try:
-        await asyncio.wait_for(asyncio.shield(protocol.exited), timeout=limit)
-    except asyncio.TimeoutError:
-        timed_out = True
+        done, _ = await asyncio.wait({protocol.exited, watchdog}, timeout=limit, return_when=asyncio.FIRST_COMPLETED)
+        if watchdog in done:
+            breach = watchdog.result()
+        elif not done:
+            timed_out = True
     finally:
         reporter.cancel()
+        watchdog.cancel()
+        # The whole command: on timeout, past a limit, on cancellation, and stragglers after exit.
+        await confinement.kill_all()
         with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(transport.get_pid(), signal.SIGKILL)  # the whole tree: on timeout, and stragglers after exit
-        try:
-            await asyncio.wait_for(asyncio.shield(protocol.exited), timeout=DRAIN_S)
-            # A process that left the group (setsid) may still hold the pipe: wait a little, no more.
-            await asyncio.wait_for(asyncio.shield(protocol.closed), timeout=DRAIN_S)
-        except asyncio.TimeoutError:
-            pass
-        finally:
-            transport.close()
+            os.killpg(pid, signal.SIGKILL)
+        await _drain(protocol)
+        transport.close()
+    if breach is None and not timed_out:
+        breach = await asyncio.to_thread(confinement.breach)  # the kernel's counters outlive the processes
     code = transport.get_returncode()
     exit_code = None if timed_out else (128 - code if code is not None and code < 0 else code)
+    if timed_out:
+        reason: str | None = f"timed out after {limit:g} s; the command and everything it started were killed"
+    elif breach is not None:
+        reason = f"{breach}; the command and everything it started were killed"
+    else:
+        reason = _killed(exit_code, policy)
     return CommandOutcome(
         exit_code=exit_code,
         timed_out=timed_out,
-        killed_reason=f"timed out after {limit:g} s; the command and everything it started were killed"
-        if timed_out else _killed(exit_code, policy),
+        killed_reason=reason,
         output=capture.text(),
         output_bytes=capture.total,
         duration_s=round(time.monotonic() - started, 3),
     )
 
 
+async def _drain(protocol: _Protocol) -> None:
+    try:
+        await asyncio.wait_for(asyncio.shield(protocol.exited), timeout=DRAIN_S)
+        # A process that left the group (setsid) may still hold the pipe: wait a little, no more.
+        await asyncio.wait_for(asyncio.shield(protocol.closed), timeout=DRAIN_S)
+    except asyncio.TimeoutError:
+        pass
+
+
 def _killed(code: int | None, policy: CommandPolicy) -> str | None:
     if code == 128 + signal.SIGXCPU:
         return f"killed by SIGXCPU: the CPU time limit ({policy.cpu_s} s) was reached"
+    if code == 128 + signal.SIGXFSZ:
+        return f"killed by SIGXFSZ: a file reached the scratch disk limit ({policy.scratch_mb} MB)"
     if code == 128 + signal.SIGKILL:
         return (f"killed by SIGKILL: the CPU time limit ({policy.cpu_s} s) or the memory limit "
                 f"({policy.memory_mb} MB) was probably reached")

@@ -61,6 +61,16 @@ class Settings(BaseSettings):
     # soon a crashed worker's in-flight call is noticed (factory agent runs).
     model_heartbeat_seconds: float = Field(default=30.0, ge=5, le=600)
     sandbox: Literal["auto", "bwrap", "none"] = "auto"  # how agents' commands are contained
+    # With `auto` and no usable bubblewrap, commands are refused unless the operator allows them
+    # to run without a sandbox.
+    allow_unsandboxed_commands: bool = False
+    # Each command's own /tmp and /dev/shm, made here on disk (default: <data_dir>/scratch).
+    sandbox_scratch_dir: Path | None = None
+    # Where commands' cgroups go: "auto" (under the worker's own, v2 or v1), "off" (the watchdog
+    # alone), or a delegated cgroup v2 directory.
+    sandbox_cgroup: str = "auto"
+    # More host directories commands may read (toolchains outside /usr), JSON list.
+    sandbox_readonly_paths: list[str] = Field(default_factory=list)
     # Host patterns a repository's `network_allow` may add to the package registries that commands
     # reach through the sandbox's egress proxy (JSON list: '["*.corp.example", "mirror.example.org:8443"]').
     sandbox_network_allow: list[str] = Field(default_factory=list)

@@ -24,7 +24,8 @@ from shopfloor.activities.github.clients import GitHubClients
 from shopfloor.activities.github.deliveries import DeliveryActivities
 from shopfloor.activities.github.operations import GitHubActivities
 from shopfloor.activities.model_step import ModelStepActivities
-from shopfloor.activities.sandbox import resolve_mode
+from shopfloor.activities.sandbox import SandboxConfig, resolve_mode
+from shopfloor.activities.sandbox_limits import enforcement
 from shopfloor.activities.sandbox_network import SandboxNetwork
 from shopfloor.activities.providers.base import ModelProvider
 from shopfloor.activities.providers.registry import open_provider
@@ -105,7 +106,7 @@ def activities_for(
     tools = ToolActivities(
         blobs,
         workspaces,
-        sandbox=settings.sandbox,
+        sandbox=SandboxConfig.from_settings(settings),
         # Commands never see the worker's data (blobs, other runs' checkouts) or its home.
         hide=[settings.data_dir, Path.home()],
         # What commands that may use the network reach: the operator's bound, and never the
@@ -172,9 +173,14 @@ def build_worker(
 async def run_worker(client: Client, settings: Settings, *, graceful: bool = True) -> None:
     """Run until cancelled; on cancellation, stop taking tasks and give running activities
     `worker_shutdown_grace_seconds` to finish (`graceful=False`: cancel them at once)."""
-    mode, note = resolve_mode(settings.sandbox)  # SHOPFLOOR_SANDBOX=bwrap without bubblewrap stops here
-    if note:
+    sandbox = SandboxConfig.from_settings(settings)
+    mode, note = resolve_mode(sandbox)  # SHOPFLOOR_SANDBOX=bwrap without bubblewrap stops here
+    if mode == "refuse":
+        log.error("commands will be REFUSED", sandbox=settings.sandbox, reason=note)
+    elif note:
         log.warning("commands will run UNSANDBOXED", sandbox=settings.sandbox, reason=note)
+    # Which of a command's total limits hold on this machine, and by what means.
+    log.info("command limits", sandbox=mode, **enforcement(sandbox.cgroup, sandbox.scratch_dir))
     providers = ProviderCache(settings)
     # Beside the start, not before it: a replacement for a crashed worker polls seconds sooner.
     warming = asyncio.create_task(asyncio.to_thread(providers.prewarm, [settings.model, *settings.agent_models.values()]))

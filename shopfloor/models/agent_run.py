@@ -49,7 +49,9 @@ class CommandPolicy(BaseModel):
     test_command: str | None = None  # run_tests runs this; None: detect (pytest, npm test, ...)
     timeout_s: float = 600.0
     cpu_s: int = 600
-    memory_mb: int = 2048
+    memory_mb: int = 2048  # for all of a command's processes together (and each one's address space)
+    max_processes: int = 512  # processes and threads of one command at once
+    scratch_mb: int = 1024  # what one command may write to its /tmp and /dev/shm (on disk)
     output_cap_bytes: int = 200_000
 
 

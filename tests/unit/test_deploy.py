@@ -24,7 +24,7 @@ from typing import Any, get_args
 import pytest
 import yaml
 from pydantic import AliasChoices, SecretStr
-from shopfloor.activities.sandbox import HIDDEN
+from shopfloor.activities.sandbox_mounts import shown_by_default
 from shopfloor.webhooks.app import create_app
 from typer.main import get_command
 
@@ -404,13 +404,13 @@ def test_compose_has_no_literal_secrets_and_no_privileges() -> None:
             assert value == "", f"compose.env.example ships a value for {var}"
     assert not [n for n, v in SHOPFLOOR_ENV.items() if n in SECRET_ENV_NAMES and v]
     # The GitHub App key is a docker secret, at the path the env file names, which the
-    # agents' sandbox hides.
+    # agents' sandbox does not show.
     assert COMPOSE["secrets"]["github_app_private_key"]["file"].startswith("./secrets/")
     users = {name for name, s in COMPOSE["services"].items() if "github_app_private_key" in s.get("secrets", [])}
     assert users == {"worker"}, f"only workers talk to GitHub: {users}"
     key_file = SHOPFLOOR_ENV_COMMENTED["SHOPFLOOR_GITHUB_APP_PRIVATE_KEY_FILE"]
     assert key_file == "/run/secrets/github_app_private_key"
-    assert any(key_file.startswith(hidden + "/") for hidden in HIDDEN)
+    assert not shown_by_default(key_file)
     ignored = (DEPLOY / ".gitignore").read_text().split()
     assert {".env", "shopfloor.env", "secrets/*"} <= set(ignored)
 
@@ -489,7 +489,7 @@ def test_k8s_worker_can_sandbox_and_shares_only_s3() -> None:
     key_file = Path(str(settings.github_app_private_key_file))
     secret_volume = volumes[mounts[str(key_file.parent)]]["secret"]
     assert key_file.name in k8s_objects("Secret")[secret_volume["secretName"]]["stringData"]
-    assert any(str(key_file).startswith(hidden + "/") for hidden in HIDDEN)
+    assert not shown_by_default(str(key_file))
 
 
 def test_k8s_webhook_port_probes_and_service_agree() -> None:

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from shopfloor.activities import sandbox
-from shopfloor.activities.sandbox import CommandOutcome, detect_test_command, resolve_mode, run_command
-from shopfloor.errors import UsageError
+from shopfloor.activities.sandbox import CommandOutcome, SandboxConfig, detect_test_command, resolve_mode, run_command
+from shopfloor.errors import ToolError, UsageError
 from shopfloor.models.agent_run import CommandPolicy
 
 PY = "python3"
@@ -85,13 +85,14 @@ async def test_tools_of_a_worker_living_under_tmp_stay_usable(bwrap, ws, tmp_pat
 
 
 @pytest.mark.parametrize("command", [
-    "touch /usr/shopfloor-probe", "echo x > /etc/shopfloor-probe", "mkdir /opt/shopfloor-probe",
+    "touch /usr/shopfloor-probe", "echo x > /etc/shopfloor-probe", "mkdir /shopfloor-probe",
+    "mkdir /opt", "touch /dev/shopfloor-probe",
 ])
 async def test_the_system_is_read_only(bwrap, ws, command):
     out = await sh(ws, command)
     assert out.exit_code != 0
     assert "Read-only file system" in out.output
-    for probe in ("/usr/shopfloor-probe", "/etc/shopfloor-probe", "/opt/shopfloor-probe"):
+    for probe in ("/usr/shopfloor-probe", "/etc/shopfloor-probe", "/shopfloor-probe", "/dev/shopfloor-probe"):
         assert not os.path.exists(probe)
 
 
@@ -291,11 +292,15 @@ def test_resolve_mode_when_bubblewrap_is_missing(no_bwrap):
     with pytest.raises(UsageError, match="bwrap was not found"):
         resolve_mode("bwrap")
     mode, note = resolve_mode("auto")
+    assert mode == "refuse" and "SHOPFLOOR_ALLOW_UNSANDBOXED_COMMANDS=true" in note and "bubblewrap is not usable" in note
+    mode, note = resolve_mode(SandboxConfig(mode="auto", allow_unsandboxed=True))
     assert mode == "none" and "UNSANDBOXED" in note and "bubblewrap is not usable" in note
 
 
-async def test_auto_falls_back_loudly(no_bwrap, ws):
-    out = await sh(ws, "echo hi", mode="auto")
+async def test_auto_falls_back_loudly_only_when_the_operator_allows_it(no_bwrap, ws):
+    with pytest.raises(ToolError, match="SHOPFLOOR_ALLOW_UNSANDBOXED_COMMANDS"):
+        await sh(ws, "echo hi", mode="auto")
+    out = await sh(ws, "echo hi", mode=SandboxConfig(mode="auto", allow_unsandboxed=True))
     assert out.exit_code == 0 and out.output == "hi\n"
     assert not out.sandboxed and "bubblewrap is not usable" in out.sandbox_note
 

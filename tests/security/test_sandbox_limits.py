@@ -1,0 +1,93 @@
+"""A command's limits hold for everything it starts, not per process.
+
+The attacks: several children that each stay under a per-process memory limit but together go far
+past it; a large write to /tmp or /dev/shm (tmpfs in memory before, with no size limit); hundreds
+of background processes; a fork bomb. Each runs in the real bubblewrap sandbox, once with the
+worker's cgroups and once with the process-tree watchdog alone (the fallback where a worker may
+create no cgroups), and must end with the whole command killed, the reason given, and nothing of
+it left running or on disk.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from shopfloor.activities.sandbox import SandboxConfig
+from tests.support.sandbox_commands import alive, config_for, new_marker, none_alive, require_bwrap, sh
+
+PY = "python3"
+# One child: 150 MB allocated and touched, held for a while, then a line saying it finished.
+CHILD = f"{PY} -c \"import time; b = b'x' * (150 * 2 ** 20); print('held', flush=True); time.sleep(4); print('child done')\""
+
+
+@pytest.fixture(params=["cgroup", "watchdog"])
+def sandbox(request: pytest.FixtureRequest, tmp_path: Path) -> SandboxConfig:
+    require_bwrap()
+    return config_for(request.param, tmp_path / "scratch")
+
+
+@pytest.fixture
+def ws(tmp_path: Path) -> Path:
+    path = tmp_path / "ws"
+    path.mkdir()
+    return path
+
+
+def scratch_left(config: SandboxConfig) -> list[Path]:
+    return list(config.scratch_dir.iterdir()) if config.scratch_dir.exists() else []
+
+
+async def test_children_share_one_memory_limit(sandbox, ws):
+    # Three children of 150 MB each: every one is under the 200 MB limit, together they are not.
+    out = await sh(ws, f"for i in 1 2 3; do {CHILD} & done; wait; echo all-finished", sandbox, memory_mb=200)
+    assert "all-finished" not in out.output and "child done" not in out.output, out.output
+    assert out.output.count("held") < 3
+    assert out.exit_code != 0 and not out.timed_out
+    assert "memory limit (200 MB)" in (out.killed_reason or ""), out
+    assert not scratch_left(sandbox)
+
+
+@pytest.mark.parametrize("target", ["/tmp/big", "/dev/shm/big"])
+async def test_one_large_file_stops_at_the_scratch_limit(sandbox, ws, target):
+    # 300 MB into one file under a 64 MB scratch limit: the write stops at the limit exactly.
+    out = await sh(ws, f"head -c 300M /dev/zero > {target}; stat -c 'size=%s' {target}", sandbox, scratch_mb=64)
+    assert f"size={64 * 2 ** 20}" in out.output, out.output
+    assert out.exit_code == 0 and out.killed_reason is None, out  # at the limit is within it
+    assert not scratch_left(sandbox)
+
+
+async def test_many_files_past_the_scratch_limit_end_the_command(sandbox, ws):
+    # 300 MB in files of 8 MB under a 64 MB limit, then a long pause: the total is watched.
+    command = ("for i in $(seq 1 38); do head -c 8M /dev/zero > /tmp/f$i; done; echo all-written; "
+               "sleep 30; echo slept")
+    out = await sh(ws, command, sandbox, scratch_mb=64)
+    assert "slept" not in out.output and not out.timed_out
+    assert "scratch disk limit (64 MB)" in (out.killed_reason or ""), out
+    assert not scratch_left(sandbox)  # and nothing of it stays on the worker's disk
+
+
+async def test_hundreds_of_background_processes_end_the_command(sandbox, ws):
+    marker = new_marker("many")
+    command = f"for i in $(seq 1 400); do (exec -a {marker} sleep 30) & done; echo all-started; wait; echo waited"
+    out = await sh(ws, command, sandbox, max_processes=64, timeout_s=25)
+    assert not out.timed_out and "waited" not in out.output, out
+    assert "more than 64 processes" in (out.killed_reason or ""), out
+    assert await none_alive(marker), alive(marker)
+
+
+async def test_a_fork_bomb_is_contained_and_the_command_returns(sandbox, ws):
+    marker = new_marker("bomb")
+    out = await sh(ws, f"exec -a {marker} perl -e 'fork while 1'", sandbox, max_processes=64, timeout_s=30)
+    assert not out.timed_out, out
+    assert "more than 64 processes" in (out.killed_reason or ""), out
+    assert await none_alive(marker), alive(marker)
+
+
+async def test_a_command_within_its_limits_is_left_alone(sandbox, ws):
+    command = (f"for i in 1 2 3 4; do (sleep 0.3) & done; wait; head -c 20M /dev/zero > /tmp/x; "
+               f"{PY} -c \"b = b'x' * (50 * 2 ** 20); print('ok')\"")
+    out = await sh(ws, command, sandbox, memory_mb=256, max_processes=64, scratch_mb=64)
+    assert out.exit_code == 0 and out.killed_reason is None, out
+    assert out.output.strip() == "ok"
