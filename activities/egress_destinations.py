@@ -16,7 +16,7 @@ import asyncio
 import ipaddress
 import socket
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -127,22 +127,21 @@ def endpoint_of(address: str) -> tuple[str, int | None] | None:
     return host, port or {"http": 80, "https": 443}.get(parts.scheme)
 
 
-@dataclass
 class ProtectedHosts:
-    """The worker's own services by name (`what` -> URL or host:port). Their names are refused
-    outright and their addresses, looked up again at most every PROTECTED_TTL_S, refused
-    whatever name leads to them."""
+    """The worker's own services (`what` -> URL or host:port). Their names are refused outright,
+    and their addresses, looked up again at most every PROTECTED_TTL_S, whatever name leads there."""
 
-    services: dict[str, str] = field(default_factory=dict)
-    _addresses: dict[IPAddress, str] = field(default_factory=dict)
-    _local: frozenset[IPAddress] = frozenset()
-    _looked_up: float = float("-inf")
-    _lock: asyncio.Lock | None = None
+    def __init__(self, services: dict[str, str] | None = None) -> None:
+        self.services = dict(services or {})
+        self._endpoints = [(e, what) for what, url in self.services.items() if (e := endpoint_of(url)) is not None]
+        self._addresses: dict[IPAddress, str] = {}
+        self._local: frozenset[IPAddress] = frozenset()
+        self._looked_up = float("-inf")
+        self._lock: asyncio.Lock | None = None
 
     def named(self, host: str, port: int) -> str | None:
         """The service `host` names (the one on `port` first, when one host has several)."""
-        found = [(p, what) for what, url in self.services.items() if (e := endpoint_of(url)) and e[0] == host
-                 for p in [e[1]]]  # fmt: skip
+        found = [(p, what) for (h, p), what in self._endpoints if h == host]
         return next((what for p, what in found if p == port), found[0][1] if found else None)
 
     async def addresses(self) -> tuple[dict[IPAddress, str], frozenset[IPAddress]]:
@@ -150,10 +149,10 @@ class ProtectedHosts:
         self._lock = self._lock or asyncio.Lock()
         async with self._lock:
             if time.monotonic() - self._looked_up > PROTECTED_TTL_S:
+                looked_up = await asyncio.gather(*(_resolve_quietly(h) for (h, _), _ in self._endpoints))
                 found: dict[IPAddress, str] = {}
-                for what, url in self.services.items():
-                    endpoint = endpoint_of(url)
-                    for addr in await _resolve_quietly(endpoint[0]) if endpoint else []:
+                for ((_, _), what), addresses in zip(self._endpoints, looked_up):
+                    for addr in addresses:
                         found.setdefault(addr, what)
                 self._addresses, self._local = found, await asyncio.to_thread(local_addresses)
                 self._looked_up = time.monotonic()

@@ -73,8 +73,8 @@ class EgressProxy:
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
-        assert task is not None
-        self._tasks.add(task)
+        if task is not None:  # always, in a stream handler: tracked so that close() can end it
+            self._tasks.add(task)
         upstream: asyncio.StreamWriter | None = None
         try:
             if len(self._tasks) > self.max_connections:
@@ -113,7 +113,8 @@ class EgressProxy:
             for w in (writer, upstream):
                 if w is not None:
                     w.close()
-            self._tasks.discard(task)
+            if task is not None:
+                self._tasks.discard(task)
 
 
 class _Incomplete(Exception):
@@ -162,12 +163,12 @@ def _destination_of(request: h11.Request) -> tuple[str, int, bytes | None]:
     origin = (url.path or "/") + (f"?{url.query}" if url.query else "")
     authority = url.netloc.rpartition("@")[2]  # never forward credentials in the URL
     headers = [(name, value) for name, value in request.headers if name not in _HOP_BY_HOP and name != b"host"]
+    # One request per connection: the next one may name another host, so it gets its own check.
     head = h11.Connection(h11.CLIENT).send(h11.Request(
         method=request.method, target=origin.encode(), headers=[(b"host", authority.encode()), *headers,
                                                                 (b"connection", b"close")],
     ))  # fmt: skip
-    assert head is not None
-    return url.hostname, port, head
+    return url.hostname, port, head or b""
 
 
 async def _connect(dest: Destination) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
