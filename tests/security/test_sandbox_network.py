@@ -125,6 +125,17 @@ async def test_the_sandbox_has_only_its_own_loopback(bwrap, ws, settings):
     assert out.exit_code == 0 and interfaces == ["lo"], out.output
 
 
+async def test_the_sandboxs_own_loopback_is_reached_directly(bwrap, ws, settings):
+    # A test suite's own server inside the sandbox: its loopback is the sandbox's, not the worker's.
+    script = ("import http.server, threading, urllib.request; "
+              "s = http.server.ThreadingHTTPServer(('127.0.0.1', 0), http.server.SimpleHTTPRequestHandler); "
+              "threading.Thread(target=s.serve_forever, daemon=True).start(); open('here.txt', 'w').write('own'); "
+              "print(urllib.request.urlopen(f'http://localhost:{s.server_port}/here.txt', timeout=10).read().decode())")
+    policy = CommandPolicy(timeout_s=60, network=True)
+    out = await run_command(ws, f'python3 -c "{script}"', mode="bwrap", policy=policy, network=worker_rules(settings))
+    assert out.exit_code == 0 and out.output.strip().splitlines()[-1] == "own", out.output
+
+
 # --- the worker's own services ------------------------------------------------------------------
 
 
