@@ -28,6 +28,7 @@ from shopfloor.agents.untrusted_text import strip_format_chars
 
 MAX_CHARS = 65_536  # GitHub's cap on an issue, pull request or comment body
 DEEP_LEVEL = 14  # block nesting (quotes count 1, list items 2) past which markdown is set apart unread
+MAX_OPEN = 64  # hiding HTML elements open at once; past it, the rest of the page is hidden
 
 HiddenKind = Literal[
     "link-reference definition",
@@ -42,6 +43,7 @@ HiddenKind = Literal[
     "code block info string",
     "address of a link with no text",
     "markdown nested too deeply to read",
+    "HTML nested too deeply to read",
 ]
 
 
@@ -62,6 +64,7 @@ class SplitMarkdown(BaseModel):
 # A fence's first word names the language (GitHub only colours the code with it); anything
 # longer or after it is shown nowhere.
 _LANGUAGE = re.compile(r"[A-Za-z0-9_+#.-]{1,20}")
+_TAG_START = re.compile(r"<[A-Za-z/!?]")
 # Elements whose content GitHub's sanitizer drops, or that browsers never show as text.
 _REMOVED = frozenset({"script", "style", "template", "noscript", "iframe", "noembed", "noframes",
                       "svg", "math", "xmp", "plaintext", "title", "textarea", "select", "object"})  # fmt: skip
@@ -97,7 +100,7 @@ def _parser() -> MarkdownIt:
     config["options"].update(linkify=False, inline_definitions=True)
     md = MarkdownIt(config)
     md.block.ruler.before("table", "too_deep", _too_deep)
-    md.parse("")  # build the rule caches once, before any concurrent use
+    md.parse("x\n")  # build the rule caches once, before any concurrent use
     return md
 
 
@@ -123,7 +126,8 @@ class _Frame:
 
 @dataclass
 class _Hider:
-    """An open element whose content is hidden: a `<details>` or a removed element."""
+    """An open element whose content is hidden: a `<details>`, a removed element, or a comment or
+    tag left open."""
 
     tag: str
     kind: HiddenKind
@@ -133,6 +137,8 @@ class _Hider:
     # Closed with the quote, list item or table cell it was opened in. An open comment or tag,
     # or a raw-text element, runs on through whatever HTML the page has after it.
     scoped: bool = True
+    # An open comment or raw-text element takes in all raw HTML up to this (no tag counts till then).
+    until: str = ""
 
 
 class _HtmlReader(HTMLParser):
@@ -231,27 +237,38 @@ class _Splitter:
     # -- HTML -------------------------------------------------------------------------------
 
     def html(self, chunk: str) -> None:
-        comment = next((h for h in self.hiders if h.tag == "<!--"), None)
-        if comment is not None:  # a comment left open ends at the first `-->` of raw HTML
-            end = chunk.find("-->")
+        taker = next((h for h in self.hiders if h.until), None)
+        if taker is not None:  # an open comment ends at the first `-->`, a <script> at `</script`
+            end = chunk.lower().find(taker.until)
             if end < 0:
-                comment.text.append(chunk)
+                taker.text.append(chunk)
                 return
-            comment.text.append(chunk[:end])
-            self._close(comment)
-            chunk = chunk[end + 3 :]
+            taker.text.append(chunk[:end])
+            self._close(taker)
+            chunk = chunk[end + 3 :] if taker.until == "-->" else chunk[end:]
         reader = _HtmlReader(self)
         reader.feed(chunk)
         rest = reader.rawdata  # what feed() could not finish: an unclosed comment or tag, or text
-        if rest.startswith("<"):
+        if reader.cdata_elem is not None:  # in a <script> that goes on: close() would drop the rest
+            self.put(rest)
+            reader.rawdata = ""
+        elif _TAG_START.match(rest):
             # A browser reads on past the end of this block: the rest of the page is in it (an
             # open tag is only closed by a quote and `>` it may never meet: hidden to the end).
             reader.rawdata = ""
             if rest.startswith("<!--"):
-                self.hiders.append(_Hider("<!--", "HTML comment", True, text=[rest[4:]], scoped=False))
+                self.open_hider(_Hider("<!--", "HTML comment", True, text=[rest[4:]], scoped=False, until="-->"))
             else:
-                self.hiders.append(_Hider("<", "unclosed HTML tag", True, text=[rest], scoped=False))
+                self.open_hider(_Hider("<", "unclosed HTML tag", True, text=[rest], scoped=False))
         reader.close()
+
+    def open_hider(self, hider: _Hider) -> None:
+        if len(self.hiders) < MAX_OPEN:
+            self.hiders.append(hider)
+        elif self.hiders[-1].kind != "HTML nested too deeply to read":
+            # Not one element fewer than a browser would have open (its closing tags would then
+            # reveal what the browser still hides): the rest of the page is hidden instead.
+            self.hiders.append(_Hider("<", "HTML nested too deeply to read", True, scoped=False))
 
     def html_start(self, tag: str, attrs: list[tuple[str, str | None]], *, void: bool) -> None:
         for name, value in attrs:
@@ -269,11 +286,12 @@ class _Splitter:
             self.put("\n")
         if tag == "details" and not void:
             collapsed = not any(name == "open" for name, _ in attrs)
-            self.hiders.append(_Hider(tag, "collapsed <details> body", collapsed))
+            self.open_hider(_Hider(tag, "collapsed <details> body", collapsed))
         elif tag == "summary" and self.hiders and self.hiders[-1].tag == "details":
             self.hiders[-1].in_summary = True
         elif tag in _REMOVED and not void:
-            self.hiders.append(_Hider(tag, "removed HTML element", collapsed=True, scoped=tag not in _RAW_TEXT))
+            raw = tag in _RAW_TEXT
+            self.open_hider(_Hider(tag, "removed HTML element", True, scoped=not raw, until=f"</{tag}" if raw else ""))
 
     def html_end(self, tag: str) -> None:
         if tag == "summary" and self.hiders and self.hiders[-1].tag == "details":
@@ -283,7 +301,8 @@ class _Splitter:
         for i in range(len(self.hiders) - 1, -1, -1):
             if self.hiders[i].tag == tag:
                 for hider in reversed(self.hiders[i:]):
-                    self._close(hider)
+                    if hider.tag not in ("<", "<!--"):  # no end tag ends an open comment or tag
+                        self._close(hider)
                 return
 
     def end_scope(self) -> None:

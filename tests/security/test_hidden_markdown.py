@@ -222,6 +222,7 @@ PATHOLOGICAL = {
     "nested lists": "".join("  " * i + "- x\n" for i in range(2_000)),
     "quotes in lists": ("- > " * 60 + "x\n") * 400,
     "50k <details>": "<details>" * 5_000,
+    "inline <details open>": "a <details open>" * 4_000,
     "emphasis runs": "*_" * 25_000,
     "unclosed links": "[a](" * 12_000,
     "unclosed tags": '<a title="' * 6_000,
@@ -237,6 +238,21 @@ def test_hostile_nesting_is_read_in_bounded_time(name: str) -> None:
     split = split_markdown(PATHOLOGICAL[name])
     assert time.thread_time() - started < 5.0
     assert len(split.visible) <= 3 * MAX_CHARS
+
+
+LEFT_OPEN = {
+    "a comment in a list item": f"- <!-- open\n\n{P}\n\n</details> still in the comment",
+    "a tag never closed": f'<div title="x\n\n{P}\n\n</div>\n\n{P}',
+    "a script across blocks": f"- <script>\n  {P}\n\n{P} </details>\n\n<p>x</p>",
+    "more <details> than anyone nests": "<details>" * 70 + f"\n\n{P}\n\n" + "</details>" * 10 + f"\n\n{P}",
+}
+
+
+@pytest.mark.parametrize("name", sorted(LEFT_OPEN))
+def test_closing_tags_never_reveal_what_a_browser_still_hides(name: str) -> None:
+    split = split_markdown("Visible first.\n\n" + LEFT_OPEN[name])
+    assert split.visible == "Visible first."
+    assert sum(part.text.count(P) for part in split.hidden) == LEFT_OPEN[name].count(P)
 
 
 def test_markdown_nested_past_the_parser_is_hidden_not_dropped_or_shown() -> None:
