@@ -1,8 +1,8 @@
 """Reads the factory pipeline needs that no GitHub activity offers: the repository's clone URL
 and default-branch tip, and agents' goals rendered from snapshotted (untrusted) text.
 
-`factory_goal` loads the issue snapshot from the blob store (the text as it was at trigger time,
-as people saw it on GitHub) and quotes it as data, never as instructions, with what its markdown
+`factory_goal` loads the issue snapshot from the blob store (the text as it was when work started,
+read from GitHub by `factory_issue_text` in activities/issue_text.py, as people saw it) and quotes it as data, never as instructions, with what its markdown
 hid in a labelled block of its own (`agents/untrusted_snapshot.py`); for later fix
 rounds it quotes the failing CI output and the review's requests; for review it shows the diff.
 Every quoted part is capped, so a goal stays a few kilobytes in history.
@@ -15,6 +15,7 @@ from typing import Any
 
 from shopfloor.activities.github.api import GitHubApi, call_github, q, read_github
 from shopfloor.activities.github.clients import GitHubClients
+from shopfloor.activities.issue_text import IssueTextActivities
 from shopfloor.agents.untrusted_snapshot import quote_untrusted, stored_text
 from shopfloor.agents.untrusted_text import sanitize
 from temporalio import activity
@@ -68,7 +69,7 @@ class FactoryActivities:
         self._clients = clients
 
     def all(self) -> list[Any]:
-        return [self.repo_info, self.goal]
+        return [self.repo_info, self.goal, *IssueTextActivities(self._blobs, self._clients).all()]
 
     @activity.defn(name="factory_repo_info")
     async def repo_info(self, inp: RepoInfoInput) -> RepoInfo:

@@ -1,5 +1,8 @@
 """`POST /webhooks/github`: verify, de-duplicate, route to signal-with-start. Never does work inline.
 
+De-duplication is by the signed body (webhooks/delivered_bodies.py): a redelivery and a replay
+under a new `X-GitHub-Delivery` are the same bytes, answered `duplicate` however long after.
+
 Answers: 202 after Temporal accepted (`started` / `signalled` / `duplicate`) or when there is
 nothing to do (`ignored` + reason); 401 bad signature; 400 malformed; 413 too large; 415 content
 type; 503 no secret configured or Temporal unavailable (the sender retries; nothing is remembered).
@@ -13,6 +16,7 @@ from typing import Any
 import structlog
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
+from shopfloor.webhooks.delivered_bodies import body_digest, remember_accepted, was_accepted
 from shopfloor.webhooks.deps import EdgeDeps
 from shopfloor.webhooks.github_body import (
     BodyError,
@@ -126,7 +130,13 @@ def github_router(deps: EdgeDeps) -> APIRouter:
         if not plan.targets:
             return answer(202, "ignored", reason=plan.ignored)
 
+        # A replay is the same signed bytes under a new delivery id: known bodies are duplicates.
+        digest = body_digest(body)
+        if await was_accepted(deps.blobs, digest):
+            extra = {"workflow_ids": [t.workflow_id for t in plan.targets]} if len(plan.targets) > 1 else {}
+            return answer(202, "duplicate", workflow_id=plan.targets[0].workflow_id, **extra)
         signal_arg = await repo_event(event, raw, info["delivery"], deps.blobs)
+        signal_arg = signal_arg.model_copy(update={"body_digest": digest})
         results: list[Delivered] = []
         closed: list[str] = []
         try:
@@ -139,7 +149,8 @@ def github_router(deps: EdgeDeps) -> APIRouter:
                         arg=model(repo=signal_arg.repo, number=target.number),
                         signal=GITHUB_EVENT_SIGNAL,
                         signal_arg=signal_arg,
-                        dedupe_key=f"github:{info['delivery']}:{target.workflow_id}",
+                        # The body, not the delivery id: a redelivery and a replay are both this body.
+                        dedupe_key=f"github:{digest}:{target.workflow_id}",
                         search_attributes=TypedSearchAttributes([
                             SearchAttributePair(SHOPFLOOR_REPO, signal_arg.repo),
                             SearchAttributePair(SHOPFLOOR_ISSUE, target.number),
@@ -152,6 +163,7 @@ def github_router(deps: EdgeDeps) -> APIRouter:
                     closed.append(exc.workflow_id)
         except TemporalUnavailable as exc:
             return answer(503, "unavailable", detail=f"{exc}; deliver again later"[:500])
+        await remember_accepted(deps.blobs, digest)
         if not results:
             return answer(202, "ignored", reason=f"workflow already finished: {', '.join(closed)}",
                           workflow_id=closed[0])

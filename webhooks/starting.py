@@ -1,16 +1,19 @@
 """Signal-with-start, de-duplicated: the one way the edge hands a delivery to Temporal.
 
-Answers only after Temporal accepted (DESIGN §6). The same dedupe key (a delivery id) has one
-effect per process: concurrent calls share the one in flight (single-flight), and successes are
-remembered for a while (bounded TTL cache). Failures are never remembered, so a retried delivery
-after a 503 is tried again. Workflows also de-duplicate by delivery id, for multiple replicas.
+Answers only after Temporal accepted (DESIGN §6). The same dedupe key (the GitHub edge uses the
+body's digest and the target) has one effect per process: concurrent calls share the one in
+flight (single-flight), and successes are remembered for a while (bounded TTL cache). Failures
+are never remembered, so a retried delivery after a 503 is tried again. Across restarts and
+replicas the edge remembers accepted bodies in the blob store (webhooks/delivered_bodies.py), and
+workflows de-duplicate by delivery id and body digest too.
 
 Id policies (why): signal-with-start always signals a *running* workflow of that id (conflict
 policy USE_EXISTING), so a second event about the same issue reaches the one run. A *closed*
 workflow is started again only when the caller says the event can start work (`restart_closed`,
 e.g. an issue reopened or a `/shopfloor` command): reuse policy ALLOW_DUPLICATE. Follow-up events
 (edits, check results, reviews) use REJECT_DUPLICATE: they never revive a finished run, and the
-caller gets `WorkflowClosed`.
+caller gets `WorkflowClosed`. A new run of a finished issue workflow first reads the issue on
+GitHub and does nothing if it is closed (workflows/issue.py), so an old event cannot restart it.
 """
 
 from __future__ import annotations

@@ -1,11 +1,12 @@
 """The event inbox shared by IssueWorkflow and PullRequestWorkflow (DESIGN §5, §6).
 
 GitHub deliveries arrive as `github_event` signals (signal-with-start from the edge). The signal
-handler only de-duplicates by delivery id and queues; the run loop handles one event at a time
+handler only de-duplicates (by delivery id, and by the signed body's digest, so a captured body
+resent under a new delivery id is refused too) and queues; the run loop handles one event at a time
 in arrival order, so a command's permission check (an activity) never races the next event.
 The same delivery through two webhook replicas, or redelivered by GitHub or the reconciler, has
-one effect. The first triggering event fixes the text the agents will read; later edits never
-replace it.
+one effect. The first triggering event starts the pipeline; the text the agents read is then
+read from GitHub when work starts (workflows/issue_text.py), never taken from a later edit.
 
 Lifetime: until the issue/PR is closed, a maintainer's `/shopfloor stop`, or IDLE_TIMEOUT with
 no event. It continues as new when Temporal suggests it or after `continue_after_events`
@@ -84,6 +85,10 @@ class GitHubInbox(CommandHandling):
             if event.delivery_id in self.c.seen:
                 return  # a redelivery, or the same delivery through another replica
             remember(self.c.seen, event.delivery_id, DEDUPE_KEPT)
+        if event.body_digest:
+            if event.body_digest in self.c.seen_bodies:
+                return  # the same signed body under another delivery id: a replay
+            remember(self.c.seen_bodies, event.body_digest, DEDUPE_KEPT)
         self._queue.append(event)
 
     # -- what operators read -------------------------------------------------------------------
@@ -102,6 +107,7 @@ class GitHubInbox(CommandHandling):
             last_events=c.events[-EVENTS_KEPT:],
             trigger_title=c.trigger_title,
             trigger_text=c.trigger_text,
+            work_text=c.work_text,
             commands_accepted=[r for r in c.commands if r.accepted],
             commands_refused=[r for r in c.commands if not r.accepted],
             stopped_by=c.stopped_by,

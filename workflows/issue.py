@@ -8,24 +8,39 @@ pipeline runs as a second task of the same workflow and waits on what the events
 pipeline ends the inbox (state "done") when it finishes; the inbox ending first (issue closed,
 `/shopfloor stop`, idle) cancels the pipeline, which still writes its final progress state.
 Histories recorded before the pipeline existed replay as inbox-only runs (patch PIPELINE_PATCH).
+
+A new run (not a continue-as-new) first reads the issue on GitHub: a closed (or deleted) issue
+gets nothing. Signal-with-start starts a new run on the id of a finished one when a starting event
+comes (opened, reopened, the trigger label, a command), so an old event — a captured delivery
+replayed under a new delivery id days later — would otherwise triage and fix a closed issue
+again. Nothing is posted then: the events are recorded as ignored, and the run ends "closed".
 """
 
 from __future__ import annotations
 
 import asyncio
 
+from datetime import timedelta
+
 from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
     from shopfloor.agents.progress import ProgressView
-    from shopfloor.models.factory import IssueInboxInput, IssueOutcome
+    from shopfloor.models.factory import EventRecord, IssueInboxInput, IssueOutcome
     from shopfloor.models.factory_run import FactoryState
-    from shopfloor.models.inbox import ISSUE_WORKFLOW, RepoEvent
+    from shopfloor.models.inbox import ISSUE_WORKFLOW, IssueState, IssueTextInput, RepoEvent
+    from shopfloor.search_attributes import SHOPFLOOR_ISSUE, SHOPFLOOR_REPO, SHOPFLOOR_STAGE
     from shopfloor.workflows.factory_run import FactoryRun
-    from shopfloor.workflows.inbox import GitHubInbox
+    from shopfloor.workflows.inbox import EVENTS_KEPT, GitHubInbox, remember
 
 PIPELINE_PATCH = "issue-pipeline-v1"
 PARKED_END_PATCH = "issue-parked-end-v1"
+OPEN_CHECK_PATCH = "issue-new-run-reads-state"
+# A new run waits for GitHub's answer rather than guess: a few seconds normally, at most an hour.
+STATE_READ_RETRY = RetryPolicy(initial_interval=timedelta(seconds=2), maximum_interval=timedelta(minutes=2))
+STATE_READ_BUDGET = timedelta(hours=1)
 
 
 @workflow.defn(name=ISSUE_WORKFLOW)
@@ -43,6 +58,10 @@ class IssueWorkflow(GitHubInbox):
     @workflow.run
     async def run(self, inp: IssueInboxInput) -> IssueOutcome:
         pipeline: asyncio.Task[None] | None = None
+        if inp.carry is None and workflow.patched(OPEN_CHECK_PATCH):
+            why = await self._not_open_on_github()
+            if why:
+                return self._nothing_to_do(why)
         if workflow.patched(PIPELINE_PATCH):
             self.factory = FactoryRun(self)
             pipeline = asyncio.create_task(self.factory.run_when_triggered())
@@ -71,6 +90,43 @@ class IssueWorkflow(GitHubInbox):
             reason=_reason(c.state, c.stopped_by, factory),
             factory=factory,
         )
+
+    # -- a new run of a closed issue --------------------------------------------------------------
+
+    async def _not_open_on_github(self) -> str | None:
+        """Why this new run must do nothing (the issue is not open on GitHub), or None."""
+        try:
+            st = await workflow.execute_activity(
+                "factory_issue_state",
+                IssueTextInput(repo=self.repo, number=self.number),
+                result_type=IssueState,
+                start_to_close_timeout=timedelta(seconds=60),
+                schedule_to_close_timeout=STATE_READ_BUDGET,
+                retry_policy=STATE_READ_RETRY,
+                summary=f"is #{self.number} open on GitHub?",
+            )
+        except ActivityError as exc:
+            # Unknown state: doing nothing is safe, and a later event (or the reconciler) starts it.
+            workflow.logger.warning("issue %s#%s: state unreadable, nothing done: %s", self.repo, self.number, exc)
+            return "the issue's state could not be read from GitHub, so nothing was started"
+        if st.state == "open":
+            return None
+        if st.state == "missing":
+            return "the issue is not on GitHub (deleted, transferred, or not visible to shopfloor)"
+        return "the issue is closed on GitHub: an event about it does not start work again (reopen it first)"
+
+    def _nothing_to_do(self, why: str) -> IssueOutcome:
+        c = self.c
+        c.state = "closed"
+        workflow.upsert_search_attributes([SHOPFLOOR_REPO.value_set(self.repo), SHOPFLOOR_ISSUE.value_set(self.number),
+                                           SHOPFLOOR_STAGE.value_set("closed")])  # fmt: skip
+        for e in self._queue:
+            remember(c.events, EventRecord(delivery_id=e.delivery_id, event=e.event, action=e.action, sender=e.sender,
+                                           at=workflow.now(), note=f"ignored: {why}"), EVENTS_KEPT)  # fmt: skip
+        self._queue.clear()
+        workflow.logger.info("issue %s#%s: new run ended at once: %s", self.repo, self.number, why)
+        self.publish()
+        return IssueOutcome(state="closed", repo=self.repo, number=self.number, reason=why)
 
     # -- the pipeline's view of the inbox -------------------------------------------------------
 

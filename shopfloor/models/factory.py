@@ -17,6 +17,7 @@ from shopfloor.models.factory_run import FactoryState
 from shopfloor.models.pull_request_review import PullReviewCarry
 from shopfloor.models.inbox import (
     AlertWorkflowInput,
+    IssueText,
     IssueWorkflowInput,
     PullRequestWorkflowInput,
     RepoEvent,
@@ -68,12 +69,15 @@ class InboxCarry(BaseModel):
     """Everything an issue or PR inbox keeps across continue-as-new."""
 
     seen: list[str] = Field(default_factory=list)  # last delivery ids, oldest first (dedupe)
+    seen_bodies: list[str] = Field(default_factory=list)  # last delivery body digests (replays)
     events_seen: int = 0
     bots_ignored: int = 0
     events: list[EventRecord] = Field(default_factory=list)
     trigger_title: str | None = None
     trigger_text: TextSnapshot | None = None
     trigger_delivery_id: str | None = None
+    # The issue's text as read from GitHub when work started on it (its `quote` left out).
+    work_text: IssueText | None = None
     commands: list[CommandRecord] = Field(default_factory=list)
     handled_comments: list[int] = Field(default_factory=list)  # a comment's command acts once
     permissions: dict[str, CachedPermission] = Field(default_factory=dict)  # "owner/repo:login"
@@ -111,6 +115,7 @@ class InboxSummary(BaseModel):
     last_events: list[EventRecord] = Field(default_factory=list)  # newest last, at most 20
     trigger_title: str | None = None
     trigger_text: TextSnapshot | None = None  # digest + preview of the text as it was at trigger time
+    work_text: IssueText | None = None  # the text the agents work from, read from GitHub when work started
     commands_accepted: list[CommandRecord] = Field(default_factory=list)
     commands_refused: list[CommandRecord] = Field(default_factory=list)
     stopped_by: str | None = None

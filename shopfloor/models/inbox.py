@@ -72,6 +72,9 @@ class RepoEvent(BaseModel):
     """One GitHub delivery about an issue or pull request, as the workflow for it receives it."""
 
     delivery_id: str  # X-GitHub-Delivery: the same event delivered again has the same id
+    # sha256 of the delivery's signed body: a captured body resent under a new delivery id is
+    # the same bytes, so workflows refuse it by this too ("" for shopfloor's own starters).
+    body_digest: str = ""
     event: str  # X-GitHub-Event
     action: str | None = None
     repo: str = Field(pattern=REPO_PATTERN)
@@ -94,6 +97,34 @@ class RepoEvent(BaseModel):
     # reconciler, `shopfloor run issue`), never by the webhook edge: an internal event is trusted
     # even when its sender is the bot. Only code with Temporal access can send one.
     internal: bool = False
+
+
+class IssueTextInput(BaseModel):
+    repo: str = Field(pattern=REPO_PATTERN)
+    number: int = Field(ge=1)
+
+
+class IssueText(BaseModel):
+    """An issue's title and body as GitHub showed them at one moment: what the agents work from.
+
+    The text is stored in the blob store like the edge's snapshots (`text.digest`); `quote` is
+    that text as the agents get it, rendered inert for the progress comment (capped like a goal).
+    """
+
+    text: TextSnapshot
+    title: str = ""  # sanitized, capped like the edge's
+    updated_at: datetime | None = None  # GitHub's, at the read
+    state: str = "open"
+    quote: str = ""  # markdown: a fenced block, so nothing in it renders, links or mentions
+    cause: str = ""  # what made the run read it (set by the workflow), e.g. "@maria's `/shopfloor fix`"
+
+
+class IssueState(BaseModel):
+    """Whether an issue is open on GitHub now (`missing`: deleted, transferred, or not visible)."""
+
+    state: Literal["open", "closed", "missing"] = "open"
+    state_reason: str | None = None
+    updated_at: datetime | None = None
 
 
 AlertStatus = Literal["firing", "resolved"]

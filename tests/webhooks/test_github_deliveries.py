@@ -279,8 +279,10 @@ async def test_untrusted_text_is_snapshotted_sanitized(http: httpx.AsyncClient, 
 
 async def test_metrics_count_deliveries(http: httpx.AsyncClient) -> None:
     owner = unique_owner()
-    for _ in range(2):
-        await post_event(http, "issues", fixture_payload("issues.opened.json", owner=owner))
+    for i in range(2):
+        payload = fixture_payload("issues.opened.json", owner=owner)
+        payload["issue"]["body"] += f" ({i})"  # two events: the same body twice would be one (a replay)
+        await post_event(http, "issues", payload)
     await post_event(http, "ping", fixture_payload("ping.json"))
     await http.post("/webhooks/github", content=b"{}", headers={"Content-Type": "application/json"})
     r = await http.get("/metrics")

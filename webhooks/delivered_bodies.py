@@ -1,0 +1,51 @@
+"""Deliveries Temporal accepted, remembered by their signed body in the blob store, so a captured
+body resent under a new `X-GitHub-Delivery` is answered as a duplicate — across edge restarts and
+replicas, days later.
+
+The signature covers the body only, so a replay is the same bytes with another delivery id. The
+edge keeps one small marker blob per accepted body; its name derives from the body's sha256, so
+"seen before?" is one existence check in the store the edge already shares with the workers (a
+directory, or S3 for many replicas). A marker is written only after Temporal accepted the
+delivery: a delivery answered 503 is not remembered, and its redelivery goes through. Markers are
+a few dozen bytes and never expire here; an operator who expires blobs (an S3 lifecycle rule)
+shortens how far back a replay is caught at the edge (the workflows refuse it too).
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+import structlog
+
+from shopfloor.blobs import BlobStore, digest_of
+
+log = structlog.get_logger(__name__)
+
+_MARKER = "shopfloor webhook body accepted, sha256:{digest}\n"
+
+
+def body_digest(body: bytes) -> str:
+    """The sha256 hex digest of a delivery's body, exactly as signed."""
+    return hashlib.sha256(body).hexdigest()
+
+
+def _marker(digest: str) -> bytes:
+    return _MARKER.format(digest=digest).encode()
+
+
+async def was_accepted(blobs: BlobStore, digest: str) -> bool:
+    """Whether a delivery with this body was accepted before. A store that cannot answer says no
+    (logged): the workflows still refuse a replay by its body digest and by the issue's state."""
+    try:
+        return await blobs.exists(digest_of(_marker(digest)))
+    except Exception as exc:  # noqa: BLE001 - any store failure: fall back to the workflows' checks
+        log.warning("delivery body store unreadable", body_digest=digest, error=f"{type(exc).__name__}: {exc}")
+        return False
+
+
+async def remember_accepted(blobs: BlobStore, digest: str) -> None:
+    """Record that Temporal accepted a delivery with this body (idempotent)."""
+    try:
+        await blobs.put(_marker(digest))
+    except Exception as exc:  # noqa: BLE001 - the delivery is accepted already; only the memory is lost
+        log.warning("delivery body not remembered", body_digest=digest, error=f"{type(exc).__name__}: {exc}")
