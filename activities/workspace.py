@@ -342,9 +342,6 @@ class Workspaces:
         """The lock every fetch into `mirror` holds."""
         return self._lock(f"{mirror}.lock")
 
-    async def load_patch(self, digest: str) -> bytes:
-        return await self._load_patch(digest)
-
     async def patch_file(self, digest: str, dest: Path) -> None:
         """Write the patch `digest` names to the new file `dest`, streamed from the blob store."""
         try:
@@ -479,12 +476,6 @@ class Workspaces:
         state = _read_state(path)
         if state is None or state.get("base_sha") != base:
             raise WorkspaceError(f"run {run_id!r} has no checkout of {base[:12]} on this worker; open() it first")
-
-    async def _load_patch(self, digest: str) -> bytes:
-        try:
-            return await self.blobs.get(digest)
-        except (ShopfloorError, ValueError) as e:
-            raise PatchError(f"cannot load workspace patch {digest!r} from the blob store: {e}") from None
 
     # --- plumbing ----------------------------------------------------------------------------------
 

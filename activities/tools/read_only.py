@@ -88,10 +88,10 @@ def read_file(root: Path, args: ReadFileArgs) -> str:
     unread = f"the last {lines.unread:,} bytes of {name} were not read (read_file reads {READ_SCAN_BYTES // 2**20} MB a call)"
     further = "use grep, or run_command with tail, sed or head -c, to reach further"
     if not out:
+        if lines.unread:
+            raise ToolError(f"offset {args.offset} lies past what one call reads ({n:,} lines): {unread}; {further}")
         if n == 0:
             return f"{name} is empty (0 lines)"
-        if lines.unread:
-            raise ToolError(f"offset {args.offset} lies past line {n}, the last one read: {unread}; {further}")
         raise ToolError(f"offset {args.offset} is past the end of {name}, which has {n} lines")
     if more:
         at_least = "at least " if lines.unread else ""
