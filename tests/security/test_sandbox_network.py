@@ -24,7 +24,9 @@ from typing import Any
 import pytest
 from agent_runs import call
 from egress_probe import probe_command, results
-from factory_runs import APPROVE, FIX, GOOD_EDIT, POLICY, TEST_CMD, TRIAGE_TURNS, approve_and_finish, assert_merged, factory
+from factory_runs import (
+    APPROVE, FIX, GOOD_EDIT, POLICY, TEST_CMD, TRIAGE_TURNS, approve_and_finish, assert_merged, factory,
+)  # fmt: skip
 from netns_hosts import NetnsHost, netns_http_host
 from portable_repos import load_messages, tool_results
 
@@ -173,15 +175,24 @@ async def test_cloud_metadata_is_out_of_reach(bwrap, ws, settings):
     assert "link-local" in got[f"tunnel={metadata}"][1]
 
 
-async def test_a_worker_service_on_a_routable_address_is_refused_by_address(bwrap, ws, settings, host):
-    # The frontend at a routable address that no range refuses, reached under another spelling
-    # of that address (IPv4-mapped IPv6), which no name check can see.
+@pytest.mark.parametrize(("setting", "url", "service"), [
+    ("temporal_address", "{h}", "the Temporal frontend"),
+    ("s3_endpoint_url", "http://{h}", "the blob store"),
+    ("github_api_url", "http://{h}/api/v3", "GitHub's API"),
+])  # fmt: skip
+async def test_a_worker_service_on_a_routable_address_is_refused_by_name_and_address(
+    bwrap, ws, settings, host, setting, url, service
+):
+    # The service at a routable address that no range refuses, also reached under another
+    # spelling of that address (IPv4-mapped IPv6), which no name check can see.
     mapped = f"[::ffff:{host.address}]:{host.port}"
-    rules = worker_rules(settings, temporal_address=host.pattern, sandbox_network_allow=[host.pattern, mapped])
+    where = {setting: url.format(h=host.pattern)}
+    rules = worker_rules(settings, **where, sandbox_network_allow=[host.pattern, mapped])
     got = await probe(ws, rules, [host.pattern, mapped], f"tunnel={host.pattern}", f"tunnel={mapped}")
-    assert not got[f"tunnel={host.pattern}"][0] and "is the Temporal frontend" in got[f"tunnel={host.pattern}"][1]
+    reached, detail = got[f"tunnel={host.pattern}"]
+    assert not reached and f"is {service}, which commands may never reach" in detail, detail
     reached, detail = got[f"tunnel={mapped}"]
-    assert not reached and f"the address of the Temporal frontend ({host.address})" in detail, detail
+    assert not reached and f"the address of {service} ({host.address})" in detail, detail
 
 
 # --- the allow-list ---------------------------------------------------------------------------------
