@@ -21,6 +21,7 @@ from typing import Literal
 from markdown_it import MarkdownIt
 from markdown_it.presets import gfm_like2
 from markdown_it.rules_block import StateBlock
+from markdown_it.rules_inline import StateInline
 from markdown_it.token import Token
 from pydantic import BaseModel, Field
 
@@ -92,6 +93,15 @@ def _too_deep(state: StateBlock, start: int, end: int, silent: bool) -> bool:
     return True
 
 
+def _nesting_guard(state: StateInline, silent: bool) -> bool:
+    """Matches nothing; notes a text markdown-it stops reading at its nesting limit: there it
+    takes a link GitHub reads (`[[[…[x](u "title")`) for plain text, title and all. The whole
+    text is then set apart unread."""
+    if state.level >= state.md.options["maxNesting"]:
+        state.env.setdefault("unread", set()).add(state.src)
+    return False
+
+
 def _parser() -> MarkdownIt:
     config = gfm_like2.make()
     # linkify only turns bare URLs into links: they are visible text either way.
@@ -100,6 +110,7 @@ def _parser() -> MarkdownIt:
     config["options"].update(linkify=False, inline_definitions=True)
     md = MarkdownIt(config)
     md.block.ruler.before("table", "too_deep", _too_deep)
+    md.inline.ruler.before("text", "nesting_guard", _nesting_guard)
     md.parse("x\n")  # build the rule caches once, before any concurrent use
     return md
 
@@ -172,8 +183,9 @@ class _HtmlReader(HTMLParser):
 
 
 class _Splitter:
-    def __init__(self, lines: list[str]) -> None:
+    def __init__(self, lines: list[str], unread: set[str]) -> None:
         self.lines = lines
+        self.unread = unread  # inline texts the parser could not read to the end
         # Visible blocks: text, whether it is a list's or table's line, whether a list ended before it.
         self.blocks: list[tuple[str, bool, bool]] = []
         self.hidden: list[HiddenPart] = []
@@ -366,6 +378,8 @@ class _Splitter:
             self.scopes.append(len(self.hiders))
         elif kind in ("th_close", "td_close"):
             self.end_scope()
+        elif kind == "inline" and t.content in self.unread:
+            self.hide("markdown nested too deeply to read", t.content)
         elif kind == "inline":
             self.inline(t.children or [])
         elif kind == "fence":
@@ -449,8 +463,10 @@ def split_markdown(text: str) -> SplitMarkdown:
     text = strip_format_chars((text or "").replace("\r\n", "\n").replace("\r", "\n"))
     cut = len(text) > MAX_CHARS
     text = text[:MAX_CHARS]
-    splitter = _Splitter(text.split("\n"))
-    splitter.tokens(_MD.parse(text))
+    env: dict[str, set[str]] = {}
+    tokens = _MD.parse(text, env)
+    splitter = _Splitter(text.split("\n"), env.get("unread", set()))
+    splitter.tokens(tokens)
     split = splitter.result()
     if cut:
         split.visible += f"\n\n[… cut at {MAX_CHARS:,} characters]"
