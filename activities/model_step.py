@@ -3,11 +3,14 @@
 model_step loads the transcript by digest, appends the previous step's tool results and any
 operator or loop messages, calls the model, stores the reply and returns references and short
 previews only, so workflow history grows by a bounded number of bytes per step however long the
-conversation gets. Each requested call comes back classed allow / ask / deny.
+conversation gets. Each requested call comes back classed allow / ask / deny, judged in a child
+process with a time limit (activities/judging.py): nothing the model sends can hold this
+worker's event loop.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 from collections.abc import Callable, Mapping
@@ -19,6 +22,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from shopfloor.activities.heartbeat import heartbeating
+from shopfloor.activities.judging import CallToJudge, JudgingUnavailable, judge_calls
 from shopfloor.activities.providers.base import ModelProvider
 from shopfloor.activities.transcript_store import TranscriptStore
 from shopfloor.agents.compaction import (
@@ -30,9 +34,9 @@ from shopfloor.agents.compaction import (
     plan_compaction,
 )
 from shopfloor.agents.budget import Price, cost_usd, price_table
-from shopfloor.agents.permissions import PermissionPolicy, classify
+from shopfloor.agents.permissions import PermissionPolicy
 from shopfloor.agents.registry import get_agent
-from shopfloor.agents.submission import SUBMIT, runs_required, validate_submission
+from shopfloor.agents.submission import SUBMIT, validate_submission
 from shopfloor.agents.summaries import args_preview, summarize_call
 from shopfloor.agents.text_actions import parse_text_actions, text_action_instructions
 from shopfloor.agents.tools import TOOLS
@@ -135,14 +139,24 @@ class ModelStepActivities:
         message = reply.message
         if inp.text_actions and not message.tool_calls:
             # Only line-initial `Action:` lines count, so a recap quoting an old action is not re-run.
-            message = message.model_copy(
-                update={"tool_calls": parse_text_actions(message.content, agent.tool_names())}
-            )
+            # In a thread: the reply can be long, and the loop must keep answering meanwhile.
+            actions = await asyncio.to_thread(parse_text_actions, message.content, agent.tool_names())
+            message = message.model_copy(update={"tool_calls": actions})
 
         reply_digest = await ts.store(message)
         manifest.messages.append(reply_digest)
         transcript = await ts.save(manifest)
-        policy = _policy(inp.permissions)
+        policy = _policy(inp.permissions).model_dump()
+        to_judge = [
+            CallToJudge(tool=c.name, arguments=c.arguments, policy=policy,
+                        required_command=inp.required_command, test_command=inp.test_command)
+            for c in message.tool_calls if not (c.name == SUBMIT and agent.output_model)
+        ]  # fmt: skip
+        try:
+            judgments = iter(await heartbeating(judge_calls(to_judge), detail=f"{spec} step {inp.step}: judging calls"))
+        except JudgingUnavailable as exc:
+            log.error("tool calls could not be judged", error=str(exc))
+            raise ApplicationError(f"tool calls could not be judged: {exc}", type="JudgingUnavailable") from exc
         calls = []
         output: dict[str, Any] | None = None
         for call in message.tool_calls:
@@ -157,7 +171,7 @@ class ModelStepActivities:
                     )
                 )  # fmt: skip
                 continue
-            verdict = classify(call.name, call.arguments, policy)
+            verdict = next(judgments)
             calls.append(
                 ToolCallRef(
                     id=call.id,
@@ -169,7 +183,7 @@ class ModelStepActivities:
                     # Malformed arguments are answered by the tool with an error the model can fix.
                     decision="allow" if call.arguments_error else verdict.decision,
                     decision_reason=verdict.reason,
-                    runs_required=runs_required(call.name, call.arguments, inp.required_command, inp.test_command),
+                    runs_required=verdict.runs_required,
                 )
             )
         log.info(
