@@ -43,6 +43,7 @@ HiddenKind = Literal[
     "unclosed HTML tag",
     "code block info string",
     "address of a link with no text",
+    "link address GitHub drops",
     "markdown nested too deeply to read",
     "HTML nested too deeply to read",
 ]
@@ -66,6 +67,8 @@ class SplitMarkdown(BaseModel):
 # longer or after it is shown nowhere.
 _LANGUAGE = re.compile(r"[A-Za-z0-9_+#.-]{1,20}")
 _TAG_START = re.compile(r"<[A-Za-z/!?]")
+# Link addresses GitHub's sanitizer keeps: the web, mail, and addresses without a scheme.
+_SHOWN_ADDRESS = re.compile(r"(?i)(?:https?:|mailto:|(?![a-z][a-z0-9+.-]*:))")
 # Elements whose content GitHub's sanitizer drops, or that browsers never show as text.
 _REMOVED = frozenset({"script", "style", "template", "noscript", "iframe", "noembed", "noframes",
                       "svg", "math", "xmp", "plaintext", "title", "textarea", "select", "object"})  # fmt: skip
@@ -109,6 +112,10 @@ def _parser() -> MarkdownIt:
     config["components"]["inline"]["rules"].remove("linkify")
     config["options"].update(linkify=False, inline_definitions=True)
     md = MarkdownIt(config)
+    # markdown-it refuses javascript:, data: ... links and definitions, leaving their text (titles
+    # too) as visible text; GitHub makes them links and drops only the address. Read them all,
+    # and show an address only where GitHub keeps it (_SHOWN_ADDRESS).
+    md.validateLink = lambda url: True  # type: ignore[method-assign]
     md.block.ruler.before("table", "too_deep", _too_deep)
     md.inline.ruler.before("text", "nesting_guard", _nesting_guard)
     md.parse("x\n")  # build the rule caches once, before any concurrent use
@@ -433,7 +440,9 @@ class _Splitter:
                 shown = "".join((self.block or [])[start:]).strip()
                 if not href or self._hider() is not None:
                     continue
-                if not shown:
+                if not _SHOWN_ADDRESS.match(href):
+                    self.hide("link address GitHub drops", href)
+                elif not shown:
                     self.hide("address of a link with no text", href)
                 elif shown != href:
                     self.put(f" ({href})")

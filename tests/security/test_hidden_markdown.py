@@ -60,6 +60,11 @@ FORMS: dict[str, tuple[str, str, bool]] = {
     "unterminated HTML comment": (f"<!-- {P}", "HTML comment", False),
     "code fence info string": (f"```python {P}\nprint(1)\n```", "code block info string", False),
     "link with no text": (f"[](https://example.com/{P})", "address of a link with no text", True),
+    # markdown-it alone refuses these addresses (and would show the text as typed); GitHub makes
+    # the link and drops only the address.
+    "title on a javascript: link": (f'[click](javascript:void "{P}")', "title attribute", True),
+    "javascript: address": (f"[click](javascript:{P})", "link address GitHub drops", True),
+    "definition with a data: address": (f'[x]: data:text/html,x "{P}"', "link-reference definition", False),
     "script element": (f"<script>{P}</script>", "removed HTML element", False),
 }
 
