@@ -37,7 +37,7 @@ from shopfloor.agents.policy import RepoPolicy, is_protected
 from shopfloor.agents.tools import EditFileArgs, WriteFileArgs
 from shopfloor.blobs import FileBlobStore
 from shopfloor.errors import ToolError
-from shopfloor.models.agent_run import AgentStatus, StepEvent
+from shopfloor.models.agent_run import AgentInput, AgentStatus, StepEvent
 from shopfloor.models.factory import IssueOutcome
 from shopfloor.models.factory_run import FactoryState
 from shopfloor.models.git_remote import ProtectedCheckInput, PushInput
@@ -106,6 +106,8 @@ async def test_a_shell_command_writing_the_policy_and_ci_is_never_pushed(
     models = attack_models(shell)
     async with factory(simulator, settings, running_worker, temporal_client, tmp_path, models, sandbox="bwrap") as f:
         outcome, progress = await run_attack(f, tmp_path)
+        goal = await fix_goal(f)
+    assert "Protected paths" in goal and "`.github/**`" in goal and "`/.github/shopfloor.yml`" in goal  # told up front
     assert outcome.factory is not None and outcome.factory.result == "failed", outcome
     assert "protected paths" in outcome.factory.reason and "nothing was pushed" in outcome.factory.reason
     for path in (".github/shopfloor.yml", ".github/workflows/ci.yml"):
@@ -367,3 +369,13 @@ def test_the_file_tools_refuse_to_write_through_a_symlink(tmp_path):
     assert sorted(p.name for p in (root / ".github").iterdir()) == ["shopfloor.yml"]
     # Real paths are written as before; the permission rules judge them by name.
     assert "created" in write_file(root, WriteFileArgs(path="src/new.py", content="x = 1\n"))
+
+
+async def fix_goal(f: Factory) -> str:
+    """The goal the fix agent was started with (its AgentWorkflow's input)."""
+    assert f.handle is not None
+    child = f.client.get_workflow_handle(f"{f.handle.id}/fix-1")
+    async for event in child.fetch_history_events():
+        started = event.workflow_execution_started_event_attributes
+        return AgentInput.model_validate_json(started.input.payloads[0].data).goal
+    raise AssertionError(f"{child.id} has no history")
