@@ -24,6 +24,7 @@ NO_PROXY_VARIABLES = ("NO_PROXY", "no_proxy")
 # The sandbox's loopback is its own (a test suite's servers live there): reached directly.
 OWN_LOOPBACK = "localhost,127.0.0.1,::1"
 CHUNK = 64 * 1024
+MAX_RELAYS = 128  # connections at once (the proxy itself takes fewer); more are closed at once
 
 
 def _pipe(src: socket.socket, dst: socket.socket) -> None:
@@ -39,29 +40,37 @@ def _pipe(src: socket.socket, dst: socket.socket) -> None:
                 pass
 
 
-def _relay(client: socket.socket, path: str) -> None:
+def _relay(client: socket.socket, path: str, slots: threading.BoundedSemaphore) -> None:
     upstream = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         upstream.connect(path)
-    except OSError:
+        back = threading.Thread(target=_pipe, args=(upstream, client), daemon=True)
+        back.start()
+        _pipe(client, upstream)
+        back.join()
+    except (OSError, RuntimeError):  # RuntimeError: no thread could be started
+        pass
+    finally:
         client.close()
         upstream.close()
-        return
-    back = threading.Thread(target=_pipe, args=(upstream, client), daemon=True)
-    back.start()
-    _pipe(client, upstream)
-    back.join()
-    client.close()
-    upstream.close()
+        slots.release()
 
 
 def _serve(listener: socket.socket, path: str) -> None:
+    slots = threading.BoundedSemaphore(MAX_RELAYS)
     while True:
         try:
             client, _ = listener.accept()
         except OSError:
             return
-        threading.Thread(target=_relay, args=(client, path), daemon=True).start()
+        if not slots.acquire(blocking=False):
+            client.close()
+            continue
+        try:
+            threading.Thread(target=_relay, args=(client, path, slots), daemon=True).start()
+        except RuntimeError:
+            client.close()
+            slots.release()
 
 
 def main(argv: list[str]) -> int:
