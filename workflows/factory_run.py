@@ -12,7 +12,7 @@ Every way out ends with an explicit final state in the progress comment: merged,
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Coroutine, Iterable
 from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
@@ -33,6 +33,7 @@ with workflow.unsafe.imports_passed_through():
     from shopfloor.workflows.factory_agents import AgentStages
     from shopfloor.workflows.factory_calls import act, cause
     from shopfloor.workflows.inbox import CI_EVENTS
+    from shopfloor.workflows.issue_text import EDITED_REASON, IssueTextWatch
     from shopfloor.workflows.merge_stage import MergeStage
     from shopfloor.workflows.progress import ProgressComment
 
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
     from shopfloor.workflows.issue import IssueWorkflow
 
 NOT_FIXABLE_KINDS = {"question", "duplicate", "invalid"}
+MAX_TRIAGES_PER_START = 3  # triage again when the text changed under it, this often, then park
 
 
 class Final(Exception):
@@ -60,6 +62,9 @@ class FactoryRun:
         self.commands: list[str] = []  # accepted /shopfloor commands, in order
         self.extra_rounds = 0  # granted by a maintainer after the rounds ran out
         self.trigger_labeled = False  # someone added the policy's trigger label (auto_fix: label)
+        self.labeled_by: str | None = None  # who added it
+        self.text = IssueTextWatch(self)  # the issue text the agents work from (read from GitHub)
+        self.triages = 0
         self.config = FactoryConfig()
         self.policy = RepoPolicy()
         self.base_branch = "main"
@@ -84,6 +89,9 @@ class FactoryRun:
                 s.approved_heads.append(e.head_sha)
         elif e.event == "issues" and e.action == "labeled" and e.label == self.policy.labels.trigger:
             self.trigger_labeled = True  # the label the gate looks for, added after it looked
+            self.labeled_by = e.sender
+        elif e.event == "issues" and e.action == "edited":
+            await self.text.on_edited(e)  # after work started: confirm on GitHub, warn at once
 
     # -- the run -------------------------------------------------------------------------------
 
@@ -123,6 +131,7 @@ class FactoryRun:
 
     async def _pipeline(self) -> None:
         wid = workflow.info().workflow_id
+        self.text.enable()
         info = await act("factory_repo_info", RepoInfoInput(repo=self.repo), RepoInfo, f"repository {self.repo}")
         self.progress.links(workflow_url=self.config.workflow_url(wid),
                             issue_url=f"{info.html_url}/issues/{self.number}" if info.html_url else None)  # fmt: skip
@@ -138,20 +147,47 @@ class FactoryRun:
         self.base_ws = WorkspaceRef(repo=self.repo, clone_url=info.clone_url, base_sha=base_sha)
         if info.html_url:
             self.progress.links(branch_url=f"{info.html_url}/tree/shopfloor/issue-{self.number}")
+        if self.text.enabled:
+            self.text.triage_reads(await self.text.read("triage"))
         triage = await self._triage()
         await self._gate(triage)
+        if self.text.enabled:
+            triage = await self._start_work(triage)
         await self._rounds(triage)
+
+    async def _start_work(self, t: TriageResult) -> TriageResult:
+        """Read the text work starts from, now that a maintainer (or the policy) started it; when it
+        is not what triage read, triage it (and pass the gate) again, so the fix agent gets nothing
+        derived from other text."""
+        tries = 0
+        while True:
+            cause, link = self.text.cause(self.labeled_by)
+            work = await self.text.read(cause, link)
+            if self.text.triaged is not None and work.text.digest == self.text.triaged.text.digest:
+                self.text.start_work(work)
+                return t
+            tries += 1
+            if tries > MAX_TRIAGES_PER_START:
+                await self.park("fix_command", "the issue's text kept changing while triage read it", ("fix",))
+                tries = 0
+                continue
+            self.text.triage_reads(work)
+            t = await self._triage()
+            await self._gate(t)
 
     async def _triage(self) -> TriageResult:
         c, s = self.wf.c, self.s
+        self.triages += 1
         self.progress.stage("triage", "triage")
         await self.progress.show("running")
         similar = SimilarIssuesOutput()
-        if c.trigger_title:
+        title = self.text.title() if self.text.enabled else c.trigger_title
+        if title:
             similar = await act("github_similar_issues", SimilarIssuesInput(repo=self.repo, number=self.number,
-                                title=c.trigger_title), SimilarIssuesOutput, f"issues similar to #{self.number}")  # fmt: skip
+                                title=title), SimilarIssuesOutput, f"issues similar to #{self.number}")  # fmt: skip
         goal = await self.agents.goal(self._goal("triage", similar=[i.model_dump() for i in similar.issues]))
-        res = await self.agents.agent("triage", "triage", "triage", goal, self.base_ws, 1)
+        suffix = "triage" if self.triages == 1 else f"triage-{self.triages}"
+        res = await self.agents.agent("triage", suffix, "triage", goal, self.base_ws, self.triages)
         t = TriageResult.model_validate(self._output(res, "triage"))
         s.kind, s.fixability = t.kind, t.fixability
         labels = list(dict.fromkeys(t.labels))
@@ -191,6 +227,10 @@ class FactoryRun:
         ws, fix, ctx, step = self.base_ws, None, {}, "fix"
         while True:
             await self._unpaused()
+            if self.text.edited is not None and await self.text.changed_on_github():
+                # Edited after work started: whatever comes next was made for the old text.
+                await self.park("fix_command", EDITED_REASON, ("fix",))
+                t, ctx, step = await self._start_work(t), {}, "fix"
             if step == "fix":
                 if s.fix_round >= p.max_review_rounds + 1 + self.extra_rounds:
                     await self.park("fix_command", f"{s.fix_round} fix rounds did not get the change through")
@@ -214,7 +254,10 @@ class FactoryRun:
                 step = "ci"
             elif step == "ci":
                 head = s.head_sha or ""
-                outcome = await self.merging.wait_ci(head)
+                edited = (lambda: self.text.edited is not None) if self.text.enabled else None
+                outcome = await self.merging.wait_ci(head, until=edited)
+                if outcome == "moved":
+                    continue  # the issue was edited: the loop parks
                 if outcome == "timeout":
                     # What resumes the run is a command, not CI itself: the comment must name it.
                     # Only a retry: a fix round would not make CI report on this head.
@@ -234,8 +277,11 @@ class FactoryRun:
             elif step == "merge":
                 assert fix is not None and s.head_sha
                 head = s.head_sha
-                await self.merging.wait_approval(head, force=s.verdict != "approve")
+                if not await self._unless_edited(self.merging.wait_approval(head, force=s.verdict != "approve")):
+                    continue  # the issue was edited while the run waited: the loop parks
                 await self._unpaused()  # paused while waiting for the approval: hold the merge too
+                if await self.text.changed_on_github():
+                    continue  # never merge work done for other text, whatever the events said
                 status, detail = await self.merging.merge(ws, head, fix.pr_title, f"{fix.summary}\n\nFixes #{self.number}")
                 if status == "merged":
                     raise Final("merged", f"merged as {s.merged_sha}")
@@ -273,8 +319,32 @@ class FactoryRun:
 
     def _goal(self, kind: str, **fields: Any) -> GoalInput:
         c = self.wf.c
-        return GoalInput(kind=kind, repo=self.repo, number=self.number, issue_digest=c.trigger_text.digest if c.trigger_text else None,
-                         title=c.trigger_title, base_branch=self.base_branch, **fields)  # type: ignore[arg-type]  # fmt: skip
+        if self.text.enabled:  # the text read from GitHub when this stage's work started
+            digest, title = self.text.digest(), self.text.title()
+        else:
+            digest, title = (c.trigger_text.digest if c.trigger_text else None), c.trigger_title
+        return GoalInput(kind=kind, repo=self.repo, number=self.number, issue_digest=digest, title=title,
+                         base_branch=self.base_branch, **fields)  # type: ignore[arg-type]  # fmt: skip
+
+    async def _unless_edited(self, wait: Coroutine[Any, Any, None]) -> bool:
+        """Run `wait` (for people); False, with `wait` cancelled, as soon as an edit of the issue
+        after work started is confirmed: the run must park instead of asking for more."""
+        if not self.text.enabled:
+            await wait
+            return True
+        task = asyncio.ensure_future(wait)
+        # Never cancel a progress upsert half-way: its failure is swallowed, so the cancel would be too.
+        await workflow.wait_condition(lambda: task.done() or (self.text.edited is not None and not self.progress.updating()))
+        if task.done():
+            task.result()
+            return True
+        task.cancel()
+        try:
+            await task
+        except (asyncio.CancelledError, ActivityError) as exc:
+            if isinstance(exc, ActivityError) and not is_cancelled_exception(exc):
+                raise
+        return False
 
     def _output(self, res: AgentResult, what: str) -> dict[str, Any]:
         if res.state != "completed" or res.output is None:

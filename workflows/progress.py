@@ -4,12 +4,19 @@ One progress comment per run (marker kind `progress`), re-rendered and upserted 
 change and every wait, always ending in an explicit final state; the ShopfloorStage and
 ShopfloorAgent search attributes; and the `set_current_details` markdown the Temporal UI shows.
 A failed upsert is logged and skipped: the comment is a view, never a reason to fail the run.
+
+The comment also shows the issue text the agents work from (`show_text`): when and why it was
+read from GitHub, and the text itself in a collapsed, fenced block (inert: no markup, links or
+mentions render in it), so a maintainer can see exactly what was worked on; and a warning when
+the issue was edited after work started. Upserts are serialized (an edit's warning may be shown
+from the inbox while the pipeline updates the comment), each rendering the newest view.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from temporalio import workflow
@@ -19,7 +26,8 @@ from temporalio.exceptions import ActivityError
 with workflow.unsafe.imports_passed_through():
     from shopfloor.agents.progress import ProgressLinks, ProgressView, TimelineEntry, render_progress
     from shopfloor.models.factory_run import FactoryState
-    from shopfloor.models.github_ops import CommentOutput, UpsertCommentInput
+    from shopfloor.models.github_ops import CommentOutput, UpsertCommentInput, comment_marker
+    from shopfloor.models.inbox import IssueText
     from shopfloor.search_attributes import SHOPFLOOR_AGENT, SHOPFLOOR_STAGE
 
 COMMENT_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30),
@@ -37,6 +45,8 @@ class ProgressComment:
         self.on_change = on_change
         self.view = ProgressView(workflow_id=workflow_id, repo=repo, number=number)
         self.comment_id: int | None = None
+        self.text_section = ""  # the issue text the agents work from (show_text)
+        self._upserting = asyncio.Lock()
 
     def links(self, **links: Any) -> None:
         self.view.links = self.view.links.model_copy(update={k: v for k, v in links.items() if v})
@@ -74,21 +84,60 @@ class ProgressComment:
         s.waiting_for = waiting_for
         if v.final and v.timeline and v.timeline[-1].ended_at is None:
             v.timeline[-1].ended_at = workflow.now()
-        try:
-            out = await workflow.execute_activity(
-                "github_upsert_comment",
-                UpsertCommentInput(repo=v.repo, issue_number=v.number, workflow_id=v.workflow_id, kind="progress",
-                                   body=render_progress(v)),  # fmt: skip
-                result_type=CommentOutput,
-                start_to_close_timeout=timedelta(seconds=60),
-                retry_policy=COMMENT_RETRY,
-                summary=f"progress comment: {v.stage} · {state}",
-            )
-            self.comment_id = out.id
-        except ActivityError as exc:
-            workflow.logger.warning("progress comment not updated: %s", exc)
+        await self.refresh()
+
+    async def refresh(self) -> None:
+        """Upsert the comment as the view stands now (rendered once the previous upsert is done)."""
+        # Uncontended, the lock is taken without yielding: runs that never refresh from the
+        # inbox issue their commands exactly as before.
+        async with self._upserting:
+            v = self.view
+            try:
+                out = await workflow.execute_activity(
+                    "github_upsert_comment",
+                    UpsertCommentInput(repo=v.repo, issue_number=v.number, workflow_id=v.workflow_id,
+                                       kind="progress", body=self.body()),  # fmt: skip
+                    result_type=CommentOutput,
+                    start_to_close_timeout=timedelta(seconds=60),
+                    retry_policy=COMMENT_RETRY,
+                    summary=f"progress comment: {v.stage} · {v.state}",
+                )
+                self.comment_id = out.id
+            except ActivityError as exc:
+                workflow.logger.warning("progress comment not updated: %s", exc)
         if self.on_change is not None:
             self.on_change()
+
+    def updating(self) -> bool:
+        """True while an upsert is in flight (its activity must not be cancelled half-way)."""
+        return self._upserting.locked()
+
+    def body(self) -> str:
+        body = render_progress(self.view)
+        if not self.text_section:
+            return body
+        marker = comment_marker(self.view.workflow_id, "progress")  # render_progress ends with it
+        return f"{body.removesuffix(marker).rstrip()}\n\n{self.text_section}\n\n{marker}"
+
+    def show_text(self, text: IssueText, *, edited: IssueText | None = None, link: str | None = None) -> None:
+        """The issue text the agents work from, and (`edited`) GitHub's newer text, in the next upsert.
+        `link`: where the read was asked for (the maintainer's comment), if known."""
+        cause = f"[{text.cause}]({link})" if link and text.cause and _safe_link(link) else text.cause
+        lines = []
+        if edited is not None:
+            lines += [f"> [!WARNING]\n> **The issue was edited after work started**: GitHub's text as of "
+                      f"{_at(edited.updated_at)} is not the text below, which the agents work from. The run goes no "
+                      "further with it (it parks); comment `/shopfloor fix` to work on the new text.", ""]  # fmt: skip
+        lines += [
+            f"**Issue text the agents work from:** as GitHub showed it at {_at(text.updated_at)}"
+            + (f", read when {cause} started work." if cause else "."),
+            "<details><summary>Show the text</summary>",
+            "",
+            text.quote or "(empty)",
+            "",
+            "</details>",
+        ]
+        self.text_section = "\n".join(lines)
 
     def details(self) -> list[str]:
         s = self.s
@@ -103,6 +152,14 @@ class ProgressComment:
         if s.reason:
             lines.append(f"reason: {s.reason[:200]!r}")
         return lines
+
+
+def _at(when: datetime | None) -> str:
+    return when.strftime("%Y-%m-%d %H:%M:%S UTC") if when is not None else "an unknown time"
+
+
+def _safe_link(url: str) -> bool:
+    return url.startswith(("https://", "http://")) and not any(ch in url for ch in " <>()[]`\"'\\\n")
 
 
 __all__ = ["ProgressComment", "ProgressLinks"]
