@@ -47,7 +47,6 @@ class EgressProxy:
         self.max_connections = max_connections
         self.refusals: list[str] = []  # the first KEPT_REFUSALS sentences
         self.refused = 0
-        self.connected: list[str] = []  # host:port of each tunnel or request let through
         self._server: asyncio.Server | None = None
         self._tasks: set[asyncio.Task[None]] = set()
 
@@ -99,7 +98,8 @@ class EgressProxy:
             except OSError as exc:
                 await _answer(writer, 502, "Bad Gateway", f"could not connect to {dest.host}:{dest.port} ({_why(exc)})")
                 return
-            self.connected.append(f"{dest.host}:{dest.port}")
+            peer = upstream.get_extra_info("peername")
+            log.info("egress allowed", destination=f"{dest.host}:{dest.port}", address=peer[0] if peer else None)
             if head is None:  # CONNECT: the client speaks to the destination from here on
                 writer.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
             else:

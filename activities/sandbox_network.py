@@ -69,6 +69,7 @@ class SandboxNetwork:
         self.bound = tuple(bound)
         self.defaults = tuple(defaults)
         self.protected = ProtectedHosts(dict(services or {}))
+        self._warned: set[tuple[str, ...]] = set()  # ignored entries the operator was told about
 
     @classmethod
     def from_settings(cls, settings: Settings) -> SandboxNetwork:
@@ -89,7 +90,8 @@ class SandboxNetwork:
     async def session(self, policy: CommandPolicy) -> AsyncIterator[EgressSession]:
         """An egress proxy for one command, listening until the block ends."""
         allow = allow_list(policy.network_allow, self.bound, self.defaults)
-        if allow.ignored:
+        if allow.ignored and allow.ignored not in self._warned and len(self._warned) < 1000:
+            self._warned.add(allow.ignored)
             log.warning("repository network_allow entries outside SHOPFLOOR_SANDBOX_NETWORK_ALLOW are ignored",
                         ignored=list(allow.ignored))  # fmt: skip
         directory = Path(tempfile.mkdtemp(prefix="sf-egress-", dir=_short_tmp()))
