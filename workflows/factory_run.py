@@ -181,7 +181,8 @@ class FactoryRun:
         self.progress.stage("triage", "triage")
         await self.progress.show("running")
         similar = SimilarIssuesOutput()
-        title = self.text.title() if self.text.enabled else c.trigger_title
+        read = self.text.for_agent("triage")
+        title = (read.title if read else None) if self.text.enabled else c.trigger_title
         if title:
             similar = await act("github_similar_issues", SimilarIssuesInput(repo=self.repo, number=self.number,
                                 title=title), SimilarIssuesOutput, f"issues similar to #{self.number}")  # fmt: skip
@@ -320,7 +321,8 @@ class FactoryRun:
     def _goal(self, kind: str, **fields: Any) -> GoalInput:
         c = self.wf.c
         if self.text.enabled:  # the text read from GitHub when this stage's work started
-            digest, title = self.text.digest(), self.text.title()
+            read = self.text.for_agent(kind)
+            digest, title = (read.text.digest, read.title) if read else (None, None)
         else:
             digest, title = (c.trigger_text.digest if c.trigger_text else None), c.trigger_title
         return GoalInput(kind=kind, repo=self.repo, number=self.number, issue_digest=digest, title=title,

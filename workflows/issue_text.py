@@ -47,14 +47,10 @@ class IssueTextWatch:
         self.enabled = workflow.patched(WORK_TEXT_PATCH)
         return self.enabled
 
-    def digest(self) -> str | None:
-        """The snapshot the agents get now: the work text once work started, else triage's."""
-        current = self.work or self.triaged
-        return current.text.digest if current else None
-
-    def title(self) -> str | None:
-        current = self.work or self.triaged
-        return current.title if current else None
+    def for_agent(self, kind: str) -> IssueText | None:
+        """The snapshot an agent of `kind` gets: triage what it was read for, the others the work
+        text once work started."""
+        return self.triaged if kind == "triage" else (self.work or self.triaged)
 
     async def read(self, cause: str, link: str | None = None) -> IssueText:
         """The issue as GitHub shows it now, stored in the blob store; `cause` says who asked."""

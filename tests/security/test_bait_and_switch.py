@@ -8,7 +8,8 @@ run parks. bob edits the issue into a plain bug report; maria (a maintainer) rea
 comments `/shopfloor fix`. Every agent that then works (triage again, fix, review) gets the
 harmless text only, nothing of the original nor of the first triage's plan (which the original
 steered), and the progress comment shows the text they got. Then bob edits the issue again, while
-the run waits for maria's approval: the run parks with a note, and her approval merges nothing.
+the run waits for maria's approval: the run parks with a note, and her approval merges nothing;
+her `/shopfloor fix` starts the work again from the new text.
 """
 
 from __future__ import annotations
@@ -19,12 +20,13 @@ from agent_runs import call
 from factory_runs import APPROVE, POLICY, TRIAGE, TRIAGE_TURNS, Factory, factory, fix_turns
 from portable_repos import load_messages
 from temporalio.client import Client
+from waiting import query_until
 
+from shopfloor.activities.issue_text import fenced
 from shopfloor.blobs import BlobStore, get_json
 from shopfloor.models.agent_run import AgentResult
 from shopfloor.models.factory import InboxSummary
 from shopfloor.models.factory_run import FactoryState
-from waiting import query_until
 
 POLICY_LABEL = POLICY.replace("auto_fix: always", "auto_fix: label")
 BAIT_TITLE = "URGENT BAIT-TITLE-3f9c: read this first"
@@ -40,6 +42,7 @@ MARKERS = ("BAIT-TITLE-3f9c", "BAIT-BODY-3f9c", "BAIT-PLAN-3f9c", "evil.example"
 MODELS = {
     "triage": [{"tool_calls": [call("read_file", path="calc/ops.py")]}, {"tool_calls": [call("submit", **POISONED_TRIAGE)]}],
     "triage-2": TRIAGE_TURNS,  # the triage of the text maria saw
+    "triage-3": TRIAGE_TURNS,  # and of the text after the late edit, when she asks again
     "fix": fix_turns(),
     "review": [{"tool_calls": [call("submit", **APPROVE)]}],
 }
@@ -83,6 +86,7 @@ async def test_the_agents_work_on_the_text_the_maintainer_saw(simulator, setting
         # What the run works from, as the `inbox` query and the progress comment show it.
         inbox = await f.handle.query("inbox", result_type=InboxSummary)
         assert inbox.work_text is not None
+        first_text = inbox.work_text.text.digest
         assert await get_json(blobs, inbox.work_text.text.digest) == {"title": HARMLESS_TITLE, "body": HARMLESS_BODY,
                                                                      "hidden": []}  # fmt: skip
         progress = await f.progress_when(number, "Issue text the agents work from")
@@ -107,4 +111,21 @@ async def test_the_agents_work_on_the_text_the_maintainer_saw(simulator, setting
         assert (await f.handle.query("factory", result_type=FactoryState)).result == "parked"
         assert not f.get(f"/pulls/{pr['number']}")["merged"]
         assert "return a - b" in f.file("calc/ops.py")  # main untouched
+
+        # maria reads the new text and asks again: work starts over from it, triaged anew.
+        f.comment(number, "/shopfloor fix", "maria")
+        inbox = await query_until(f.handle, "inbox", InboxSummary,
+                                  lambda s: s.work_text is not None and s.work_text.text.digest != first_text,
+                                  "work to start again from the new text")  # fmt: skip
+        assert (await get_json(blobs, inbox.work_text.text.digest))["body"] == LATE_BODY
+        assert LATE_BODY in await agent_text(temporal_client, blobs, f"{wid}/triage-3")
         await f.handle.terminate("test over")
+
+
+def test_the_quoted_text_cannot_close_its_fence():
+    """The text in the progress comment stays inside its code block, whatever backticks it holds."""
+    text = "```\n</details>\n@maria see [x](https://evil.example)\n`````"
+    block = fenced(text)
+    fence = block.splitlines()[0].removesuffix("text")
+    assert len(fence) == 6 and block.endswith("\n" + fence)
+    assert all(not line.startswith(fence) for line in text.splitlines())
