@@ -172,7 +172,11 @@ async def run_command(
     tail = [shell, "-c", _PROLOGUE, "shopfloor-sandbox", str(cpu), str(cpu_hard), str(mem_kb), shell, command]
     if real == "bwrap":
         tail = _with_process_limit(tail, shell, policy.max_processes)
-    confinement = open_confinement(policy, config.scratch_dir, config.cgroup)
+    try:
+        confinement = open_confinement(policy, config.scratch_dir, config.cgroup)
+    except OSError as exc:  # a full disk, a cgroup the kernel refused: nothing may run unbounded
+        log.error("command refused: cannot set up its limits", error=str(exc))
+        raise CommandRefused(f"the command was not run: its limits could not be set up ({exc.strerror or exc})") from exc
     try:
         async with command_network(real, policy, network) as egress:
             if real == "bwrap":

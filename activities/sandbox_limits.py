@@ -120,19 +120,20 @@ class Confinement:
             return []
         return [self.root_pid, *(p.pid for p in process_tree.descendants(self.root_pid))]
 
-    def breach(self) -> str | None:
-        """Which limit the command went past, in words (None: within all of them)."""
+    def breach(self, *, tree: bool = True) -> str | None:
+        """Which limit the command went past, in words (None: within all of them). `tree=False`
+        once the first process is gone: its pid may already belong to someone else."""
         lim = self.limits
         if self.group is not None:
             if self.group.oom_kills():
                 return f"its processes together went past the memory limit ({lim.memory_bytes // MB} MB)"
             if self.group.task_limit_hits():
                 return f"it tried to run more than {lim.tasks} processes and threads at once"
-        elif self.root_pid is not None:
-            tree = process_tree.descendants(self.root_pid)
-            if sum(p.threads for p in tree) > lim.tasks:
+        elif tree and self.root_pid is not None:
+            processes = process_tree.descendants(self.root_pid)
+            if sum(p.threads for p in processes) > lim.tasks:
                 return f"it tried to run more than {lim.tasks} processes and threads at once"
-            if sum(process_tree.memory_bytes(p.pid) for p in tree) > lim.memory_bytes:
+            if sum(process_tree.memory_bytes(p.pid) for p in processes) > lim.memory_bytes:
                 return f"its processes together went past the memory limit ({lim.memory_bytes // MB} MB)"
         if self.scratch.written_bytes() > lim.scratch_bytes:
             return f"it wrote more than the scratch disk limit ({lim.scratch_bytes // MB} MB) to /tmp and /dev/shm"
@@ -149,11 +150,13 @@ class Confinement:
             # the next, so watching never takes more than a fifth of a CPU.
             await asyncio.sleep(max(POLL_S, 4 * (time.monotonic() - started)))
 
-    async def kill_all(self) -> None:
-        """SIGKILL every process of the command (stopping them first, so forks cannot escape)."""
+    async def kill_all(self, *, tree: bool = True) -> None:
+        """SIGKILL every process of the command (stopping them first, so forks cannot escape).
+        `tree=False` once the first process is gone (and has killed what it left behind): then
+        only a cgroup's members are certain to be the command's."""
         if self.group is not None:
             await asyncio.to_thread(self.group.kill)
-        else:
+        elif tree:
             await asyncio.to_thread(self._kill_tree)
 
     def _kill_tree(self) -> None:
@@ -168,14 +171,14 @@ class Confinement:
 
     async def close(self) -> None:
         """Kill what is left, remove the cgroup and the scratch directory."""
-        await self.kill_all()
+        await self.kill_all(tree=False)
         if self.group is not None:
             deadline = time.monotonic() + 5
             while not self.group.remove():  # the kernel lets go of a group once its last task is reaped
                 if time.monotonic() > deadline:
                     log.warning("command cgroup not removed: processes remain", cgroup=str(next(iter(self.group.dirs.values()))))
                     break
-                await self.kill_all()
+                await self.kill_all(tree=False)
                 await asyncio.sleep(0.02)
         await asyncio.to_thread(self.scratch.remove)
 

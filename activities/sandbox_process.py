@@ -152,13 +152,18 @@ async def execute(
         reporter.cancel()
         watchdog.cancel()
         # The whole command: on timeout, past a limit, on cancellation, and stragglers after exit.
-        await confinement.kill_all()
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(pid, signal.SIGKILL)
+        # Its process tree only while the first process is there (not yet reaped, so its pid and
+        # group are still its own); once it exited it had killed what it left behind.
+        running = transport.get_returncode() is None
+        await confinement.kill_all(tree=running)
+        if running:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pid, signal.SIGKILL)
         await _drain(protocol)
         transport.close()
     if breach is None and not timed_out:
-        breach = await asyncio.to_thread(confinement.breach)  # the kernel's counters outlive the processes
+        # The kernel's counters and the scratch directory outlive the processes.
+        breach = await asyncio.to_thread(lambda: confinement.breach(tree=False))
     code = transport.get_returncode()
     exit_code = None if timed_out else (128 - code if code is not None and code < 0 else code)
     if timed_out:
