@@ -28,7 +28,7 @@ __all__ = ["EgressProxy"]
 
 log = structlog.get_logger(__name__)
 
-MAX_CONNECTIONS = 64  # at once, per command
+MAX_CONNECTIONS = 64  # open at once per command, tunnels and requests being read alike
 HEAD_LIMIT = 64 * 1024
 HEAD_TIMEOUT_S = 30.0
 CONNECT_TIMEOUT_S = 15.0
@@ -49,17 +49,21 @@ class EgressProxy:
         self.refused = 0
         self._server: asyncio.Server | None = None
         self._tasks: set[asyncio.Task[None]] = set()
+        self._writers: set[asyncio.StreamWriter] = set()  # both ends of every open connection
 
     async def start(self, path: Path) -> None:
         self._server = await asyncio.start_unix_server(self._serve, path=str(path))
 
     async def close(self) -> None:
+        """Stop listening and end every connection: the command is over."""
         if self._server is not None:
             self._server.close()
-        for task in list(self._tasks):
-            task.cancel()
-        if self._tasks:
-            await asyncio.gather(*self._tasks, return_exceptions=True)
+        for writer in list(self._writers):
+            writer.transport.abort()
+        if self._tasks:  # their connections are gone: they end at once
+            _, pending = await asyncio.wait(set(self._tasks), timeout=5)
+            for task in pending:
+                task.cancel()
         if self._server is not None:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._server.wait_closed(), 5)
@@ -72,14 +76,17 @@ class EgressProxy:
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
-        if task is not None:  # always, in a stream handler: tracked so that close() can end it
+        if task is not None:  # always, in a stream handler
             self._tasks.add(task)
+        self._writers.add(writer)
         upstream: asyncio.StreamWriter | None = None
         try:
+            # Every connection costs the worker a descriptor and buffers, whether or not it ever
+            # sends a request: the bound counts them all.
             if len(self._tasks) > self.max_connections:
                 sentence = f"more than {self.max_connections} connections at once through the egress proxy"
                 self._refuse(sentence)
-                await _answer(writer, 503, "Too many connections", sentence)
+                await _answer(writer, 503, "Too many connections", sentence, reader)
                 return
             try:
                 request, rest = await asyncio.wait_for(_read_head(reader), HEAD_TIMEOUT_S)
@@ -98,6 +105,7 @@ class EgressProxy:
             except OSError as exc:
                 await _answer(writer, 502, "Bad Gateway", f"could not connect to {dest.host}:{dest.port} ({_why(exc)})")
                 return
+            self._writers.add(upstream)
             peer = upstream.get_extra_info("peername")
             log.info("egress allowed", destination=f"{dest.host}:{dest.port}", address=peer[0] if peer else None)
             if head is None:  # CONNECT: the client speaks to the destination from here on
@@ -113,6 +121,7 @@ class EgressProxy:
             for w in (writer, upstream):
                 if w is not None:
                     w.close()
+                    self._writers.discard(w)
             if task is not None:
                 self._tasks.discard(task)
 
@@ -195,11 +204,19 @@ async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> N
         writer.close()
 
 
-async def _answer(writer: asyncio.StreamWriter, status: int, reason: str, sentence: str) -> None:
+async def _answer(writer: asyncio.StreamWriter, status: int, reason: str, sentence: str,
+                  unread: asyncio.StreamReader | None = None) -> None:
+    """Answer and end the connection. `unread`: a request not read yet, drained briefly first so
+    that closing does not reset the connection before the client reads the answer."""
+    if writer.is_closing():
+        return
     body = f"shopfloor egress proxy: {sentence}\n".encode()
     writer.write(
         f"HTTP/1.1 {status} {reason}\r\nContent-Type: text/plain; charset=utf-8\r\n"
         f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode() + body
     )
-    with contextlib.suppress(ConnectionError, OSError):
+    with contextlib.suppress(ConnectionError, OSError, asyncio.TimeoutError):
         await writer.drain()
+        if unread is not None and writer.can_write_eof():
+            writer.write_eof()
+            await asyncio.wait_for(unread.read(HEAD_LIMIT), 1.0)
