@@ -271,8 +271,8 @@ class Workspaces:
         """Store the checkout's cumulative patch against base_sha; the ref of the new state.
 
         A change over `max_checkpoint_bytes` raises CheckpointTooLarge, with the checkout put back
-        to `ref`. New files whose sizes alone pass the cap are refused before git reads them; any
-        other change is refused once its patch, streamed to a file, passes it.
+        to `ref`. Files new or changed since the last checkpoint whose sizes alone pass the cap are
+        refused before git stores them; any other change once its patch, streamed to a file, does.
         """
         clone_url, base = _portable(ref)
         path = self._run_dir(run_id)
@@ -281,7 +281,8 @@ class Workspaces:
             self._require_checkout(path, base, run_id)
             await asyncio.to_thread(_pin_git_dir, path, self._mirror_path(clone_url))
             await self._shadow_index(path, base)
-            total, largest = await self._sizes(path, "ls-files", "-z", "--others", "--exclude-standard", "--", ":/")
+            listed = ("ls-files", "-z", "--others", "--modified", "--exclude-standard", "--", ":/")
+            total, largest = await self._sizes(path, *listed)  # changed since the last checkpoint
             if total <= cap:
                 await self._wgit(path, "add", "--all", "--", ":/", env=self._shadow_env(path))
                 with tempfile.TemporaryDirectory(dir=self.root, prefix="checkpoint-") as scratch:

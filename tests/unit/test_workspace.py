@@ -374,7 +374,7 @@ async def test_a_change_over_the_cap_is_refused_and_undone(tmp_path: Path, blobs
     (path / "data" / "big.bin").write_bytes(b"x" * 200_000)
     with pytest.raises(CheckpointTooLarge, match=r"at most 64\.0 KB.*'data/big\.bin' \(195\.3 KB\)") as refused:
         await small.checkpoint(kept, "run-1")
-    assert refused.value.files == ["data/big.bin"]
+    assert refused.value.files == ["data/big.bin", "calc.py"]  # the largest first
     # The checkout is the last checkpoint again, trusted as such, and takes the next change.
     assert not (path / "data").exists() and (path / "calc.py").read_text() == CALC
     assert (path / "README.md").read_text() == "kept\n"
@@ -385,13 +385,13 @@ async def test_a_change_over_the_cap_is_refused_and_undone(tmp_path: Path, blobs
     assert max(p.stat().st_size for p in blobs.root.rglob("*") if p.is_file()) < 64 * 1024
 
 
-async def test_a_tracked_file_grown_past_the_cap_is_refused_by_its_patch(
+async def test_changes_past_the_cap_are_refused_by_their_sizes_or_their_patch(
     tmp_path: Path, blobs: FileBlobStore, source: Path
 ) -> None:
     small = Workspaces(tmp_path / "small", blobs, max_checkpoint_bytes=64 * 1024)
     ref = await small.base_ref("o/demo", str(source))
     path = await small.open(ref, "run-1")
-    (path / "README.md").write_text("line\n" * 20_000)  # 100 KB: no new file, the patch passes the cap
+    (path / "README.md").write_text("line\n" * 20_000)  # a tracked file grown to 100 KB
     with pytest.raises(CheckpointTooLarge, match=r"'README\.md' \(97\.7 KB\)"):
         await small.checkpoint(ref, "run-1")
     assert (path / "README.md").read_text() == "# demo\n"
@@ -401,7 +401,7 @@ async def test_a_tracked_file_grown_past_the_cap_is_refused_by_its_patch(
         (path / f"part{i:02}.txt").write_bytes(b"y" * 2000)
     with pytest.raises(CheckpointTooLarge, match=r"holds 78\.1 KB of new or changed files; the largest: 'part39"):
         await small.checkpoint(ref, "run-1")
-    # Half of them fit; the other half, added later, makes the whole patch too large.
+    # Half of them fit; the other half, added later, fits by itself but makes the patch too large.
     path = await small.open(ref, "run-1")
     for i in range(20):
         (path / f"part{i:02}.txt").write_bytes(b"y" * 2000)
