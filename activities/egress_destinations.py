@@ -24,7 +24,9 @@ import structlog
 
 from shopfloor.agents.host_patterns import AllowList, normalize_host
 
-__all__ = ["Destination", "ProtectedHosts", "Refused", "address_refusal", "check_destination", "local_addresses"]
+__all__ = [
+    "Destination", "ProtectedHosts", "Refused", "address_refusal", "check_destination", "endpoint_of", "local_addresses",
+]
 
 log = structlog.get_logger(__name__)
 
@@ -44,6 +46,7 @@ _DENIED: tuple[tuple[str, str], ...] = (
     ("240.0.0.0/4", "a reserved address"),
     ("::/128", "an unspecified address"),
     ("::1/128", "a loopback address"),
+    ("::/96", "an IPv4-compatible address (deprecated; tunnels may carry it)"),
     ("fc00::/7", "a private (unique local) address"),
     ("fe80::/10", "a link-local address"),
     ("fec0::/10", "a site-local address"),

@@ -90,7 +90,7 @@ def test_the_policy_key_checks_each_pattern():
     ("10.1.2.3", "private"), ("172.16.0.1", "private"), ("172.31.255.255", "private"), ("192.168.1.1", "private"),
     ("100.64.0.1", "CGNAT"), ("169.254.169.254", "link-local"), ("fe80::1", "link-local"),
     ("fd00::2", "unique local"), ("0.0.0.0", "unspecified"), ("::", "unspecified"), ("224.0.0.1", "multicast"),
-    ("ff02::1", "multicast"), ("255.255.255.255", "reserved"),
+    ("ff02::1", "multicast"), ("255.255.255.255", "reserved"), ("::7f00:1", "IPv4-compatible"),
     ("::ffff:127.0.0.1", "loopback"), ("::ffff:169.254.169.254", "link-local"),  # IPv4-mapped
     ("64:ff9b::a9fe:a9fe", "link-local"),  # NAT64 of 169.254.169.254
     ("2002:a00:1::1", "private"),  # 6to4 of 10.0.0.1
