@@ -11,16 +11,19 @@ survive the command, since only its process group was killed.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from shopfloor.activities.sandbox import SandboxConfig
-from tests.support.sandbox_commands import alive, config_for, new_marker, none_alive, sh
+from sandbox_commands import alive, config_for, new_marker, none_alive, sh
+from worker_process import WorkerProcess, worker_env
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -91,3 +94,21 @@ async def test_none_kills_setsid_daemons_at_the_timeout(unsandboxed, ws):
     out = await sh(ws, command, unsandboxed, timeout_s=1.5)
     assert out.timed_out
     assert await none_alive(marker), alive(marker)
+
+
+async def test_a_worker_without_bubblewrap_says_at_start_that_commands_are_refused(temporal_server, tmp_path):
+    no_bwrap = tmp_path / "bin-without-bwrap"
+    no_bwrap.mkdir()
+    env = worker_env(PATH=str(no_bwrap), SHOPFLOOR_TEMPORAL_ADDRESS=temporal_server.address,
+                     SHOPFLOOR_TASK_QUEUE="refusing", SHOPFLOOR_DATA_DIR=str(tmp_path / "data"))
+    worker = WorkerProcess(env, tmp_path / "worker.log")
+    try:
+        deadline = time.monotonic() + 60
+        while "worker started" not in worker.log_tail(100_000) and worker.alive() and time.monotonic() < deadline:
+            await asyncio.sleep(0.1)
+        lines = [json.loads(line) for line in worker.log.read_text().splitlines() if line.startswith("{")]
+    finally:
+        worker.stop()
+    refused = [line for line in lines if line.get("event") == "commands will be REFUSED"]
+    assert refused and "SHOPFLOOR_ALLOW_UNSANDBOXED_COMMANDS=true" in refused[0]["reason"], lines
+    assert next(line for line in lines if line.get("event") == "command limits")["sandbox"] == "refuse"

@@ -10,12 +10,18 @@ it left running or on disk.
 
 from __future__ import annotations
 
+import asyncio
+import json
+import time
+import uuid
 from pathlib import Path
 
 import pytest
+from sandbox_commands import alive, config_for, new_marker, none_alive, require_bwrap, sh
+from worker_process import WorkerProcess, worker_env
 
 from shopfloor.activities.sandbox import SandboxConfig
-from tests.support.sandbox_commands import alive, config_for, new_marker, none_alive, require_bwrap, sh
+from shopfloor.activities.sandbox_cgroups import CgroupHost, find_cgroups
 
 PY = "python3"
 # One child: 150 MB allocated and touched, held for a while, then a line saying it finished.
@@ -91,3 +97,32 @@ async def test_a_command_within_its_limits_is_left_alone(sandbox, ws):
     out = await sh(ws, command, sandbox, memory_mb=256, max_processes=64, scratch_mb=64)
     assert out.exit_code == 0 and out.killed_reason is None, out
     assert out.output.strip() == "ok"
+
+
+async def startup_limits(temporal_server, tmp_path: Path, **settings: str) -> dict:
+    """The `command limits` line a real `shopfloor worker` logs as it starts."""
+    env = worker_env(SHOPFLOOR_TEMPORAL_ADDRESS=temporal_server.address, SHOPFLOOR_TASK_QUEUE=f"limits-{uuid.uuid4().hex[:8]}",
+                     SHOPFLOOR_DATA_DIR=str(tmp_path / "data"), **settings)
+    worker = WorkerProcess(env, tmp_path / f"worker-{uuid.uuid4().hex[:6]}.log")
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and worker.alive():
+            for line in worker.log.read_text(errors="replace").splitlines():
+                if '"command limits"' in line:
+                    return json.loads(line)
+            await asyncio.sleep(0.1)
+        raise AssertionError(f"no 'command limits' line in the worker's log:\n{worker.log_tail()}")
+    finally:
+        worker.stop()
+
+
+async def test_the_worker_says_at_start_how_each_limit_is_enforced(temporal_server, tmp_path):
+    require_bwrap()
+    found = find_cgroups("auto")
+    logged = await startup_limits(temporal_server, tmp_path)
+    assert logged["sandbox"] == "bwrap"
+    expected = f"cgroup v{found.version}" if isinstance(found, CgroupHost) else "watchdog"
+    assert expected in logged["memory"] and expected in logged["processes"], logged
+    assert str(tmp_path / "data" / "scratch") in logged["scratch"] and "RLIMIT_FSIZE" in logged["scratch"]
+    watchdog = await startup_limits(temporal_server, tmp_path, SHOPFLOOR_SANDBOX_CGROUP="off")
+    assert "watchdog" in watchdog["memory"] and "watchdog" in watchdog["processes"], watchdog

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from shopfloor.activities.sandbox import SandboxConfig
-from tests.support.sandbox_commands import require_bwrap, sh
+from sandbox_commands import require_bwrap, sh
 
 SECRET = f"SECRET-{uuid.uuid4().hex}"
 
