@@ -35,6 +35,8 @@ Subject = Literal["issue", "pull_request"]
 # What a run can wait for, said to humans. Any other `waiting_for` is shown as quoted text.
 WAITING_FOR: dict[str, str] = {
     "approval": "a maintainer's approval: comment `/shopfloor approve` on this {subject}",
+    # With the head known: the approval names the commit the maintainer reviewed.
+    "approval_of": "a maintainer's approval of `{sha}`: review it, then comment `/shopfloor approve {sha}` on this {subject}",
     "fix_command": "a maintainer to ask for a fix: comment `/shopfloor fix` on this {subject}",
     "ci": "CI to finish on the pull request",
     "review": "a review of the pull request",
@@ -75,6 +77,7 @@ class ProgressView(BaseModel):
     tokens: int = 0
     state: RunState = "running"
     waiting_for: str | None = None  # a WAITING_FOR key, or free text
+    approve_sha: str | None = None  # the head an approval must name (short sha), while waiting for one
     reason: str | None = None  # why it failed / parked / was cancelled, or what salvage left
     links: ProgressLinks = Field(default_factory=ProgressLinks)
     timeline: list[TimelineEntry] = Field(default_factory=list)
@@ -127,6 +130,8 @@ def _cell(text: str) -> str:
 
 
 def _waiting(view: ProgressView) -> str:
+    if view.waiting_for == "approval" and view.approve_sha and re.fullmatch(r"[0-9a-f]{7,40}", view.approve_sha):
+        return WAITING_FOR["approval_of"].format(subject=view.subject.replace("_", " "), sha=view.approve_sha)
     if view.waiting_for in WAITING_FOR:
         return WAITING_FOR[view.waiting_for].format(subject=view.subject.replace("_", " "))
     return f"a human: {untrusted(view.waiting_for)}" if view.waiting_for else "a human to decide how to go on"

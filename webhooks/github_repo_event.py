@@ -81,6 +81,7 @@ async def repo_event(event: Any, raw: dict[str, Any], delivery_id: str, blobs: B
             command=parse_command(event.comment.body),
             comment_id=event.comment.id,
             state=issue.state,
+            occurred_at=event.comment.created_at,  # an approval names the head at this time
         )
     elif isinstance(event, PullRequestEvent):
         pr = event.pull_request
@@ -93,6 +94,7 @@ async def repo_event(event: Any, raw: dict[str, Any], delivery_id: str, blobs: B
             label=(raw.get("label") or {}).get("name") if isinstance(raw.get("label"), dict) else None,
             head_sha=pr.head.sha,
             state="merged" if pr.merged else pr.state,
+            occurred_at=pr.updated_at,  # a push (synchronize) updates it: when the head was there by
         )
     elif isinstance(event, PullRequestReviewEvent):
         pr, review = event.pull_request, event.review

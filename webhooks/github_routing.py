@@ -5,8 +5,16 @@ Routing of shopfloor's own pull requests: their head branch derives from the iss
 check suites, workflow runs, statuses) go to `issue/<repo>/<n>`, the workflow that opened it —
 never to a PullRequestWorkflow (shopfloor does not review itself as if a person had written it).
 The branch counts only when it lives in the repository itself (pushing there needs write access;
-a fork can name a branch anything). A comment on a PR carries no branch: a PR opened by our bot
-login whose body holds our marker `<!-- shopfloor:issue/<repo>/<n>:... -->` routes to that issue.
+a fork can name a branch anything).
+
+A comment on a PR carries no branch, and the edge does no work inline (no GitHub call here). A PR
+opened by our bot login is routed by the marker `<!-- shopfloor:issue/<repo>/<n>:pr -->` that
+*ends* its body: the workflow writes it there after the model's text, which the write activity
+cleaned of every HTML comment (agents/github_text.py), so no text the model wrote can come after
+it or be one. A marker anywhere else in the body routes nothing. The issue workflow then acts on
+a comment from a pull request only if it is the pull request it opened itself (the number it
+recorded when it found or created the PR by its `shopfloor/issue-<n>` branch): a body a person
+edited to point elsewhere cannot carry commands into another issue's run.
 """
 
 from __future__ import annotations
@@ -68,7 +76,9 @@ def our_issue_number(branch: str | None) -> int | None:
 
 
 def marker_issue_number(body: str | None, repo: str) -> int | None:
-    match = re.search(r"<!-- shopfloor:issue/" + re.escape(repo) + r"/([1-9][0-9]{0,9}):", body or "")
+    """The issue named by the `pr` marker that ends `body` (None: the body does not end with one)."""
+    pattern = r"<!-- shopfloor:issue/" + re.escape(repo) + r"/([1-9][0-9]{0,9}):pr -->\Z"
+    match = re.search(pattern, (body or "").rstrip())
     return int(match.group(1)) if match else None
 
 
@@ -122,7 +132,7 @@ def route(event: Any, raw: dict[str, Any], *, bot_login: str, trigger_label: str
         if event.issue.user.login == bot_login:
             n = marker_issue_number(event.issue.body, repo)
             if n is None:
-                return ignore("comment on a shopfloor pull request without a workflow marker")
+                return ignore("comment on a shopfloor pull request whose body does not end with its workflow marker")
             return Route([_issue(repo, n)])
         return Route([_pr(repo, event.issue.number, restart=True)])
     if isinstance(event, PullRequestEvent):

@@ -8,6 +8,11 @@ anyone able to comment could halt a maintainer's run. Permissions come from GitH
 time, so a burst of comments costs one call. A refused command gets one reply on the issue/PR
 (an upserted marker comment per comment id, so a retry or a second delivery never posts twice);
 the reply quotes the command name only, never the user's text.
+
+A command from a pull request counts only on the run that owns that pull request: its own run,
+or the issue run that opened it (the number it recorded when it found or created the PR by its
+`shopfloor/issue-<n>` branch). A comment routed here from any other pull request is ignored, so
+no text in a pull request's body can carry a maintainer's command into another issue's run.
 """
 
 from __future__ import annotations
@@ -26,6 +31,8 @@ with workflow.unsafe.imports_passed_through():
 
 PERMISSION_TTL = timedelta(minutes=5)
 WRITE_LEVELS = frozenset({"write", "maintain", "admin"})
+# Histories recorded before commands were bound to the run's own pull request.
+OWN_PULL_REQUEST_PATCH = "commands-from-own-pull-request"
 COMMANDS_KEPT = 50
 COMMENTS_KEPT = 200
 GITHUB_RETRY = RetryPolicy(
@@ -52,10 +59,18 @@ class CommandHandling:
     repo: str
     number: int
 
+    def own_pull_request(self) -> int | None:
+        """The pull request this run opened, whose comments command it too (None: none)."""
+        return None
+
     async def handle_command(self, e: RepoEvent) -> str:
         """Check and record `e.command`; returns a note for the event log."""
         assert e.command is not None
         c, name = self.c, e.command.name
+        if e.number is not None and e.number not in (self.number, self.own_pull_request()) \
+                and workflow.patched(OWN_PULL_REQUEST_PATCH):  # fmt: skip
+            workflow.logger.warning("/shopfloor %s on #%s ignored: not this run's pull request", name, e.number)
+            return f"ignored: command from #{e.number}, which is not this run's pull request"
         if e.comment_id is not None:
             if e.comment_id in c.handled_comments:  # an edit of the comment must not act again
                 return f"ignored: comment {e.comment_id} was handled already"

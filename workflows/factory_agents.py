@@ -18,6 +18,7 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
+    from shopfloor.agents.approvals import record_head
     from shopfloor.agents.outputs import FixResult, ReviewResult
     from shopfloor.agents.policy import protected_globs, protected_note
     from shopfloor.agents.registry import get_agent
@@ -38,7 +39,6 @@ with workflow.unsafe.imports_passed_through():
         ReviewComment,
         ReviewOutput,
         SubmitReviewInput,
-        comment_marker,
     )
     from shopfloor.workflows.factory_calls import GIT_RETRY, act
 
@@ -115,6 +115,7 @@ class AgentStages:
         )  # fmt: skip
         if s.head_sha != out.head_sha:
             s.head_sha, s.ci_state = out.head_sha, None
+        record_head(s.heads, out.head_sha, workflow.now())  # pushed by now at the latest: approvals name heads
         return out
 
     async def open_pr(self, fix: FixResult | None, *, draft: bool = False, salvage_note: str = "") -> PrOutput:
@@ -125,14 +126,15 @@ class AgentStages:
             body = f"{body}\n\nFixes #{run.number}".strip()
         if salvage_note:
             body = f"{salvage_note}\n\n{body}"
-        body += "\n\n" + comment_marker(workflow.info().workflow_id, "pr")
+        # The activity cleans the model's title and body of HTML comments (markers) and ends the
+        # body with this workflow's marker, which routes comments on the pull request here.
         pr = await act(
             "github_find_or_create_pr",
             FindOrCreatePrInput(repo=run.repo, head=s.branch or "", base=run.base_branch, title=title[:120],
-                                body=body, draft=draft),  # fmt: skip
+                                body=body, draft=draft, workflow_id=workflow.info().workflow_id),  # fmt: skip
             PrOutput, f"{'draft ' if draft else ''}PR for {s.branch}",
         )
-        s.pr_number, s.pr_url = pr.number, pr.url
+        s.pr_number, s.pr_url = pr.number, pr.url  # found by our branch: the PR whose comments command this run
         run.progress.links(pr_url=pr.url)
         return pr
 

@@ -81,8 +81,10 @@ class FactoryRun:
             self.ci_events += 1
         elif e.command is not None and note.endswith(" accepted"):
             self.commands.append(e.command.name)
-            if e.command.name == "approve" and s.head_sha and s.head_sha not in s.approved_heads:
-                s.approved_heads.append(s.head_sha)
+            if e.command.name == "approve":
+                head = await self.merging.approval(e)  # the head it names; None: refused with a reply
+                if head and head not in s.approved_heads:
+                    s.approved_heads.append(head)
         elif e.event == "pull_request_review" and (e.state or "").lower() == "approved" and e.head_sha:
             if e.number == s.pr_number and e.head_sha not in s.approved_heads \
                     and await self.wf.permission_of(e.sender) in WRITE_LEVELS:  # fmt: skip

@@ -138,6 +138,9 @@ class IssueWorkflow(GitHubInbox):
         # started one may continue as new.
         return self.factory is None or not self.factory.s.started
 
+    def own_pull_request(self) -> int | None:
+        return self.factory.s.pr_number if self.factory is not None else None  # commands from its PR only
+
     async def after_event(self, e: RepoEvent, note: str) -> None:
         if self.factory is not None:
             await self.factory.on_event(e, note)

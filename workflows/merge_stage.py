@@ -7,7 +7,9 @@ wait (`FactoryRun.ci_events`), and GitHub's combined status for the head (`githu
 what decides, read on every wake-up and at least every CI_POLL as the fallback for lost webhooks.
 No result within policy.ci_timeout_minutes parks the run. Approval: when the policy wants a human
 (require_human_approval, or auto_merge off), a writer's accepted `/shopfloor approve` or APPROVED
-review must name the current head: a push after the approval needs a new one.
+review must name the current head: a push after the approval needs a new one. A comment names a
+commit (agents/approvals.py): the sha it spells, or the head at its `created_at`; one naming
+anything but the current head is refused with a reply that asks for `/shopfloor approve <head>`.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
+    from shopfloor.agents.approvals import SHORT_SHA, decide
     from shopfloor.agents.policy import RepoPolicy
     from shopfloor.models.agent_run import WorkspaceRef
     from shopfloor.models.git_remote import ProtectedCheckInput, ProtectedCheckOutput, UpdateInput, UpdateOutput
@@ -30,15 +33,21 @@ with workflow.unsafe.imports_passed_through():
         CloseIssueOutput,
         DeleteBranchInput,
         DeleteBranchOutput,
+        CommentOutput,
         MergeOutput,
         MergePrInput,
+        UpsertCommentInput,
     )
+    from shopfloor.models.inbox import RepoEvent
+    from shopfloor.workflows.commands import safe_login
     from shopfloor.workflows.factory_calls import GIT_RETRY, act, cause, cause_type
 
 if TYPE_CHECKING:
     from shopfloor.workflows.factory_run import FactoryRun
 
 CI_POLL = timedelta(minutes=1)
+# Histories recorded before an approval named a commit approve the head current when handled.
+APPROVAL_NAMES_COMMIT_PATCH = "approval-names-commit"
 CiOutcome = Literal["success", "failure", "timeout", "moved"]
 MergeStatus = Literal["merged", "conflicts", "moved", "blocked"]
 
@@ -91,6 +100,34 @@ class MergeStage:
             if until is not None and until():
                 return "moved"
 
+    async def approval(self, e: RepoEvent) -> str | None:
+        """The head a writer's accepted `/shopfloor approve` approves; None when it approves none
+        (the maintainer gets a reply saying why and which command would approve the head)."""
+        s = self.run.s
+        if not workflow.patched(APPROVAL_NAMES_COMMIT_PATCH):
+            return s.head_sha
+        decision = decide(s.heads, s.head_sha, e.command.args if e.command else "", e.occurred_at)
+        if decision.sha is None:
+            workflow.logger.info("approval by %s refused: %s", safe_login(e.sender), decision.reason)
+            await self._refuse_approval(e, decision.reason)
+        return decision.sha
+
+    async def _refuse_approval(self, e: RepoEvent, reason: str) -> None:
+        run = self.run
+        ref = str(e.comment_id) if e.comment_id is not None else e.delivery_id[:64]
+        body = f"@{safe_login(e.sender)} `/shopfloor approve` was not applied: {reason} Nothing was merged."
+        try:
+            await act("github_upsert_comment",
+                      UpsertCommentInput(repo=run.repo, issue_number=e.number or run.number,
+                                         workflow_id=workflow.info().workflow_id, kind=f"approval-{ref}", body=body),
+                      CommentOutput, f"refuse an approval by {safe_login(e.sender)}")  # fmt: skip
+        except ActivityError as exc:  # the refusal stands either way; the reply is a courtesy
+            workflow.logger.warning("approval refusal not posted: %s", exc)
+
+    def show_head(self, head: str) -> None:
+        """The progress comment's approval line names `head`, the commit `/shopfloor approve <sha>` takes."""
+        self.run.progress.view.approve_sha = head[:SHORT_SHA]
+
     async def wait_approval(self, head: str, *, force: bool = False) -> None:
         """`force`: a human must approve whatever the policy says (the review neither approved
         nor requested changes)."""
@@ -98,6 +135,7 @@ class MergeStage:
         if not (force or needs_human(run.policy)) or head in s.approved_heads:
             return
         run.progress.stage("merge")
+        self.show_head(head)
         await run.progress.show("waiting", waiting_for="approval")
         await workflow.wait_condition(lambda: head in s.approved_heads)
 

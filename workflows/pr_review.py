@@ -15,7 +15,10 @@ protection's required approvals, which must stay with people).
 
 Merge (only with `pull_requests.merge: true`): CI green on the head, shopfloor's own verdict
 `approve` on that head, and the approval policy met — a writer other than the author approving
-that head (an APPROVED review or `/shopfloor approve`). A new push resets all three. The merge is
+that head (an APPROVED review or `/shopfloor approve`). A new push resets all three. A
+`/shopfloor approve` names a commit — the sha it spells, or the head at the comment's created_at
+(the run records each head with the time GitHub says the pull request was updated to it) — and is
+refused with a reply when that is not the current head (workflows/merge_stage.py). The merge is
 a squash with the head-SHA guard; the author's branch is left alone.
 
 The progress comment follows the issue pipeline's rules (one, updated in place, ending in a final
@@ -32,6 +35,7 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflowError, is_cancelled_exception
 
 with workflow.unsafe.imports_passed_through():
+    from shopfloor.agents.approvals import record_head
     from shopfloor.agents.outputs import ReviewResult
     from shopfloor.agents.policy import PolicyLoad, RepoPolicy
     from shopfloor.agents.progress import ProgressView
@@ -91,13 +95,15 @@ class PullRequestReview:
 
     async def on_event(self, e: RepoEvent, note: str) -> None:
         s = self.s
+        if e.event == "pull_request" and e.head_sha:  # the head, there by GitHub's updated_at at the latest
+            record_head(s.heads, e.head_sha, e.occurred_at or workflow.now())
         if e.event in CI_EVENTS:
             self.ci_events += 1
         elif e.command is not None and note.endswith(" accepted"):
             if e.command.name == "review":
                 self.review_requests += 1
             elif e.command.name == "approve":
-                self._approve(e.sender, s.head_sha)
+                self._approve(e.sender, await self.merging.approval(e))  # None: refused with a reply
         elif e.event == "pull_request" and e.head_sha and e.head_sha != s.head_sha:
             s.head_sha, s.ci_state = e.head_sha, None  # a push: approvals and the verdict named the old head
         elif e.event == "pull_request_review" and (e.state or "").lower() == "approved" and e.head_sha:
@@ -152,6 +158,7 @@ class PullRequestReview:
             self.author, self.base_branch = pull.author, pull.base_ref
             if pull.head_sha != s.head_sha:
                 s.head_sha, s.ci_state = pull.head_sha, None
+            record_head(s.heads, pull.head_sha, workflow.now())
             s.pr_number, s.pr_url = n, pull.html_url or None
             self.progress.links(pr_url=pull.html_url or None)
             load = await act("github_load_policy", PolicyInput(repo=self.repo), PolicyLoad, f"policy of {self.repo}")
@@ -245,6 +252,7 @@ class PullRequestReview:
                 return
             if needs_human(self.policy) and head not in s.approved_heads:
                 self.progress.stage("merge")
+                self.merging.show_head(head)
                 await self.progress.show("waiting", waiting_for="approval")
                 await workflow.wait_condition(lambda: head in s.approved_heads or moved())
                 if moved():

@@ -1,6 +1,7 @@
 """Issues: read one, upsert shopfloor's marked comments, labels, and close.
 
-Writes are idempotent: a comment is found by its hidden marker (and our authorship) and edited
+Comment bodies are cleaned by `for_github` (no HTML comments, so no marker but our own, which is
+put back after). Writes are idempotent: a comment is found by its hidden marker (and our authorship) and edited
 in place; labels are set-like on GitHub's side; closing a closed issue changes nothing.
 """
 
@@ -10,6 +11,7 @@ from typing import Any
 
 from github import GithubException
 from shopfloor.activities.github.api import GitHubApi, q
+from shopfloor.agents.github_text import with_own_marker_kept
 
 from shopfloor.models.github_ops import (
     CloseIssueInput,
@@ -50,7 +52,8 @@ def get_issue(api: GitHubApi, inp: IssueRef) -> IssueOutput:
 
 def upsert_comment(api: GitHubApi, inp: UpsertCommentInput) -> CommentOutput:
     marker = comment_marker(inp.workflow_id, inp.kind)
-    body = with_marker(inp.body, inp.workflow_id, inp.kind)
+    clean, marker_last = with_own_marker_kept(inp.body, marker)
+    body = f"{clean}\n\n{marker}" if marker_last else with_marker(clean, inp.workflow_id, inp.kind)
     me = api.own_login()
     for comment in api.paginate(f"/repos/{inp.repo}/issues/{inp.issue_number}/comments"):
         # Ours only: a marker pasted into someone else's comment must not capture our updates.

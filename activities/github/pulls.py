@@ -1,6 +1,7 @@
 """Pull requests: find-or-create, one review per (workflow, round), merge behind a head-SHA guard.
 
-Each is idempotent under retries: a PR is found by its head branch before one is created, a
+Every text written is cleaned by `for_github` first (a model wrote it: no HTML comments, so no
+shopfloor marker but the one added here). Each is idempotent under retries: a PR is found by its head branch before one is created, a
 review carries a hidden marker and is listed before one is submitted, and a merge that already
 happened (the response was lost) is recognized by the PR's own state.
 """
@@ -11,6 +12,7 @@ from typing import Any
 
 from github import GithubException
 from shopfloor.activities.github.api import GitHubApi
+from shopfloor.agents.github_text import for_github
 from temporalio.exceptions import ApplicationError
 
 from shopfloor.models.github_ops import (
@@ -42,7 +44,11 @@ def find_or_create_pr(api: GitHubApi, inp: FindOrCreatePrInput) -> PrOutput:
     found = find_open_pr(api, inp.repo, inp.head)
     if found is not None:
         return _pr_output(found, created=False)
-    body = {"title": inp.title, "head": inp.head, "base": inp.base, "body": inp.body, "draft": inp.draft}
+    text = for_github(inp.body)
+    if inp.workflow_id is not None:  # last, where the edge looks for it: nothing written can follow it
+        text = f"{text}\n\n{comment_marker(inp.workflow_id, 'pr')}".lstrip()
+    title = " ".join(for_github(inp.title).split()) or inp.head
+    body = {"title": title, "head": inp.head, "base": inp.base, "body": text, "draft": inp.draft}
     try:
         return _pr_output(api.post(f"/repos/{inp.repo}/pulls", body), created=True)
     except GithubException as exc:
@@ -63,8 +69,8 @@ def submit_review(api: GitHubApi, inp: SubmitReviewInput) -> ReviewOutput:
             return _review_output(review, created=False)
     payload: dict[str, Any] = {
         "event": inp.event,
-        "body": with_marker(inp.body, inp.workflow_id, kind),
-        "comments": [c.model_dump() for c in inp.comments],
+        "body": with_marker(for_github(inp.body), inp.workflow_id, kind),
+        "comments": [c.model_dump() | {"body": for_github(c.body)} for c in inp.comments],
     }
     if inp.commit_id:
         payload["commit_id"] = inp.commit_id

@@ -7,6 +7,7 @@ a default so that older histories still deserialize.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
@@ -17,6 +18,13 @@ from shopfloor.models.github_ops import RepoName
 PipelineStage = Literal["waiting", "triage", "policy", "fix", "ci", "review", "merge", "done", "parked"]
 # closed: (pull request runs) a person closed or merged the pull request.
 PipelineResult = Literal["", "merged", "salvaged", "failed", "cancelled", "parked", "closed"]
+
+
+class HeadSeen(BaseModel):
+    """A pull request head and the time it was the head by at the latest (approvals name heads)."""
+
+    sha: str
+    since: datetime
 
 
 class FactoryState(BaseModel):
@@ -40,6 +48,7 @@ class FactoryState(BaseModel):
     verdict: str | None = None  # the last review's verdict, about verdict_head
     verdict_head: str | None = None
     approved_heads: list[str] = Field(default_factory=list)  # heads a writer approved
+    heads: list[HeadSeen] = Field(default_factory=list)  # every head of the pull request, in order
     merged_sha: str | None = None
     steps: int = 0
     tokens: int = 0

@@ -119,6 +119,9 @@ class FindOrCreatePrInput(_RepoInput):
     title: str
     body: str = ""
     draft: bool = False
+    # Set: the body ends with this workflow's `pr` marker, added after the text is cleaned of
+    # markers (the edge routes comments on the pull request by it).
+    workflow_id: str | None = None
 
     _head = field_validator("head", "base")(_check_branch)
 

@@ -93,6 +93,9 @@ class RepoEvent(BaseModel):
     check_name: str | None = None
     installation_id: int | None = None
     received_at: datetime | None = None
+    # When GitHub says it happened (GitHub's clock): a comment's created_at, a pull request's
+    # updated_at. An approval names the head at its comment's created_at.
+    occurred_at: datetime | None = None
     # Set only by shopfloor's own starters (AlertWorkflow filing an issue as the bot, the
     # reconciler, `shopfloor run issue`), never by the webhook edge: an internal event is trusted
     # even when its sender is the bot. Only code with Temporal access can send one.
