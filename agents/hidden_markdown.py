@@ -16,9 +16,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
-from typing import Literal
+from types import SimpleNamespace
+from typing import Any, Literal
 
-from markdown_it import MarkdownIt
+from markdown_it import MarkdownIt, helpers
+from markdown_it.common.utils import unescapeAll
 from markdown_it.presets import gfm_like2
 from markdown_it.rules_block import StateBlock
 from markdown_it.rules_inline import StateInline
@@ -46,6 +48,7 @@ HiddenKind = Literal[
     "link address GitHub drops",
     "markdown nested too deeply to read",
     "HTML nested too deeply to read",
+    "footnote",
 ]
 
 
@@ -63,9 +66,17 @@ class SplitMarkdown(BaseModel):
     hidden: list[HiddenPart] = Field(default_factory=list)
 
 
-# A fence's first word names the language (GitHub only colours the code with it); anything
-# longer or after it is shown nowhere.
-_LANGUAGE = re.compile(r"[A-Za-z0-9_+#.-]{1,20}")
+# A fence's info string is shown nowhere (GitHub colours the code by its first word): a common
+# language name stays beside the code, anything else is set apart.
+_LANGUAGES = frozenset("""
+    bash c c# c++ clojure cmake console cpp cs csharp css csv dart diff docker dockerfile elixir erlang
+    go gradle graphql groovy haskell hcl html ini java javascript js json json5 jsonc jsx kotlin kt
+    latex less lua make makefile markdown md mermaid nginx nix objc ocaml patch perl php plaintext
+    powershell proto protobuf ps1 py pycon python python3 r rb ruby rs rust sass scala scss sh shell
+    sql swift terraform text toml ts tsx txt typescript vue xml yaml yml zig zsh
+""".split())
+# GitHub's footnote definition; shown at the page's end only when referenced: set apart always.
+_FOOTNOTE = re.compile(r"\[\^[^\]\s]+\]:")
 _TAG_START = re.compile(r"<[A-Za-z/!?]")
 # Link addresses GitHub's sanitizer keeps: the web, mail, and addresses without a scheme.
 _SHOWN_ADDRESS = re.compile(r"(?i)(?:https?:|mailto:|(?![a-z][a-z0-9+.-]*:))")
@@ -105,9 +116,73 @@ def _nesting_guard(state: StateInline, silent: bool) -> bool:
     return False
 
 
+def _link_destination(text: str, pos: int, end: int) -> Any:
+    """A link's address as GitHub's parser reads it: like CommonMark's, but a `(` never closed
+    does not end the link (`[x]: word(` is a definition on GitHub, hiding its line)."""
+    result = helpers.parseLinkDestination(text, pos, end)
+    if result.ok or pos >= end or text[pos] == "<":
+        return result
+    start, level = pos, 0
+    while pos < end and text[pos] > " " and text[pos] != "\x7f":
+        if text[pos] == "\\" and pos + 1 < end and text[pos + 1] > " ":
+            pos += 2
+            continue
+        if text[pos] == "(":
+            level += 1
+            if level > 32:  # markdown-it's own bound, which keeps hostile input linear
+                return result
+        elif text[pos] == ")":
+            if level == 0:
+                break
+            level -= 1
+        pos += 1
+    if pos > start:
+        result.ok, result.pos, result.str = True, pos, unescapeAll(text[start:pos])
+    return result
+
+
+_AUTOLINK = re.compile(r"(?i)(?:https?|ftp)://[\w-]+(?:\.[\w-]+)*[^\s<]*")
+_AUTOLINK_TRAILING = re.compile(r"(?:[?!.,:*_~]|&[A-Za-z0-9]+;)+$")
+
+
+def _gfm_autolink(state: StateInline, silent: bool) -> bool:
+    """GitHub's extended autolinks (`https://…` in plain text, the scheme not glued to a letter).
+    What one takes in matters: a backtick right after a URL is part of it on GitHub, and then
+    opens no code span."""
+    pos, src = state.pos, state.src
+    if state.linkLevel > 0 or not src.startswith("://", pos):
+        return False
+    scheme = next((s for s in ("https", "http", "ftp") if src[max(0, pos - len(s)) : pos].lower() == s), "")
+    start = pos - len(scheme)
+    if not scheme or not state.pending.lower().endswith(scheme) or (start > 0 and src[start - 1].isascii()
+                                                                      and src[start - 1].isalpha()):
+        return False
+    match = _AUTOLINK.match(src, start, state.posMax)
+    if match is None:
+        return False
+    url = match.group(0)
+    while True:  # GFM's trailing punctuation, entity-like endings and an unbalanced `)`
+        trimmed = _AUTOLINK_TRAILING.sub("", url)
+        if trimmed.endswith(")") and trimmed.count(")") > trimmed.count("("):
+            trimmed = trimmed[:-1]
+        if trimmed == url:
+            break
+        url = trimmed
+    if len(url) <= len(scheme) + 3:
+        return False
+    if not silent:
+        state.pending = state.pending[: -len(scheme)]
+        token = state.push("link_open", "a", 1)
+        token.attrs, token.markup = {"href": url}, "linkify"
+        state.push("text", "", 0).content = url
+        state.push("link_close", "a", -1).markup = "linkify"
+    state.pos = start + len(url)
+    return True
+
+
 def _parser() -> MarkdownIt:
     config = gfm_like2.make()
-    # linkify only turns bare URLs into links: they are visible text either way.
+    # Bare URLs are read by _gfm_autolink, as GitHub reads them, not by linkify-it.
     config["components"]["core"]["rules"].remove("linkify")
     config["components"]["inline"]["rules"].remove("linkify")
     config["options"].update(linkify=False, inline_definitions=True)
@@ -116,8 +191,14 @@ def _parser() -> MarkdownIt:
     # too) as visible text; GitHub makes them links and drops only the address. Read them all,
     # and show an address only where GitHub keeps it (_SHOWN_ADDRESS).
     md.validateLink = lambda url: True  # type: ignore[method-assign]
+    md.helpers = SimpleNamespace(  # type: ignore[assignment]  # this parser's own, not the module
+        parseLinkDestination=_link_destination,
+        parseLinkLabel=helpers.parseLinkLabel,
+        parseLinkTitle=helpers.parseLinkTitle,
+    )
     md.block.ruler.before("table", "too_deep", _too_deep)
     md.inline.ruler.before("text", "nesting_guard", _nesting_guard)
+    md.inline.ruler.before("newline", "gfm_autolink", _gfm_autolink)
     md.parse("x\n")  # build the rule caches once, before any concurrent use
     return md
 
@@ -188,6 +269,15 @@ class _HtmlReader(HTMLParser):
     def handle_pi(self, data: str) -> None:  # <?...>
         self.splitter.hide("HTML comment", data)
 
+    def parse_marked_section(self, i: int, report: int = 1) -> int:
+        """`<![…>` outside CDATA content is a bogus comment up to the next `>` to a browser; the
+        standard library's version raises AssertionError on anything but CDATA and a few keywords."""
+        end = self.rawdata.find(">", i + 3)
+        if end < 0:
+            return -1
+        self.splitter.hide("HTML comment", self.rawdata[i + 3 : end])
+        return end + 1
+
 
 class _Splitter:
     def __init__(self, lines: list[str], unread: set[str]) -> None:
@@ -205,6 +295,7 @@ class _Splitter:
         self.scopes: list[int] = []
         self.in_table = False
         self.list_ended = False  # the next block follows a list: a blank line between them
+        self.footnote_at: int | None = None  # in a footnote, at this many containers deep
 
     # -- where text goes ------------------------------------------------------------------
 
@@ -266,7 +357,11 @@ class _Splitter:
             self._close(taker)
             chunk = chunk[end + 3 :] if taker.until == "-->" else chunk[end:]
         reader = _HtmlReader(self)
-        reader.feed(chunk)
+        try:
+            reader.feed(chunk)
+        except (AssertionError, NotImplementedError):  # markup html.parser cannot read: hidden
+            self.open_hider(_Hider("<", "unclosed HTML tag", True, text=[reader.rawdata], scoped=False))
+            return
         rest = reader.rawdata  # what feed() could not finish: an unclosed comment or tag, or text
         if reader.cdata_elem is not None:  # in a <script> that goes on: close() would drop the rest
             self.put(rest)
@@ -351,6 +446,10 @@ class _Splitter:
 
     def token(self, t: Token) -> None:  # noqa: C901 - one branch per token type, flat on purpose
         kind = t.type
+        if kind == "paragraph_open":
+            self.footnote_at = len(self.frames)  # until its text shows it is not a footnote
+        elif kind.endswith("_open") or kind in ("fence", "html_block", "hr", "definition", "too_deep"):
+            self.footnote_at = None
         if kind in ("paragraph_open", "heading_open", "tr_open", "alert_title_open"):
             self.start_block()
             if kind == "heading_open":
@@ -385,18 +484,25 @@ class _Splitter:
             self.scopes.append(len(self.hiders))
         elif kind in ("th_close", "td_close"):
             self.end_scope()
-        elif kind == "inline" and t.content in self.unread:
-            self.hide("markdown nested too deeply to read", t.content)
         elif kind == "inline":
-            self.inline(t.children or [])
+            if self.footnote_at == len(self.frames) and _FOOTNOTE.match(t.content):
+                self.hide("footnote", t.content)
+                return
+            self.footnote_at = None
+            if t.content in self.unread:
+                self.hide("markdown nested too deeply to read", t.content)
+            else:
+                self.inline(t.children or [])
         elif kind == "fence":
             info = t.info.strip()
             language = info.split(maxsplit=1)[0] if info else ""
-            if not _LANGUAGE.fullmatch(language):
+            if language.lower() not in _LANGUAGES:
                 language = ""
             if info != language:
                 self.hide("code block info string", info)
             self.visible_block(f"{t.markup}{language}\n{t.content.rstrip(chr(10))}\n{t.markup}")
+        elif kind == "code_block" and self.footnote_at == len(self.frames):
+            self.hide("footnote", t.content)  # a footnote's indented paragraphs are the footnote
         elif kind == "code_block":
             fence = "~~~~" if "```" in t.content else "```"
             self.visible_block(f"{fence}\n{t.content.rstrip(chr(10))}\n{fence}")
@@ -409,7 +515,8 @@ class _Splitter:
         elif kind == "definition":
             raw = "\n".join(self.lines[t.map[0] : t.map[1]]) if t.map else ""
             if str(t.meta.get("label", "")).startswith("^"):
-                self.visible_block(raw)  # a footnote: GitHub shows it at the end of the page
+                self.hide("footnote", raw)
+                self.footnote_at = len(self.frames)  # its indented paragraphs follow
             else:
                 self.hide("link-reference definition", raw)
         elif kind == "too_deep":

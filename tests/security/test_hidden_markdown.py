@@ -65,6 +65,11 @@ FORMS: dict[str, tuple[str, str, bool]] = {
     "title on a javascript: link": (f'[click](javascript:void "{P}")', "title attribute", True),
     "javascript: address": (f"[click](javascript:{P})", "link address GitHub drops", True),
     "definition with a data: address": (f'[x]: data:text/html,x "{P}"', "link-reference definition", False),
+    # GitHub's own parser reads these differently from plain CommonMark; its reading decides.
+    "definition with an open parenthesis": (f"[x]: {P}(", "link-reference definition", False),
+    "unreferenced footnote": (f"[^note]: {P}\n\n    and more {P}", "footnote", False),
+    "fence language that is no language": (f"```{P}\nprint(1)\n```", "code block info string", False),
+    "backtick glued to a bare URL": (f"see https://example.com`<details>{P}</details>` here", "collapsed <details> body", True),
     "script element": (f"<script>{P}</script>", "removed HTML element", False),
 }
 
@@ -206,9 +211,7 @@ shown to everyone
 
 https://example.com/auto
 
----
-
-[^1]: footnote"""
+---"""
 
 
 def test_visible_text_is_what_github_shows() -> None:
@@ -217,6 +220,7 @@ def test_visible_text_is_what_github_shows() -> None:
     assert [(p.kind, p.text) for p in split.hidden] == [
         ("image alt text", "cart"),
         ("image address", "https://example.com/cart.png"),
+        ("footnote", "[^1]: footnote"),  # GitHub shows a footnote only where it is referenced
     ]
 
 
@@ -251,6 +255,13 @@ LEFT_OPEN = {
     "a script across blocks": f"- <script>\n  {P}\n\n{P} </details>\n\n<p>x</p>",
     "more <details> than anyone nests": "<details>" * 70 + f"\n\n{P}\n\n" + "</details>" * 10 + f"\n\n{P}",
 }
+
+
+def test_markup_the_standard_html_parser_rejects_is_read_as_a_browser_reads_it() -> None:
+    # html.parser raises AssertionError on `<![x]>`; a browser reads a bogus comment to the `>`.
+    split = split_markdown(f"<div>\n<![{P}]>\nshown\n</div>\n\n<div>\n<![if {P}\n</div>")
+    assert split.visible == "shown"
+    assert sum(part.text.count(P) for part in split.hidden) == 2
 
 
 @pytest.mark.parametrize("name", sorted(LEFT_OPEN))

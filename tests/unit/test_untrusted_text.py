@@ -50,7 +50,8 @@ def test_properties(text: str) -> None:
 # --- markdown: the visible text, the hidden parts apart, and how a model gets them ---------------
 
 _pieces = st.sampled_from(list("[]()!<>-*_`#|:/\"' \n\tab=") + ["<!--", "-->", "<details>", "</details>",
-                          "<summary>", "title=", "\u200b", "\u202e", "    ", "> ", "- ", "1. "])  # fmt: skip
+                          "<summary>", "title=", "\u200b", "\u202e", "    ", "> ", "- ", "1. ", "<![", "https://a.b`",
+                          "[^1]:", "```", "<script>"])  # fmt: skip
 _markdown = st.lists(_pieces, max_size=120).map("".join)
 
 
