@@ -66,7 +66,8 @@ class CommandGroup:
             _write(d / "memory.max", memory_bytes)
             if (d / "memory.swap.max").exists():
                 _write(d / "memory.swap.max", 0)
-            _write(d / "memory.oom.group", 1)  # an OOM kill takes the whole command
+            if (d / "memory.oom.group").exists():  # Linux 4.19+: an OOM kill takes the whole command
+                _write(d / "memory.oom.group", 1)
             _write(d / "pids.max", tasks)
         else:
             mem = self.dirs["memory"]

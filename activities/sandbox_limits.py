@@ -12,8 +12,10 @@ reached ends the whole command, with the reason.
 from __future__ import annotations
 
 import asyncio
+import errno
 import os
 import shutil
+import stat
 import time
 import uuid
 from dataclasses import dataclass
@@ -52,7 +54,11 @@ class Scratch:
 
     @classmethod
     def create(cls, parent: Path) -> Scratch:
-        parent.mkdir(parents=True, exist_ok=True)
+        parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        st = os.lstat(parent)
+        if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid():
+            # A shared temporary directory: someone else's directory or link must not become ours.
+            raise PermissionError(errno.EPERM, f"{parent} is not a directory of this worker's user")
         root = parent / f"cmd-{uuid.uuid4().hex[:16]}"
         (root / "tmp" / "home").mkdir(parents=True)
         (root / "shm").mkdir()
