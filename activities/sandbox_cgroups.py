@@ -20,6 +20,8 @@ from typing import Literal
 
 import structlog
 
+from shopfloor.activities.process_tree import stop_and_kill
+
 log = structlog.get_logger(__name__)
 
 V1_CONTROLLERS = ("memory", "pids")
@@ -101,8 +103,6 @@ class CommandGroup:
 
     def kill(self) -> None:
         """SIGKILL everything in the group (cgroup.kill where the kernel has it)."""
-        from shopfloor.activities.process_tree import stop_and_kill
-
         kill_file = self.dirs.get("unified", Path("/nonexistent")) / "cgroup.kill"
         if kill_file.exists():
             try:
