@@ -127,11 +127,11 @@ class _Child:
         stderr = tempfile.TemporaryFile()
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONDONTWRITEBYTECODE": "1",
                # the parent's import path, so the child imports this very shopfloor
-               "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}  # fmt: skip
+               "PYTHONPATH": os.pathsep.join(os.path.abspath(p) for p in sys.path if p)}  # fmt: skip
         try:
-            proc = subprocess.Popen(
-                [sys.executable, "-c", _CHILD_MAIN], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                stderr=stderr, env=env, start_new_session=True,  # no Ctrl-C from the terminal: the parent decides
+            proc = subprocess.Popen(  # -P and cwd "/": nothing is imported from where the worker was started
+                [sys.executable, "-P", "-c", _CHILD_MAIN], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                stderr=stderr, env=env, cwd="/", start_new_session=True,  # no Ctrl-C from the terminal
             )  # fmt: skip
         except OSError as exc:
             stderr.close()
