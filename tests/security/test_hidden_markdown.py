@@ -345,6 +345,7 @@ async def test_a_triage_run_receives_hidden_markdown_only_under_its_label(
         await f.state_when(lambda s: triage in s.children, "the triage agent to start")
         done = await asyncio.wait_for(temporal_client.get_workflow_handle(triage).result(), timeout=DEADLINE_S)
         result = AgentResult.model_validate(done)
+        await f.handle.terminate("test over")  # parked for a maintainer's /shopfloor fix
     assert result.state == "completed" and result.transcript, result
     messages = await load_messages(FileBlobStore(settings.data_dir / "blobs"), result.transcript)
     goal = next(m.content for m in messages if m.role == "user")
