@@ -25,6 +25,7 @@ import structlog
 
 from shopfloor.activities import process_tree
 from shopfloor.activities.sandbox_cgroups import CgroupHost, CommandGroup, find_cgroups
+from shopfloor.errors import UsageError
 from shopfloor.models.agent_run import CommandPolicy
 
 log = structlog.get_logger(__name__)
@@ -197,6 +198,15 @@ def open_confinement(policy: CommandPolicy, scratch_parent: Path, cgroup_setting
     except BaseException:
         scratch.remove()
         raise
+
+
+def check_cgroup_setting(cgroup_setting: str) -> None:
+    """A cgroup the operator named must work: no quiet fall back to the watchdog then."""
+    found = find_cgroups(cgroup_setting)
+    if cgroup_setting not in ("auto", "off") and not isinstance(found, CgroupHost):
+        raise UsageError(f"SHOPFLOOR_SANDBOX_CGROUP={cgroup_setting} cannot hold commands: {found}. Delegate that "
+                         "cgroup v2 directory to the worker's user with the memory and pids controllers, or set "
+                         "SHOPFLOOR_SANDBOX_CGROUP=auto")
 
 
 def enforcement(cgroup_setting: str, scratch_parent: Path) -> dict[str, str]:

@@ -68,7 +68,7 @@ class Settings(BaseSettings):
     sandbox_scratch_dir: Path | None = None
     # Where commands' cgroups go: "auto" (under the worker's own, v2 or v1), "off" (the watchdog
     # alone), or a delegated cgroup v2 directory.
-    sandbox_cgroup: str = "auto"
+    sandbox_cgroup: str = Field(default="auto", pattern=r"^(auto|off|/.+)$")
     # More host directories commands may read (toolchains outside /usr), JSON list.
     sandbox_readonly_paths: list[str] = Field(default_factory=list)
     # Host patterns a repository's `network_allow` may add to the package registries that commands

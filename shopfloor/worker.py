@@ -25,7 +25,7 @@ from shopfloor.activities.github.deliveries import DeliveryActivities
 from shopfloor.activities.github.operations import GitHubActivities
 from shopfloor.activities.model_step import ModelStepActivities
 from shopfloor.activities.sandbox import SandboxConfig, resolve_mode
-from shopfloor.activities.sandbox_limits import enforcement
+from shopfloor.activities.sandbox_limits import check_cgroup_setting, enforcement
 from shopfloor.activities.sandbox_network import SandboxNetwork
 from shopfloor.activities.providers.base import ModelProvider
 from shopfloor.activities.providers.registry import open_provider
@@ -180,6 +180,7 @@ async def run_worker(client: Client, settings: Settings, *, graceful: bool = Tru
     elif note:
         log.warning("commands will run UNSANDBOXED", sandbox=settings.sandbox, reason=note)
     # Which of a command's total limits hold on this machine, and by what means.
+    check_cgroup_setting(sandbox.cgroup)  # a cgroup the operator named that does not work stops here
     log.info("command limits", sandbox=mode, **enforcement(sandbox.cgroup, sandbox.scratch_dir))
     providers = ProviderCache(settings)
     # Beside the start, not before it: a replacement for a crashed worker polls seconds sooner.

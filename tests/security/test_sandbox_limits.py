@@ -126,3 +126,18 @@ async def test_the_worker_says_at_start_how_each_limit_is_enforced(temporal_serv
     assert str(tmp_path / "data" / "scratch") in logged["scratch"] and "RLIMIT_FSIZE" in logged["scratch"]
     watchdog = await startup_limits(temporal_server, tmp_path, SHOPFLOOR_SANDBOX_CGROUP="off")
     assert "watchdog" in watchdog["memory"] and "watchdog" in watchdog["processes"], watchdog
+
+
+async def test_a_worker_refuses_to_start_on_a_named_cgroup_it_cannot_use(temporal_server, tmp_path):
+    # An operator who named a cgroup meant its limits: no quiet fall back to the watchdog.
+    env = worker_env(SHOPFLOOR_TEMPORAL_ADDRESS=temporal_server.address, SHOPFLOOR_TASK_QUEUE="no-cgroup",
+                     SHOPFLOOR_DATA_DIR=str(tmp_path / "data"), SHOPFLOOR_SANDBOX_CGROUP=str(tmp_path / "not-a-cgroup"))
+    worker = WorkerProcess(env, tmp_path / "worker.log")
+    try:
+        code = await asyncio.to_thread(worker.proc.wait, 60)
+    finally:
+        worker.stop()
+    log = worker.log.read_text()
+    assert code != 0 and "worker started" not in log
+    assert f"SHOPFLOOR_SANDBOX_CGROUP={tmp_path / 'not-a-cgroup'} cannot hold commands" in log, log
+    assert "Traceback" not in log
