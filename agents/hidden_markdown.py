@@ -48,6 +48,7 @@ HiddenKind = Literal[
     "link address GitHub drops",
     "markdown nested too deeply to read",
     "HTML nested too deeply to read",
+    "markdown GitHub may read differently",
     "footnote",
 ]
 
@@ -112,7 +113,7 @@ def _nesting_guard(state: StateInline, silent: bool) -> bool:
     takes a link GitHub reads (`[[[…[x](u "title")`) for plain text, title and all. The whole
     text is then set apart unread."""
     if state.level >= state.md.options["maxNesting"]:
-        state.env.setdefault("unread", set()).add(state.src)
+        state.env.setdefault("unread", {})[state.src] = "markdown nested too deeply to read"
     return False
 
 
@@ -141,6 +142,7 @@ def _link_destination(text: str, pos: int, end: int) -> Any:
     return result
 
 
+_ESCAPABLE = frozenset("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~")  # CommonMark's ASCII punctuation
 _AUTOLINK = re.compile(r"(?i)(?:https?|ftp)://[\w-]+(?:\.[\w-]+)*[^\s<]*")
 _AUTOLINK_TRAILING = re.compile(r"(?:[?!.,:*_~]|&[A-Za-z0-9]+;)+$")
 
@@ -170,6 +172,10 @@ def _gfm_autolink(state: StateInline, silent: bool) -> bool:
         url = trimmed
     if len(url) <= len(scheme) + 3:
         return False
+    if "`" in url:
+        # Whether GitHub links it (and so opens no code span at the backtick) depends on brackets
+        # still open before it, which markdown-it does not track: the text is set apart unread.
+        state.env.setdefault("unread", {})[state.src] = "markdown GitHub may read differently"
     if not silent:
         state.pending = state.pending[: -len(scheme)]
         token = state.push("link_open", "a", 1)
@@ -177,6 +183,21 @@ def _gfm_autolink(state: StateInline, silent: bool) -> bool:
         state.push("text", "", 0).content = url
         state.push("link_close", "a", -1).markup = "linkify"
     state.pos = start + len(url)
+    return True
+
+
+def _plain_backslash(state: StateInline, silent: bool) -> bool:
+    """A `\\` before a character it cannot escape is a plain backslash, and the character after
+    it is read on its own (markdown-it would take both as one token: `\\https://…` then makes no
+    autolink, where GitHub makes one)."""
+    pos = state.pos
+    if state.src[pos] != "\\" or pos + 1 >= state.posMax:
+        return False
+    if state.src[pos + 1] in _ESCAPABLE or state.src[pos + 1] == "\n":
+        return False
+    if not silent:
+        state.pending += "\\"
+    state.pos += 1
     return True
 
 
@@ -199,6 +220,7 @@ def _parser() -> MarkdownIt:
     md.block.ruler.before("table", "too_deep", _too_deep)
     md.inline.ruler.before("text", "nesting_guard", _nesting_guard)
     md.inline.ruler.before("newline", "gfm_autolink", _gfm_autolink)
+    md.inline.ruler.before("escape", "plain_backslash", _plain_backslash)
     md.parse("x\n")  # build the rule caches once, before any concurrent use
     return md
 
@@ -280,9 +302,9 @@ class _HtmlReader(HTMLParser):
 
 
 class _Splitter:
-    def __init__(self, lines: list[str], unread: set[str]) -> None:
+    def __init__(self, lines: list[str], unread: dict[str, HiddenKind]) -> None:
         self.lines = lines
-        self.unread = unread  # inline texts the parser could not read to the end
+        self.unread = unread  # inline texts not to be trusted to read as GitHub does, and why
         # Visible blocks: text, whether it is a list's or table's line, whether a list ended before it.
         self.blocks: list[tuple[str, bool, bool]] = []
         self.hidden: list[HiddenPart] = []
@@ -490,7 +512,7 @@ class _Splitter:
                 return
             self.footnote_at = None
             if t.content in self.unread:
-                self.hide("markdown nested too deeply to read", t.content)
+                self.hide(self.unread[t.content], t.content)
             else:
                 self.inline(t.children or [])
         elif kind == "fence":
@@ -579,9 +601,9 @@ def split_markdown(text: str) -> SplitMarkdown:
     text = strip_format_chars((text or "").replace("\r\n", "\n").replace("\r", "\n"))
     cut = len(text) > MAX_CHARS
     text = text[:MAX_CHARS]
-    env: dict[str, set[str]] = {}
+    env: dict[str, dict[str, HiddenKind]] = {}
     tokens = _MD.parse(text, env)
-    splitter = _Splitter(text.split("\n"), env.get("unread", set()))
+    splitter = _Splitter(text.split("\n"), env.get("unread", {}))
     splitter.tokens(tokens)
     split = splitter.result()
     if cut:

@@ -69,7 +69,8 @@ FORMS: dict[str, tuple[str, str, bool]] = {
     "definition with an open parenthesis": (f"[x]: {P}(", "link-reference definition", False),
     "unreferenced footnote": (f"[^note]: {P}\n\n    and more {P}", "footnote", False),
     "fence language that is no language": (f"```{P}\nprint(1)\n```", "code block info string", False),
-    "backtick glued to a bare URL": (f"see https://example.com`<details>{P}</details>` here", "collapsed <details> body", True),
+    "backtick glued to a bare URL": (f"see https://example.com`<details>{P}</details>` here",
+                                     "markdown GitHub may read differently", True),
     "script element": (f"<script>{P}</script>", "removed HTML element", False),
 }
 
@@ -255,6 +256,21 @@ LEFT_OPEN = {
     "a script across blocks": f"- <script>\n  {P}\n\n{P} </details>\n\n<p>x</p>",
     "more <details> than anyone nests": "<details>" * 70 + f"\n\n{P}\n\n" + "</details>" * 10 + f"\n\n{P}",
 }
+
+
+# Found by reading random hostile fragments with GitHub's own parser (cmark-gfm) beside this one.
+GITHUB_READS_DIFFERENTLY = {
+    "a backslash before a bare URL": f"\\https://example.com`<details>{P}</details>` x",
+    "an open bracket before a bare URL": f"x <details>[see https://example.com`</details>` {P}",
+    "an image bracket never closed": f"x <details>![ https://example.com`</details>{P}`",
+}
+
+
+@pytest.mark.parametrize("name", sorted(GITHUB_READS_DIFFERENTLY))
+def test_text_github_may_read_differently_is_never_shown_as_visible(name: str) -> None:
+    split = split_markdown(GITHUB_READS_DIFFERENTLY[name])
+    assert P not in split.visible
+    assert any(P in part.text for part in split.hidden), split.hidden
 
 
 def test_markup_the_standard_html_parser_rejects_is_read_as_a_browser_reads_it() -> None:
