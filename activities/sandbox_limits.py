@@ -30,7 +30,7 @@ from shopfloor.models.agent_run import CommandPolicy
 
 log = structlog.get_logger(__name__)
 
-POLL_S = 0.05  # how often the watchdog looks
+POLL_S = 0.1  # how often the watchdog looks (past a limit, a command runs at most about this long)
 MB = 1024 * 1024
 DIRECTORY_ALLOWANCE = MB  # directory blocks a scratch directory may use without counting
 
