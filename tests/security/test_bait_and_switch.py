@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agent_runs import call
+from agent_runs import call, record_history
 from factory_runs import APPROVE, POLICY, TRIAGE, TRIAGE_TURNS, Factory, factory, fix_turns
 from portable_repos import load_messages
 from temporalio.client import Client
@@ -103,6 +103,7 @@ async def test_the_agents_work_on_the_text_the_maintainer_saw(simulator, setting
         body = await f.progress_when(number, "needs a human")
         assert "edited after work started" in body and "/shopfloor fix" in body
         assert HARMLESS_BODY in body and LATE_BODY not in body  # still shows the text the agents got
+        await record_history(f.handle, "issue-edited-after-work-started")
 
         # maria approves the pull request she reviewed: parked, nothing is merged.
         f.comment(number, "/shopfloor approve", "maria")

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from agent_runs import call
+from agent_runs import call, record_history
 from edge_app import fixture_payload, unique_owner
 from factory_runs import SECRET, TRIAGE_TURNS, APPROVE, Factory, approve_and_finish, assert_merged, factory, fix_turns
 from pydantic import SecretStr
@@ -140,4 +140,5 @@ async def workflows_refuse(f: Factory, client: Client, edge_settings: Settings, 
     assert outcome.state == "closed" and outcome.factory is None, outcome
     assert "closed on GitHub" in outcome.reason
     assert outcome.events_seen == 0 and outcome.commands_accepted == 0
+    await record_history(handle, "issue-new-run-closed-on-github")
     assert comments(f, number) == before_comments
