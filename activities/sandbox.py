@@ -1,4 +1,4 @@
-"""Running a shell command in a sandbox (DESIGN §4, §6).
+"""Running a shell command in a sandbox.
 
 With bubblewrap (mode "bwrap") the command sees an allow-list of the host (sandbox_mounts): the
 system's programs, libraries and /etc read-only (minus what only its owner may read), the Python
