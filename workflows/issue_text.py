@@ -81,12 +81,13 @@ class IssueTextWatch:
             return  # before work starts an edit changes nothing: work reads the text when it starts
         if e.text is not None and e.text.digest == self.work.text.digest and self.edited is None:
             return  # the text the agents have (a late delivery of the edit it already holds)
+        warned = self.edited is not None
         try:
             changed = await self.changed_on_github()
         except ActivityError as exc:  # GitHub unreadable for now: the check before the next merge reads again
             workflow.logger.warning("edit of #%s not checked: %s", self.run.number, exc)
             return
-        if changed:
+        if changed or warned:  # a new warning, a newer edit, or the edit undone
             await self.run.progress.refresh()
 
     async def changed_on_github(self) -> bool:
