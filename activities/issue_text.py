@@ -86,7 +86,7 @@ class IssueTextActivities:
             title=text.title,
             updated_at=_when(issue.get("updated_at")),
             state=str(issue.get("state") or "open"),
-            quote=quote_for_people(text),
+            quote=quote_for_people(text) if inp.quote else "",
         )
 
     @activity.defn(name="factory_issue_state")

@@ -105,6 +105,7 @@ class RepoEvent(BaseModel):
 class IssueTextInput(BaseModel):
     repo: str = Field(pattern=REPO_PATTERN)
     number: int = Field(ge=1)
+    quote: bool = True  # render IssueText.quote (a check for edits needs only the digest)
 
 
 class IssueText(BaseModel):
