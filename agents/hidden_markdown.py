@@ -22,7 +22,7 @@ from typing import Any, Literal
 from markdown_it import MarkdownIt, helpers
 from markdown_it.common.utils import unescapeAll
 from markdown_it.presets import gfm_like2
-from markdown_it.rules_block import StateBlock
+from markdown_it.rules_block import StateBlock, paragraph
 from markdown_it.rules_inline import StateInline
 from markdown_it.token import Token
 from pydantic import BaseModel, Field
@@ -144,7 +144,25 @@ def _link_destination(text: str, pos: int, end: int) -> Any:
 
 _ESCAPABLE = frozenset("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~")  # CommonMark's ASCII punctuation
 _AUTOLINK = re.compile(r"(?i)(?:https?|ftp)://[\w-]+(?:\.[\w-]+)*[^\s<]*")
-_AUTOLINK_TRAILING = re.compile(r"(?:[?!.,:*_~]|&[A-Za-z0-9]+;)+$")
+_ENTITY_END = re.compile(r"&[A-Za-z0-9]+;$")
+_DECLARATION = re.compile(r"<![A-Z]+\s[^>]*>")
+
+
+def _autolink_trimmed(url: str) -> str:
+    """GFM's end of an autolink: no trailing `?!.,:*_~` or quote, entity-like `&name;` or unbalanced `)`
+    (one pass from the end: linear however long the run)."""
+    end, unbalanced = len(url), url.count(")") - url.count("(")
+    while end:
+        ch = url[end - 1]
+        if ch in "?!.,:*_~'\"":
+            end -= 1
+        elif ch == ")" and unbalanced > 0:
+            end, unbalanced = end - 1, unbalanced - 1
+        elif ch == ";" and (entity := _ENTITY_END.search(url, max(0, end - 40), end)):
+            end = entity.start()
+        else:
+            break
+    return url[:end]
 
 
 def _gfm_autolink(state: StateInline, silent: bool) -> bool:
@@ -152,7 +170,7 @@ def _gfm_autolink(state: StateInline, silent: bool) -> bool:
     What one takes in matters: a backtick right after a URL is part of it on GitHub, and then
     opens no code span."""
     pos, src = state.pos, state.src
-    if state.linkLevel > 0 or not src.startswith("://", pos):
+    if not src.startswith("://", pos):
         return False
     scheme = next((s for s in ("https", "http", "ftp") if src[max(0, pos - len(s)) : pos].lower() == s), "")
     start = pos - len(scheme)
@@ -162,20 +180,15 @@ def _gfm_autolink(state: StateInline, silent: bool) -> bool:
     match = _AUTOLINK.match(src, start, state.posMax)
     if match is None:
         return False
-    url = match.group(0)
-    while True:  # GFM's trailing punctuation, entity-like endings and an unbalanced `)`
-        trimmed = _AUTOLINK_TRAILING.sub("", url)
-        if trimmed.endswith(")") and trimmed.count(")") > trimmed.count("("):
-            trimmed = trimmed[:-1]
-        if trimmed == url:
-            break
-        url = trimmed
+    url = _autolink_trimmed(match.group(0))
     if len(url) <= len(scheme) + 3:
         return False
     if "`" in url:
         # Whether GitHub links it (and so opens no code span at the backtick) depends on brackets
-        # still open before it, which markdown-it does not track: the text is set apart unread.
+        # and raw <a> tags open before it, which markdown-it does not track: set apart unread.
         state.env.setdefault("unread", {})[state.src] = "markdown GitHub may read differently"
+    if state.linkLevel > 0:
+        return False
     if not silent:
         state.pending = state.pending[: -len(scheme)]
         token = state.push("link_open", "a", 1)
@@ -201,6 +214,33 @@ def _plain_backslash(state: StateInline, silent: bool) -> bool:
     return True
 
 
+def _declaration_text(state: StateInline, silent: bool) -> bool:
+    """`<!x…>` is raw HTML to markdown-it for any letter, to GitHub's parser only as `<!NAME …>`
+    (uppercase, then a space): otherwise its `<` is text, and what follows is read as markdown."""
+    pos, src = state.pos, state.src
+    if not src.startswith("<!", pos) or pos + 2 >= state.posMax or not _is_letter(src[pos + 2]):
+        return False
+    if _DECLARATION.match(src, pos, state.posMax):
+        return False  # a declaration to both: html_inline reads it
+    if not silent:
+        state.pending += "<"
+    state.pos += 1
+    return True
+
+
+def _declaration_paragraph(state: StateBlock, start: int, end: int, silent: bool) -> bool:
+    """A line starting `<!x` (lowercase) starts an HTML block for markdown-it, a paragraph for
+    GitHub's parser."""
+    line = state.src[state.bMarks[start] + state.tShift[start] : state.eMarks[start]]
+    if silent or state.is_code_block(start) or not (line.startswith("<!") and line[2:3].islower()):
+        return False
+    return paragraph(state, start, end, silent)
+
+
+def _is_letter(ch: str) -> bool:
+    return ch.isascii() and ch.isalpha()
+
+
 def _parser() -> MarkdownIt:
     config = gfm_like2.make()
     # Bare URLs are read by _gfm_autolink, as GitHub reads them, not by linkify-it.
@@ -221,6 +261,8 @@ def _parser() -> MarkdownIt:
     md.inline.ruler.before("text", "nesting_guard", _nesting_guard)
     md.inline.ruler.before("newline", "gfm_autolink", _gfm_autolink)
     md.inline.ruler.before("escape", "plain_backslash", _plain_backslash)
+    md.inline.ruler.before("html_inline", "declaration_text", _declaration_text)
+    md.block.ruler.before("html_block", "declaration_paragraph", _declaration_paragraph)
     md.parse("x\n")  # build the rule caches once, before any concurrent use
     return md
 
@@ -318,6 +360,7 @@ class _Splitter:
         self.in_table = False
         self.list_ended = False  # the next block follows a list: a blank line between them
         self.footnote_at: int | None = None  # in a footnote, at this many containers deep
+        self.definition_ended = -1  # the line after the last link-reference definition
 
     # -- where text goes ------------------------------------------------------------------
 
@@ -443,6 +486,8 @@ class _Splitter:
 
     def end_scope(self) -> None:
         opened_before = self.scopes.pop() if self.scopes else 0
+        if any(not h.scoped for h in self.hiders):
+            return  # the container's end tag is inside an open comment, tag or <script>: not seen
         for hider in reversed([h for h in self.hiders[opened_before:] if h.scoped]):
             self._close(hider)
 
@@ -523,6 +568,9 @@ class _Splitter:
             if info != language:
                 self.hide("code block info string", info)
             self.visible_block(f"{t.markup}{language}\n{t.content.rstrip(chr(10))}\n{t.markup}")
+        elif kind == "code_block" and t.map and t.map[0] == self.definition_ended:
+            # On GitHub an indented line right after a definition continues its paragraph.
+            self.hide("markdown GitHub may read differently", t.content)
         elif kind == "code_block" and self.footnote_at == len(self.frames):
             self.hide("footnote", t.content)  # a footnote's indented paragraphs are the footnote
         elif kind == "code_block":
@@ -535,6 +583,7 @@ class _Splitter:
             self.html(t.content)
             self.end_block()
         elif kind == "definition":
+            self.definition_ended = t.map[1] if t.map else -1
             raw = "\n".join(self.lines[t.map[0] : t.map[1]]) if t.map else ""
             if str(t.meta.get("label", "")).startswith("^"):
                 self.hide("footnote", raw)
