@@ -263,6 +263,8 @@ GITHUB_READS_DIFFERENTLY = {
     "a backslash before a bare URL": f"\\https://example.com`<details>{P}</details>` x",
     "an open bracket before a bare URL": f"x <details>[see https://example.com`</details>` {P}",
     "an image bracket never closed": f"x <details>![ https://example.com`</details>{P}`",
+    "a lowercase declaration": f"<!x <details>{P}</details>",
+    "a lowercase declaration inline": f"x <!x <details>{P}</details>",
 }
 
 
