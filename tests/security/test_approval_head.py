@@ -16,13 +16,13 @@ import asyncio
 import base64
 from datetime import UTC, datetime, timedelta
 
-from agent_runs import call
+from agent_runs import call, record_history
 from approval_runs import comments_when, held_comment, redeliver, refusals
-from factory_runs import APPROVE, POLICY, TEST_CMD, Factory, factory
+from factory_runs import APPROVE, POLICY, TEST_CMD, TRIAGE_TURNS, Factory, factory, fix_turns
 from waiting import DEADLINE_S, query_until
 
 from shopfloor.agents.approvals import decide, record_head, sha_argument
-from shopfloor.models.factory import PullRequestOutcome
+from shopfloor.models.factory import IssueOutcome, PullRequestOutcome
 from shopfloor.models.factory_run import FactoryState, HeadSeen
 from shopfloor.models.inbox import pr_workflow_id
 
@@ -94,12 +94,49 @@ async def test_a_push_before_the_approval_is_handled_is_not_approved(
         # Naming the new head approves exactly that head.
         f.comment(number, f"/shopfloor approve {head2[:12]}", "maria")
         outcome = PullRequestOutcome.model_validate(await asyncio.wait_for(handle.result(), timeout=DEADLINE_S))
+        await record_history(handle, "pr-approval-names-commit")
 
     assert outcome.factory is not None and outcome.factory.result == "merged", outcome
     assert outcome.factory.approved_heads == [head2]
     pr = f.get(f"/pulls/{number}")
     assert pr["merged"] and pr["head"]["sha"] == head2
     assert f.file("calc/ops.py") == BACKDOOR_OPS  # what was merged is exactly the approved head
+
+
+async def test_an_issue_runs_own_push_after_the_approval_was_written_is_not_approved(
+    simulator, settings, running_worker, temporal_client, tmp_path
+):
+    """The same rule on an issue's pipeline: the maintainer's bare approval was written about the
+    first head; by the time it is handled the run has pushed another (main moved, so it merged
+    main in, and CI and the review ran again). It approves nothing; naming the new head does."""
+    approve = [{"tool_calls": [call("submit", **APPROVE)]}]
+    models = {"triage": TRIAGE_TURNS, "fix": fix_turns(), "review": approve, "review-2": approve}
+    async with factory(simulator, settings, running_worker, temporal_client, tmp_path, models) as f:
+        number = f.open_issue("add() subtracts", "add(2, 3) returns -1, expected 5.")
+        first = await f.state_when(lambda s: s.waiting_for == "approval", "the merge to wait for approval")
+        head1 = first.head_sha or ""
+        await f.progress_when(number, f"/shopfloor approve {head1[:12]}")
+        held, _ = held_comment(f, number, "/shopfloor approve", "maria")
+        resp = f.gh("maria").put(f"/repos/{f.repo}/contents/NOTES.md", json={
+            "message": "notes", "content": base64.b64encode(b"notes\n").decode(), "branch": "main"})  # fmt: skip
+        assert resp.status_code == 201, resp.text
+        f.comment(number, f"/shopfloor approve {head1[:12]}", "maria")  # merging finds main moved
+        second = await f.state_when(lambda s: s.head_sha != head1 and s.verdict_head == s.head_sha
+                                    and s.waiting_for == "approval", "the second head to wait for approval")  # fmt: skip
+        head2 = second.head_sha or ""
+        assert second.approved_heads == [head1]
+        redeliver(f, held)
+        comments = await comments_when(f, number, lambda cs: len(refusals(cs)) == 1, "the approval to be refused")
+        assert f"/shopfloor approve {head2[:12]}" in refusals(comments)[0]
+        state = await f.handle.query("factory", result_type=FactoryState)
+        assert state.approved_heads == [head1] and state.waiting_for == "approval" and state.merged_sha is None
+        f.comment(number, f"/shopfloor approve {head2[:12]}", "maria")
+        outcome = IssueOutcome.model_validate(await asyncio.wait_for(f.handle.result(), timeout=DEADLINE_S))
+        await record_history(f.handle, "issue-approval-names-commit")
+    assert outcome.factory is not None and outcome.factory.result == "merged", outcome
+    assert outcome.factory.approved_heads == [head1, head2]
+    pr = f.get(f"/pulls/{outcome.factory.pr_number}")
+    assert pr["merged"] and pr["head"]["sha"] == head2
 
 
 # -- the rule itself, on the head record (pure) ---------------------------------------------------
