@@ -112,9 +112,9 @@ def test_run_tests_arguments_and_paths_have_caps_too():
 
 
 def test_a_reply_full_of_text_actions_is_parsed_within_the_bound():
-    reply = 'Action: read_file(path="README.md")\n' * 5_000 + "x" * 200_000
+    reply = 'Action: read_file(path="README.md")\n' * 10_000 + "x" * 200_000
     calls = within_bound(parse_text_actions, reply, ["read_file"])
-    assert len(calls) == 5_000 and calls[-1].arguments == {"path": "README.md"}
+    assert len(calls) == 10_000 and calls[-1].arguments == {"path": "README.md"}
 
 
 # --- grep: a backtracking pattern ---------------------------------------------------------------
