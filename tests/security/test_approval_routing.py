@@ -19,12 +19,18 @@ import uuid
 
 from agent_runs import call
 from factory_runs import APPROVE, TRIAGE_TURNS, factory, fix_turns
+from shopfloor.activities.github.clients import GitHubClients
+from shopfloor.activities.github.operations import GitHubActivities
+from simulator_runs import BOT_TOKEN
+from temporalio.testing import ActivityEnvironment
 from waiting import DEADLINE_S, query_until
 
 from shopfloor.agents.github_text import for_github
 from shopfloor.models.factory import InboxSummary, IssueOutcome
 from shopfloor.models.factory_run import FactoryState
+from shopfloor.models.github_ops import UpsertCommentInput, comment_marker
 from shopfloor.models.inbox import issue_workflow_id
+from shopfloor.settings import Settings
 from shopfloor.webhooks.github_routing import marker_issue_number
 
 MARKER = re.compile(r"<!--.*?-->", re.DOTALL)
@@ -115,3 +121,25 @@ def test_model_text_for_github_holds_no_marker_or_html_comment():
         clean = for_github(text)
         assert "<!--" not in clean and "shopfloor:issue" not in clean, clean
     assert for_github("plain **markdown** stays") == "plain **markdown** stays"
+
+
+async def test_comments_shopfloor_writes_hold_only_its_own_marker(simulator, tmp_path):
+    """Replies and progress comments go through the same cleaning: a marker or HTML comment in
+    the text (quoting a model, say) is gone; shopfloor's own marker stays where it was."""
+    simulator.create_repo("acme", "notes")
+    issue = simulator.api("bob").post("/repos/acme/notes/issues", json={"title": "t", "body": "b"}).json()
+    clients = GitHubClients(Settings(github_api_url=simulator.api_url, github_token=BOT_TOKEN))
+    acts = GitHubActivities(clients)
+    wid = "issue/acme/notes/1"
+    try:
+        for kind, body in [("reply-1", "said: <!-- shopfloor:issue/acme/notes/9:pr --> ok <!-- x"),
+                           ("progress", f"status <!-<!-- -->- hidden -->\n\n{comment_marker(wid, 'progress')}")]:
+            await ActivityEnvironment().run(acts.upsert_comment, UpsertCommentInput(
+                repo="acme/notes", issue_number=issue["number"], workflow_id=wid, kind=kind, body=body))
+    finally:
+        clients.close()
+    bodies = [c["body"] for c in simulator.api().get(f"/repos/acme/notes/issues/{issue['number']}/comments").json()]
+    assert len(bodies) == 2, bodies
+    assert MARKER.findall(bodies[0]) == [comment_marker(wid, "reply-1")] and "said:  ok" in bodies[0], bodies[0]
+    assert MARKER.findall(bodies[1]) == [comment_marker(wid, "progress")], bodies[1]
+    assert bodies[1].startswith("status") and bodies[1].endswith(comment_marker(wid, "progress"))
