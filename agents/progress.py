@@ -36,7 +36,8 @@ Subject = Literal["issue", "pull_request"]
 WAITING_FOR: dict[str, str] = {
     "approval": "a maintainer's approval: comment `/shopfloor approve` on this {subject}",
     # With the head known: the approval names the commit the maintainer reviewed.
-    "approval_of": "a maintainer's approval of `{sha}`: review it, then comment `/shopfloor approve {sha}` on this {subject}",
+    "approval_of": "a maintainer's approval of `{sha}`: review it, then comment `/shopfloor approve {sha}` "
+                   "on this {subject}",
     "fix_command": "a maintainer to ask for a fix: comment `/shopfloor fix` on this {subject}",
     "ci": "CI to finish on the pull request",
     "review": "a review of the pull request",

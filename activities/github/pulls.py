@@ -1,9 +1,10 @@
 """Pull requests: find-or-create, one review per (workflow, round), merge behind a head-SHA guard.
 
 Every text written is cleaned by `for_github` first (a model wrote it: no HTML comments, so no
-shopfloor marker but the one added here). Each is idempotent under retries: a PR is found by its head branch before one is created, a
-review carries a hidden marker and is listed before one is submitted, and a merge that already
-happened (the response was lost) is recognized by the PR's own state.
+shopfloor marker but the one added here). Each is idempotent under retries: a PR is found by its
+head branch before one is created, a review carries a hidden marker and is listed before one is
+submitted, and a merge that already happened (the response was lost) is recognized by the PR's
+own state.
 """
 
 from __future__ import annotations

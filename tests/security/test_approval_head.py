@@ -22,6 +22,7 @@ from factory_runs import APPROVE, POLICY, TEST_CMD, TRIAGE_TURNS, Factory, facto
 from waiting import DEADLINE_S, query_until
 
 from shopfloor.agents.approvals import decide, record_head, sha_argument
+from shopfloor.agents.progress import ProgressView, render_progress
 from shopfloor.models.factory import IssueOutcome, PullRequestOutcome
 from shopfloor.models.factory_run import FactoryState, HeadSeen
 from shopfloor.models.inbox import pr_workflow_id
@@ -78,7 +79,8 @@ async def test_a_push_before_the_approval_is_handled_is_not_approved(
 
         comments = await comments_when(f, number, lambda cs: len(refusals(cs)) == 1, "the approval to be refused")
         reply = refusals(comments)[0]
-        assert "\n@maria `/shopfloor approve` was not applied" in reply and f"/shopfloor approve {head2[:12]}" in reply, reply
+        assert "\n@maria `/shopfloor approve` was not applied" in reply, reply
+        assert f"/shopfloor approve {head2[:12]}" in reply, reply
         assert head1[:12] in reply  # the head the comment was written about
         state = await handle.query("factory", result_type=FactoryState)
         assert state.approved_heads == [] and state.waiting_for == "approval", state
@@ -181,3 +183,11 @@ def test_the_head_record_only_moves_forward():
     assert heads[-1].since == T0 + timedelta(seconds=5)
     record_head(heads, A, T0)  # a head seen again later starts when it was seen again
     assert [h.sha for h in heads] == [A, B, A] and heads[-1].since == T0 + timedelta(seconds=5)
+
+
+def test_the_progress_comment_asks_for_the_head_by_its_sha():
+    view = ProgressView(workflow_id="issue/acme/shop/7", repo="acme/shop", number=7, state="waiting",
+                        stage="merge", waiting_for="approval", approve_sha=B[:12])  # fmt: skip
+    assert f"comment `/shopfloor approve {B[:12]}` on this issue" in render_progress(view)
+    odd = view.model_copy(update={"approve_sha": "`x` @someone"})  # only a sha is ever printed
+    assert "@someone" not in render_progress(odd) and "comment `/shopfloor approve` on this issue" in render_progress(odd)
