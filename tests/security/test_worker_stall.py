@@ -28,12 +28,12 @@ from portable_repos import code_input, load_messages, make_repo
 from temporalio.service import RPCError
 from worker_process import WorkerProcess, worker_env_for
 
-from shopfloor.activities.tools.read_only import grep
+from shopfloor.activities.tools.read_only import glob, grep
 from shopfloor.agents.command_judge import judge_command
 from shopfloor.agents.permissions import PermissionPolicy, classify
 from shopfloor.agents.submission import runs_required
 from shopfloor.agents.text_actions import parse_text_actions
-from shopfloor.agents.tools import GrepArgs
+from shopfloor.agents.tools import GlobArgs, GrepArgs
 from shopfloor.blobs import FileBlobStore
 from shopfloor.errors import ToolError
 from shopfloor.models.agent_run import AgentResult
@@ -145,6 +145,20 @@ def test_what_ripgrep_cannot_run_is_a_clear_tool_error(ws: Path, pattern: str, s
     message = str(info.value)
     assert message.startswith(f"invalid regular expression {pattern!r}: ") and says in message
     assert "Traceback" not in message and "rg:" not in message
+
+
+def test_a_glob_pattern_of_thousands_of_parts_is_refused_before_the_walk(tmp_path: Path):
+    for d in range(20):  # every entry of a walk is matched against every part of the pattern
+        (tmp_path / f"d{d}" / "x").mkdir(parents=True)
+        for f in range(20):
+            (tmp_path / f"d{d}" / "x" / f"f{f}.txt").write_text("hi\n")
+    pattern = "**/" * 20_000 + "*.txt"
+    with pytest.raises(ToolError) as info:
+        within_bound(glob, tmp_path, GlobArgs(pattern=pattern))
+    assert "globs are limited to 1000" in str(info.value)
+    with pytest.raises(ToolError):
+        within_bound(grep, tmp_path, GrepArgs(pattern="hi", glob=pattern))
+    assert "d0/x/f0.txt" in within_bound(glob, tmp_path, GlobArgs(pattern="**/*.txt"))
 
 
 # --- defence in depth: a repository rule that still backtracks ---------------------------------
