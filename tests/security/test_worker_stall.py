@@ -191,7 +191,8 @@ async def test_a_backtracking_repository_rule_is_cut_off_while_the_loop_keeps_tu
     assert slow_one.decision == "deny" and "took longer than" in slow_one.reason
     assert fine.decision == "deny" and "git push" in fine.reason
     assert JUDGE_TIME_LIMIT_S <= elapsed < JUDGE_TIME_LIMIT_S + 30
-    assert max(gaps) < 1.0, f"the event loop stood still for {max(gaps):.1f} s"
+    # Inline, the rule held the loop for the whole judgment (forever: it is exponential).
+    assert max(gaps) < 2.0, f"the event loop stood still for {max(gaps):.1f} s"
     # The killed child is replaced: the next judgment works.
     (again,) = await judge_calls([CallToJudge(tool="run_command", arguments={"command": "ls"}, policy=slow)])
     assert again.decision == "allow"
