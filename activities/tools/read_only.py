@@ -483,7 +483,11 @@ class _Search:
                 proc.stdout.close()  # type: ignore[union-attr]
             if proc.returncode == 2:  # ripgrep's error, such as a pattern it cannot compile
                 errors.seek(0)
-                raise ToolError(_rg_error(self.args.pattern, errors.read(4000).decode(errors="replace")))
+                complaint = errors.read(4000).decode(errors="replace")
+                lines = [line for line in complaint.splitlines() if line.strip()]
+                if not all(line.startswith("rg: /dev/fd/") for line in lines):
+                    raise ToolError(_rg_error(self.args.pattern, complaint))
+                # A file that failed to read midway is skipped, as unreadable files always were.
         if proc.returncode < 0 and not self.stopped:  # killed by the timer
             self.stopped = f"it took over {GREP_TIME_LIMIT_S:.0f} s"
 
