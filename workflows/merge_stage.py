@@ -14,6 +14,7 @@ anything but the current head is refused with a reply that asks for `/shopfloor 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Literal
@@ -114,7 +115,7 @@ class MergeStage:
 
     async def _refuse_approval(self, e: RepoEvent, reason: str) -> None:
         run = self.run
-        ref = str(e.comment_id) if e.comment_id is not None else e.delivery_id[:64]
+        ref = str(e.comment_id) if e.comment_id is not None else re.sub(r"[^A-Za-z0-9_.-]", "", e.delivery_id)[:64]
         body = f"@{safe_login(e.sender)} `/shopfloor approve` was not applied: {reason} Nothing was merged."
         try:
             await act("github_upsert_comment",
