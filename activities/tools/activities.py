@@ -25,7 +25,14 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from shopfloor.activities.heartbeat import heartbeating
-from shopfloor.activities.sandbox import CommandOutcome, SandboxMode, detect_test_command, resolve_mode, run_command
+from shopfloor.activities.sandbox import (
+    CommandOutcome,
+    SandboxConfig,
+    SandboxMode,
+    detect_test_command,
+    resolve_mode,
+    run_command,
+)
 from shopfloor.activities.sandbox_network import SandboxNetwork
 from shopfloor.activities.tools import editing, read_only
 from shopfloor.activities.workspace import CheckpointTooLarge, PatchError, Workspaces, WorkspaceError
@@ -75,7 +82,7 @@ class ToolActivities:
         blobs: BlobStore,
         workspaces: Workspaces,
         *,
-        sandbox: SandboxMode = "auto",
+        sandbox: SandboxMode | SandboxConfig = "auto",
         hide: Sequence[Path] = (),
         network: SandboxNetwork | None = None,
     ) -> None:
