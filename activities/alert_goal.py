@@ -2,9 +2,9 @@
 rendered from the alert's details as the workflow holds them.
 
 Everything a sender wrote (summary, description, labels, links, even the fingerprint) is quoted
-as data, never as instructions (DESIGN §6), with `activities.factory.quoted`; every part is
-capped, so the goal stays a few kilobytes in history. Rendering in an activity, not in the
-workflow, lets the wording change without breaking the replay of running alerts.
+as data, never as instructions (docs/design.md, Trust and safety), with `activities.factory.quoted`;
+every part is capped, so the goal stays a few kilobytes in history. Rendering in an activity, not in
+the workflow, lets the wording change without breaking the replay of running alerts.
 """
 
 from __future__ import annotations

@@ -4,12 +4,12 @@ base branch. They run in the worker (never in an agent's sandbox), with the work
 - `git_push_workspace` builds ONE commit on `workspace.base_sha` whose tree is base + patch,
   deterministically (fixed identity, message and dates from the workflow's clock), so a retry
   makes the same sha and finds the branch already there (`pushed=False`). It writes only
-  `shopfloor/*` branches and never the default branch (DESIGN §6), and pushes with
-  `--force-with-lease=<branch>:<expected sha or nothing>`: a branch someone else moved is never
-  overwritten (BranchMoved; the workflow decides what next). Before anything is pushed, every
-  path the commit changes against its base (`git diff-tree`: content, mode, type, both sides of
-  a rename) is matched against the policy's protected paths; any hit refuses the push
-  (ProtectedPathChanged, non-retryable, naming the paths), whatever tool or command made it.
+  `shopfloor/*` branches and never the default branch (docs/design.md, Trust and safety), and pushes
+  with `--force-with-lease=<branch>:<expected sha or nothing>`: a branch someone else moved is never
+  overwritten (BranchMoved; the workflow decides what next). Before anything is pushed, every path
+  the commit changes against its base (`git diff-tree`: content, mode, type, both sides of a rename)
+  is matched against the policy's protected paths; any hit refuses the push (ProtectedPathChanged,
+  non-retryable, naming the paths), whatever tool or command made it.
 - `git_update_from_base` merges the base branch's tip into base + patch (`git merge-tree`, no
   work tree) and re-expresses the result as a patch against that tip: `merged`, or `conflicts`
   with the conflicting files left holding git's conflict markers for an agent to resolve.

@@ -1,4 +1,4 @@
-"""Budgets (DESIGN §3): what a run has spent, what that cost, and whether a limit is reached.
+"""Budgets: what a run has spent, what that cost, and whether a limit is reached.
 
 Pure and deterministic: the workflow passes the time in (`workflow.now()` as epoch seconds).
 `Spent` is small and serializable, so it survives a continue-as-new inside the workflow input.

@@ -1,4 +1,4 @@
-"""Compaction planning (DESIGN §3): which messages to fold into one summary, which to keep.
+"""Compaction planning: which messages to fold into one summary, which to keep.
 
 Pure and deterministic. The workflow describes the transcript as a list of `MessageMeta` (role,
 estimated tokens, tool-call links), asks `plan_compaction` for a plan, and has a model call (an

@@ -22,7 +22,8 @@ class AgentDefinition(BaseModel):
     limits: Limits = Field(default_factory=Limits)
     # Tool output longer than this is cut for the model (the full output stays in the blob store).
     tool_output_cap_chars: int = 16_000
-    # Past this estimated transcript size, older messages are summarized (DESIGN §3 compaction).
+    # Past this estimated transcript size, older messages are summarized
+    # (compaction: docs/design.md, The agent loop).
     compaction_budget_tokens: int = 80_000
     # A name in agents.outputs.OUTPUT_MODELS: the run ends only by calling `submit` with a valid one.
     output_model: str | None = None

@@ -1,4 +1,4 @@
-"""Doom-loop detection (DESIGN §3): the same call, or the same error, again and again.
+"""Doom-loop detection: the same call, or the same error, again and again.
 
 Pure and deterministic: the workflow feeds every tool call it runs to `observe`, in call order,
 and keeps the returned `DoomLoopState` (it is small and serializable, so it survives a

@@ -1,4 +1,4 @@
-"""Permissions: every tool call is classed allow / ask / deny before it runs (DESIGN §3, §6).
+"""Permissions: every tool call is classed allow / ask / deny before it runs.
 
 Pure: no I/O, deterministic, safe to call from a workflow. `classify` never raises; a call it
 cannot judge is denied with a reason the model can read and act on.

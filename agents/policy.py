@@ -1,4 +1,4 @@
-"""Repository policy: `.github/shopfloor.yml` on the default branch (DESIGN §6), parsed strictly.
+"""Repository policy: `.github/shopfloor.yml` on the default branch, parsed strictly.
 
 A maintainer's typo must not pass silently: unknown keys, wrong types and out-of-range values are
 errors that name the key path and the problem. When the file has any error the whole policy falls

@@ -1,4 +1,4 @@
-"""The one progress comment per run (DESIGN §5): live status, and always an explicit final state.
+"""The one progress comment per run: live status, and always an explicit final state.
 
 `render_progress` turns a `ProgressView` into the comment's markdown; the workflow upserts it
 under the marker `comment_marker(workflow_id, "progress")`, which ends the body. Pure: no I/O.

@@ -23,7 +23,7 @@ AGENTS: dict[str, AgentDefinition] = {
             tools=list(TOOLS),
             limits=Limits(max_steps=60),
         ),
-        # The factory's agents (DESIGN §5): each finishes by submitting a structured result.
+        # The factory's agents: each finishes by submitting a structured result.
         AgentDefinition(
             name="triage",
             description="Classifies an issue, plans a fix and rates how fixable it is (read-only).",

@@ -1,4 +1,4 @@
-"""Text-action fallback (DESIGN §3): tool calls written as text by models without tool calling.
+"""Text-action fallback: tool calls written as text by models without tool calling.
 
 A model writes `Action: tool_name(arg=value, ...)` at the start of a line. Pure and
 deterministic. What counts:

@@ -1,9 +1,9 @@
 """Hidden content stripped from untrusted text (issue, PR and comment titles and bodies).
 
-What a human reviewer does not see on GitHub must not reach a model either (DESIGN §6): HTML
-comments (also unterminated ones, which hide everything after them), zero-width characters,
-bidi controls and every other Unicode format character (category Cf), plus control characters
-other than tab and newline. Pure: no I/O.
+What a human reviewer does not see on GitHub must not reach a model either (docs/design.md, Trust
+and safety): HTML comments (also unterminated ones, which hide everything after them), zero-width
+characters, bidi controls and every other Unicode format character (category Cf), plus control
+characters other than tab and newline. Pure: no I/O.
 """
 
 from __future__ import annotations

@@ -389,7 +389,8 @@ def _make_s3_client(endpoint_url: str | None, region_name: str | None) -> Any:
     from botocore.config import Config
 
     config = Config(
-        # Temporal owns retries (DESIGN §2): one quick retry for a dropped connection, no more.
+        # Temporal owns retries (docs/design.md, Layout and import rules): one quick retry for a
+        # dropped connection, no more.
         retries={"max_attempts": 2, "mode": "standard"},
         connect_timeout=10,
         read_timeout=60,

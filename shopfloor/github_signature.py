@@ -1,7 +1,8 @@
 """GitHub webhook signatures: `X-Hub-Signature-256 = "sha256=" + hex(HMAC-SHA256(secret, raw body))`.
 
 Shared by the simulator (which signs deliveries) and shopfloor's webhook receiver (which verifies
-them), so both sides use one implementation. Verification is constant-time (DESIGN §6).
+them), so both sides use one implementation. Verification is constant-time
+(docs/design.md, Trust and safety).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 One line per event on stderr — a console layout on a terminal, JSON lines otherwise. Temporal's
 workflow/activity ids become plain keys, and secrets are redacted from every event on the way
-out (DESIGN §6: secrets never enter logs).
+out (secrets never enter logs: docs/design.md, Trust and safety).
 """
 
 from __future__ import annotations

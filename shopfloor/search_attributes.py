@@ -1,4 +1,4 @@
-"""The search attributes shopfloor sets on its workflows (DESIGN §7), and their registration."""
+"""The search attributes shopfloor sets on its workflows, and their registration."""
 
 from __future__ import annotations
 

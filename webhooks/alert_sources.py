@@ -2,8 +2,9 @@
 
 Pure functions (no I/O): the router verifies the sender, then calls `parse_alerts`. Every text a
 sender controls passes through `sanitize` and is capped, because it ends up in workflow history
-and, later, in a model's prompt (DESIGN §6). The per-source parsers live in `alert_<source>.py`;
-this module holds what they share: the error type, text helpers, routing and delivery ids.
+and, later, in a model's prompt (docs/design.md, Trust and safety). The per-source parsers live in
+`alert_<source>.py`; this module holds what they share: the error type, text helpers, routing and
+delivery ids.
 """
 
 from __future__ import annotations

@@ -2,9 +2,10 @@
 
 Alertmanager and generic senders authenticate with `Authorization: Bearer <alert_token>`; Sentry
 signs the body (`Sentry-Hook-Signature`, HMAC-SHA256 with the integration's client secret). A
-202 means Temporal accepted every routed alert (DESIGN §6); if it did not, 503 and the sender
-retries — the delivery ids make the retry harmless. Unrouted alerts are acknowledged, logged and
-counted: an on-call engineer must be able to see that an alert reached nobody.
+202 means Temporal accepted every routed alert (docs/design.md, Trust and safety); if it did not,
+503 and the sender retries — the delivery ids make the retry harmless. Unrouted alerts are
+acknowledged, logged and counted: an on-call engineer must be able to see that an alert reached
+nobody.
 """
 
 from __future__ import annotations

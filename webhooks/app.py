@@ -1,4 +1,4 @@
-"""The HTTP edge: GitHub and alert webhooks, health, readiness and metrics (DESIGN §7)."""
+"""The HTTP edge: GitHub and alert webhooks, health, readiness and metrics."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Which workflow(s) a parsed GitHub event goes to — or why it goes nowhere. Pure.
 
 Routing of shopfloor's own pull requests: their head branch derives from the issue workflow's id,
-`shopfloor/issue-<n>` (DESIGN §5), so events about such a PR (pull_request, reviews, check runs,
+`shopfloor/issue-<n>`, so events about such a PR (pull_request, reviews, check runs,
 check suites, workflow runs, statuses) go to `issue/<repo>/<n>`, the workflow that opened it —
 never to a PullRequestWorkflow (shopfloor does not review itself as if a person had written it).
 The branch counts only when it lives in the repository itself (pushing there needs write access;

@@ -1,11 +1,11 @@
 """Signal-with-start, de-duplicated: the one way the edge hands a delivery to Temporal.
 
-Answers only after Temporal accepted (DESIGN §6). The same dedupe key (the GitHub edge uses the
-body's digest and the target) has one effect per process: concurrent calls share the one in
-flight (single-flight), and successes are remembered for a while (bounded TTL cache). Failures
-are never remembered, so a retried delivery after a 503 is tried again. Across restarts and
-replicas the edge remembers accepted bodies in the blob store (webhooks/delivered_bodies.py), and
-workflows de-duplicate by delivery id and body digest too.
+Answers only after Temporal accepted (docs/design.md, Trust and safety). The same dedupe key (the
+GitHub edge uses the body's digest and the target) has one effect per process: concurrent calls
+share the one in flight (single-flight), and successes are remembered for a while (bounded TTL
+cache). Failures are never remembered, so a retried delivery after a 503 is tried again. Across
+restarts and replicas the edge remembers accepted bodies in the blob store
+(webhooks/delivered_bodies.py), and workflows de-duplicate by delivery id and body digest too.
 
 Id policies (why): signal-with-start always signals a *running* workflow of that id (conflict
 policy USE_EXISTING), so a second event about the same issue reaches the one run. A *closed*

@@ -1,4 +1,4 @@
-"""AgentWorkflow: one agent run, every model call and tool call a durable activity (DESIGN §3).
+"""AgentWorkflow: one agent run, every model call and tool call a durable activity.
 
 The workflow holds references only: the transcript is a manifest digest in the blob store, tool
 outputs are digests with short previews, the workspace is a (base commit, patch digest) ref. A

@@ -1,4 +1,4 @@
-"""AlertWorkflow `alert/<source>/<fingerprint>`: one run per alert fingerprint (DESIGN §5).
+"""AlertWorkflow `alert/<source>/<fingerprint>`: one run per alert fingerprint.
 
 Each new notification (de-duplicated by its delivery id, so a retried webhook counts once) adds
 its occurrences, and the run keeps the last status and the first and last time the alert was seen.

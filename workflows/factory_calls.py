@@ -1,5 +1,5 @@
 """How the factory pipeline calls activities and agents: by name, with timeouts, bounded retries
-and a human summary on every call (DESIGN §3 visibility)."""
+and a human summary on every call (docs/design.md, The agent loop)."""
 
 from __future__ import annotations
 

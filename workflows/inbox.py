@@ -1,4 +1,4 @@
-"""The event inbox shared by IssueWorkflow and PullRequestWorkflow (DESIGN §5, §6).
+"""The event inbox shared by IssueWorkflow and PullRequestWorkflow.
 
 GitHub deliveries arrive as `github_event` signals (signal-with-start from the edge). The signal
 handler only de-duplicates (by delivery id, and by the signed body's digest, so a captured body
@@ -196,7 +196,7 @@ class GitHubInbox(CommandHandling):
         self.publish()
 
     def snapshot(self, e: RepoEvent) -> None:
-        """Fix the trigger text once: the agents read this, never a later edit (DESIGN §6)."""
+        """Fix the trigger text once: the agents read this, never a later edit."""
         if self.c.trigger_text is None and e.text is not None:
             self.c.trigger_text = e.text
             self.c.trigger_title = e.title

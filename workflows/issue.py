@@ -1,5 +1,5 @@
 """IssueWorkflow `issue/<owner>/<repo>/<n>`: the one run per issue that every event about it
-reaches (DESIGN §5): the durable inbox (workflows/inbox.py) and, once a trigger fixed the issue's
+reaches: the durable inbox (workflows/inbox.py) and, once a trigger fixed the issue's
 text, the factory pipeline beside it (workflows/factory_run.py): triage → policy gate → fix → PR
 → CI → review ⇄ fix → merge.
 

@@ -1,5 +1,5 @@
 """A person's pull request: review it, and merge it where the repository's policy allows
-(DESIGN §5), run by PullRequestWorkflow beside its event inbox.
+(docs/design.md, The factory workflows), run by PullRequestWorkflow beside its event inbox.
 
 When: a head is reviewed once, automatically when `pull_requests.review` allows it (`members`:
 the author has write access; `everyone`; never for drafts), and again whenever a writer comments

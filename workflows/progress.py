@@ -1,4 +1,4 @@
-"""The operator's and the maintainer's view of an issue's pipeline (DESIGN §3, §5, §7).
+"""The operator's and the maintainer's view of an issue's pipeline.
 
 One progress comment per run (marker kind `progress`), re-rendered and upserted at every stage
 change and every wait, always ending in an explicit final state; the ShopfloorStage and

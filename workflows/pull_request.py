@@ -1,6 +1,6 @@
 """PullRequestWorkflow `pr/<owner>/<repo>/<n>`: the one run per pull request opened by a person
-(DESIGN §5): the durable inbox (workflows/inbox.py) and, beside it, the review run
-(workflows/pr_review.py): review, and merge where the repository's policy allows.
+(docs/design.md, The factory workflows): the durable inbox (workflows/inbox.py) and, beside it, the
+review run (workflows/pr_review.py): review, and merge where the repository's policy allows.
 
 Like IssueWorkflow, the inbox handles events one at a time while the review run is a second task
 of the same workflow. Unlike an issue's pipeline, a review run has no natural end before the pull

@@ -1,4 +1,4 @@
-"""The AlertWorkflow's activities (DESIGN §5): file one issue per fingerprint, reopen it, start
+"""The AlertWorkflow's activities: file one issue per fingerprint, reopen it, start
 the issue's IssueWorkflow, and report how the issue and its workflow stand.
 
 - `github_file_alert_issue` is idempotent: it lists the repository's OPEN issues labelled

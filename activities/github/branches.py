@@ -31,7 +31,7 @@ def _ref_path(repo: str, branch: str, *, single: bool) -> str:
 
 
 def guard_branch(api: GitHubApi, repo: str, branch: str, *, allow_any_branch: bool) -> None:
-    """shopfloor writes only `shopfloor/*` branches (DESIGN §6), and never the default branch."""
+    """shopfloor writes only `shopfloor/*` branches, and never the default branch."""
     if not allow_any_branch and not branch.startswith(BRANCH_PREFIX):
         raise refused(f"{repo}: shopfloor only writes branches under {BRANCH_PREFIX!r}, not {branch!r}")
     default = api.get(f"/repos/{repo}").get("default_branch")

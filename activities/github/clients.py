@@ -1,8 +1,9 @@
 """PyGithub clients for one worker, built once from Settings.
 
-- Temporal owns retries (DESIGN §2): PyGithub's urllib3 retries are off (`retry=None` means
-  requests' default of 0) and so is its built-in throttle (`seconds_between_requests` /
-  `seconds_between_writes` = None), which would otherwise sleep inside activities.
+- Temporal owns retries (docs/design.md, Layout and import rules): PyGithub's urllib3 retries are
+  off (`retry=None` means requests' default of 0) and so is its built-in throttle
+  (`seconds_between_requests` / `seconds_between_writes` = None), which would otherwise sleep inside
+  activities.
 - Auth is a token, or a GitHub App: a JWT signed with the App's key finds the repository's
   installation (`GET /repos/{o}/{r}/installation`) and mints an installation token that
   PyGithub's AppInstallationAuth caches until it nears expiry (one cache per installation,

@@ -1,7 +1,7 @@
 """Map PyGithub's exceptions (and dropped connections) onto Temporal's retry semantics.
 
-Temporal owns retries (DESIGN §2): PyGithub's own are off, and each failure says here whether
-another attempt can help and when. GitHub's rules
+Temporal owns retries (docs/design.md, Layout and import rules): PyGithub's own are off, and each
+failure says here whether another attempt can help and when. GitHub's rules
 (docs.github.com/rest/using-the-rest-api/rate-limits-for-the-rest-api):
 - `retry-after` present: wait that many seconds (secondary rate limits);
 - else `x-ratelimit-remaining: 0`: wait until `x-ratelimit-reset` (primary rate limit);

@@ -1,4 +1,4 @@
-"""The repository policy, read where only maintainers can change it (DESIGN §6).
+"""The repository policy, read where only maintainers can change it.
 
 `.github/shopfloor.yml` is read at the head commit of the default branch, never at a PR head or
 any ref a contributor controls: a pull request that edits the policy changes nothing until it is

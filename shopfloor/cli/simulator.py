@@ -18,7 +18,7 @@ from shopfloor.simulator.app import create_app
 from shopfloor.simulator.config import SimulatorConfig
 
 # What shopfloor's workers use as their GitHub token against the simulator: any token that is not
-# `user:<login>` acts as the bot `shopfloor[bot]` there (DESIGN §7).
+# `user:<login>` acts as the bot `shopfloor[bot]` there (docs/design.md, Contracts).
 SIMULATOR_BOT_TOKEN = "shopfloor-simulator-bot"
 
 

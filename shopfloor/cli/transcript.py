@@ -1,8 +1,9 @@
 """`shopfloor transcript ID`: an agent run's conversation, read from the blob store.
 
-History holds only the transcript's manifest digest (DESIGN §1), so this reads the newest one
-from the run's history — the last model step or compaction, or the run's result — and prints the
-messages the manifest lists. It works for running and finished runs, with or without a worker.
+History holds only the transcript's manifest digest (docs/design.md, Parts and data flow), so this
+reads the newest one from the run's history — the last model step or compaction, or the run's result
+— and prints the messages the manifest lists. It works for running and finished runs, with or
+without a worker.
 """
 
 from __future__ import annotations

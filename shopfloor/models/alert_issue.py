@@ -1,6 +1,6 @@
 """What an AlertWorkflow keeps while it files, follows and watches the bug for its fingerprint
-(DESIGN §5), and the inputs and outputs of its activities (activities/github/alert_issues.py,
-activities/alert_goal.py).
+(docs/design.md, The factory workflows), and the inputs and outputs of its activities
+(activities/github/alert_issues.py, activities/alert_goal.py).
 
 AlertWatch extends the counting AlertState (the `alert_state` query and the continue-as-new
 carry), AlertRunInput the edge's AlertWorkflowInput, AlertRunOutcome the AlertOutcome: clients

@@ -1,5 +1,5 @@
 """State, queries and outcomes of the factory workflows (IssueWorkflow, PullRequestWorkflow,
-AlertWorkflow) while they act as durable event inboxes (DESIGN §5, §6).
+AlertWorkflow) while they act as durable event inboxes (docs/design.md, The factory workflows).
 
 Everything here travels through history (queries, continue-as-new carries, results), so it holds
 ids, digests and short previews only, every list is bounded by the workflow that fills it, and

@@ -1,4 +1,4 @@
-"""The factory pipeline of one IssueWorkflow run (DESIGN §5): what the workflow remembers of it,
+"""The factory pipeline of one IssueWorkflow run: what the workflow remembers of it,
 what the `factory` query shows, and the inputs/outputs of the activities only the pipeline uses.
 
 Everything here travels through history: refs, ids, digests and short previews; every field has

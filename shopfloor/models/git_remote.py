@@ -1,8 +1,8 @@
 """Inputs and outputs of the git remote activities: pushing a workspace as one commit, and
 bringing a workspace up to date with its base branch.
 
-No credentials here: the worker finds its own token for the repository (DESIGN §6). New fields
-always get defaults: old histories must still deserialize.
+No credentials here: the worker finds its own token for the repository (docs/design.md, Trust and
+safety). New fields always get defaults: old histories must still deserialize.
 """
 
 from __future__ import annotations

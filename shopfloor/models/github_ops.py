@@ -1,5 +1,5 @@
 """Inputs and outputs of the GitHub activities, and the hidden marker that makes comments and
-reviews idempotent (DESIGN §5).
+reviews idempotent (docs/design.md, The factory workflows).
 
 These travel through workflow history: repositories are `owner/repo` strings, and nothing here
 ever holds a token or key. New fields always get defaults.
@@ -30,7 +30,8 @@ def _not_dots(value: str) -> str:
 
 RepoName = Annotated[str, StringConstraints(pattern=REPO_PATTERN), AfterValidator(_not_dots)]
 
-# The only branches shopfloor creates, moves or deletes unless an input says otherwise (DESIGN §6).
+# The only branches shopfloor creates, moves or deletes unless an input says otherwise
+# (docs/design.md, Trust and safety).
 BRANCH_PREFIX = "shopfloor/"
 
 Permission = Literal["none", "read", "triage", "write", "maintain", "admin"]

@@ -1,5 +1,5 @@
 """Inputs and outputs of the GitHub reads that feed triage and the policy gate: the repository
-policy on the default branch and issues similar to the one being triaged (DESIGN §5, §6).
+policy on the default branch and issues similar to the one being triaged.
 
 They travel through workflow history: short fields only. New fields always get defaults.
 """

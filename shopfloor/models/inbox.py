@@ -1,4 +1,4 @@
-"""What the factory workflows receive from the edge (DESIGN §5): GitHub events and alerts as
+"""What the factory workflows receive from the edge: GitHub events and alerts as
 signals, and the ids and inputs of the workflows they start.
 
 The webhook server builds these from verified deliveries; they travel through Temporal history, so

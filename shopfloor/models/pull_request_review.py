@@ -1,4 +1,4 @@
-"""A PullRequestWorkflow's review-and-merge run on a pull request a person opened (DESIGN §5):
+"""A PullRequestWorkflow's review-and-merge run on a pull request a person opened:
 the activities' inputs and outputs, and what the run carries across continue-as-new.
 
 Everything here travels through history: refs, digests and short previews, never the diff or the

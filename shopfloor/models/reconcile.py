@@ -1,10 +1,10 @@
 """The reconciler's inputs and outputs (ReconcileWorkflow and its activities).
 
-The reconciler closes the edge's loop (DESIGN §6): the webhook server answers 503 when Temporal
-did not accept an event, and this workflow, run by a Temporal Schedule, redelivers what GitHub
-recorded as failed and starts the IssueWorkflow of labelled open issues that have none. Everything
-here travels through history, so it holds ids, numbers and one-line reasons only. New fields
-always get defaults.
+The reconciler closes the edge's loop (docs/design.md, Trust and safety): the webhook server answers
+503 when Temporal did not accept an event, and this workflow, run by a Temporal Schedule, redelivers
+what GitHub recorded as failed and starts the IssueWorkflow of labelled open issues that have none.
+Everything here travels through history, so it holds ids, numbers and one-line reasons only. New
+fields always get defaults.
 """
 
 from __future__ import annotations

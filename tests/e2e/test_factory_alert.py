@@ -1,4 +1,4 @@
-"""An alert becomes a merged fix, and a regression reopens it (issue 6, acceptance 5), end to end:
+"""An alert becomes a merged fix, and a regression reopens it, end to end:
 a monitor POSTs generic alerts (bearer token) to the real webhook edge, `SHOPFLOOR_ALERT_ROUTES`
 sends them to a repository on the GitHub simulator, the AlertWorkflow has its assessing agent
 (scripted: actionable) judge the first firing, files one issue and starts its IssueWorkflow, which runs the real pipeline with scripted agents (triage → fix → PR → the

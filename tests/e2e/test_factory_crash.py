@@ -1,4 +1,4 @@
-"""The factory end to end with crashes (issue 6): the bug-issue scenario of test_factory_issue.py —
+"""The factory end to end with crashes: the bug-issue scenario of test_factory_issue.py —
 issue opened on the simulator → webhook edge → triage → fix → PR → simulated CI → review → a
 maintainer's `/shopfloor approve` → merge — but the worker is a real `shopfloor worker` process,
 SIGKILLed once while the fix agent's model call is in flight and once while the review agent's is.

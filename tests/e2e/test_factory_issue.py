@@ -1,4 +1,4 @@
-"""The factory end to end (issue 6): people act on the GitHub simulator, its signed webhooks reach
+"""The factory end to end: people act on the GitHub simulator, its signed webhooks reach
 the real webhook edge, the edge signal-with-starts IssueWorkflow, and a worker with scripted
 models triages, fixes, opens the PR, waits for the simulator's CI, reviews and merges.
 

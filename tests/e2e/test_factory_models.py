@@ -1,4 +1,4 @@
-"""The factory with a real provider's wire format (issue 6): the agents talk to an
+"""The factory with a real provider's wire format: the agents talk to an
 OpenAI-compatible server over HTTP.
 
 - A model no price is known for: the repository's cost budget cannot be enforced on it; the
@@ -78,8 +78,9 @@ async def test_a_budget_spent_by_triage_starts_no_fix(simulator, settings, runni
 async def test_the_cost_budget_runs_out_mid_fix_and_the_work_is_salvaged(
     simulator, settings, running_worker, temporal_client, tmp_path
 ):
-    """Acceptance 6 with money rather than steps: a priced model, a $0.01 budget for the run;
-    triage spends $0.004, the fix agent edits, then the next step would pass the budget."""
+    """A run out of budget is salvaged, with money rather than steps: a priced model, a $0.01
+    budget for the run; triage spends $0.004, the fix agent edits, then the next step would pass
+    the budget."""
     fix = [
         ScriptTurn(tool_calls=[ScriptToolCall(name="read_file", arguments={"path": "calc/ops.py"})], usage=EVERY_STEP),
         ScriptTurn(tool_calls=[ScriptToolCall(name="edit_file", arguments=GOOD_EDIT)], usage=EVERY_STEP),

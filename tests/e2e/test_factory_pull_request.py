@@ -1,4 +1,4 @@
-"""PullRequestWorkflow end to end (issue 6): a person's pull request on the GitHub simulator is
+"""PullRequestWorkflow end to end: a person's pull request on the GitHub simulator is
 reviewed by a scripted review agent and, where the repository's policy allows, merged.
 
 Each test asserts the final GitHub state (the pull request, its reviews and comments, main, the

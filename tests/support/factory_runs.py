@@ -1,4 +1,4 @@
-"""The factory's end-to-end rig (issue 6), shared by tests/e2e/test_factory_issue.py and
+"""The factory's end-to-end rig, shared by tests/e2e/test_factory_issue.py and
 tests/e2e/test_factory_alert.py: a sample repository on the GitHub simulator (with CI), the real
 webhook edge served in a thread and subscribed to the repository's webhooks, and a worker whose
 triage/fix/review agents replay per-agent scripted cassettes.

@@ -1,5 +1,6 @@
-"""DESIGN §2: one import root. The four folders are installed only as shopfloor.*, every package
-is in pyproject's explicit list, and every __init__.py holds a docstring only."""
+"""One import root (docs/design.md, Layout and import rules). The four folders are installed only as
+shopfloor.*, every package is in pyproject's explicit list, and every __init__.py holds a docstring
+only."""
 
 from __future__ import annotations
 
@@ -121,8 +122,8 @@ def test_init_holds_only_a_docstring(name):
     assert extra == [], f"{init.relative_to(ROOT)} holds more than a docstring: {extra}"
 
 
-# DESIGN §2: imports flow one way. Each layer, and the layers it must never import (a prefix
-# matches the module and everything under it).
+# Imports flow one way (docs/design.md, Layout and import rules). Each layer, and the layers it must
+# never import (a prefix matches the module and everything under it).
 FORBIDDEN = {
     "shopfloor.models": ("shopfloor.agents", "shopfloor.activities", "shopfloor.workflows", "shopfloor.webhooks"),
     "shopfloor.agents": ("shopfloor.activities", "shopfloor.workflows", "shopfloor.webhooks", "temporalio.activity"),

@@ -311,7 +311,7 @@ def test_architecture_lists_every_module():
 
 def test_the_quickstart_keeps_its_two_lines():
     readme = README.read_text()
-    # The run line ends with the demo's merged PR and timeline (issue 7); .ci/run runs the test line.
+    # The run line ends with the demo's merged PR and timeline; .ci/run runs the test line.
     assert "python3 -m venv .venv && .venv/bin/pip install -e . && .venv/bin/shopfloor demo\n" in readme
     assert "python3 -m venv .venv && .venv/bin/pip install -e '.[test]' && .venv/bin/pytest\n" in readme
 

@@ -320,8 +320,9 @@ async def test_eol_attributes_round_trip_byte_for_byte(
 async def test_a_killed_worker_s_run_is_finished_by_another(
     worker_a: Workspaces, worker_b: Workspaces, source: Path
 ) -> None:
-    """The acceptance scenario in miniature: three checkpointed edits on worker A, a fourth
-    lost with it, then worker B carries on from the last ref and the repository's tests pass."""
+    """A crashed worker's run carried on elsewhere, in miniature: three checkpointed edits on
+    worker A, a fourth lost with it, then worker B carries on from the last ref and the
+    repository's tests pass."""
     ref = await worker_a.base_ref("o/demo", str(source))
     steps = [
         ("calc.py", "return a - b", "return a + b"),

@@ -1,4 +1,4 @@
-"""AlertWorkflow files one bug per fingerprint and follows it (DESIGN §5, issue 6 scenario 5), on
+"""AlertWorkflow files one bug per fingerprint and follows it (docs/alerts.md), on
 the dev server with every workflow task replayed, GitHub being the simulator. The worker serves
 IssueWorkflow too, so the issue's inbox runs; the triage → merge pipeline is not assumed: "the fix
 merged" is a maintainer closing the issue as completed (and the edge's `issues.closed` reaching

@@ -1,4 +1,4 @@
-"""IssueWorkflow, PullRequestWorkflow and AlertWorkflow as durable event inboxes (DESIGN §5, §6),
+"""IssueWorkflow, PullRequestWorkflow and AlertWorkflow as durable event inboxes,
 on the dev server with every workflow task replayed, GitHub being the simulator.
 
 Workflows are started the way the edge does it: signal-with-start by type name. Each test has its

@@ -1,7 +1,7 @@
 """The policy and similar-issue reads against the GitHub simulator, over HTTP.
 
 - The policy comes from the default branch's head, even when a PR branch carries another
-  `.github/shopfloor.yml` (DESIGN §6); absent -> defaults; invalid -> errors with the defaults.
+  `.github/shopfloor.yml` (docs/policy.md); absent -> defaults; invalid -> errors with the defaults.
 - Similar issues are found by the words of a title, never include the issue itself or pull
   requests, and a title full of search syntax stays plain words.
 - Both are registered on the composition root's worker and survive Temporal's data converter.

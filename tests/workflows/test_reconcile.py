@@ -4,9 +4,9 @@
   succeeded, the next run redelivers nothing.
 - A labelled open issue without a workflow gets `issue/<repo>/<n>` started; the next run starts
   nothing (the same run keeps running).
-- The acceptance scenario: Temporal is down when GitHub delivers an issue, the real webhook app
-  answers 503; Temporal comes back, the reconciler redelivers, the app answers 202 and the issue's
-  workflow exists.
+- The scenario the reconciler exists for: Temporal is down when GitHub delivers an issue, the
+  real webhook app answers 503; Temporal comes back, the reconciler redelivers, the app answers
+  202 and the issue's workflow exists.
 - The schedule: `ensure_reconcile_schedule` twice leaves one schedule with the configured interval
   and SKIP overlap; with no repositories there is none.
 """
