@@ -1,4 +1,5 @@
-"""Test session fixtures: a real Temporal dev server on a free port, workers with no cache."""
+"""Test session fixtures: a real Temporal dev server on a free port, workers with no cache; and
+the hooks that hold `fast` tests to their rule (no server, no process)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import pytest_asyncio
+from fast_tier import ForbiddenInFastTest, guard, server_fixtures_in
 from temporalio.client import Client
 from temporalio.worker import Worker
 
@@ -17,6 +19,67 @@ from shopfloor.devserver import DevServer, free_port
 from shopfloor.settings import Settings
 from shopfloor.temporal import connect
 from shopfloor.worker import ProviderCache, build_worker
+
+guard.install()
+
+
+def _fast_failure(item: pytest.Item, seen: list[str]) -> str:
+    return f"{item.nodeid} is marked fast but {'; '.join(seen)}; a fast test starts no process and no server."
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """A `fast` test may not ask for a server, nor start a process or bind a socket from its setup
+    to its teardown (tests/support/fast_tier.py): the tier stays pure because breaking the rule
+    fails the test, not because of a label. This runs before any of the test's fixtures."""
+    if item.get_closest_marker("fast") is None:
+        return
+    servers = server_fixtures_in(getattr(item, "fixturenames", ()))
+    if servers:
+        pytest.fail(
+            f"{item.nodeid} is marked fast but asks for {', '.join(servers)}, which start a server; "
+            "remove its fast marker or stop using the fixture.",
+            pytrace=False,
+        )
+    guard.arm(item.nodeid)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_fixture_setup(fixturedef: pytest.FixtureDef, request: pytest.FixtureRequest):
+    return (yield from _reported_once())
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item):
+    return (yield from _reported_once())
+
+
+def _reported_once():
+    # The refusal raised at the spawn already fails this phase with its own message; teardown only
+    # reports what the code under test caught and swallowed.
+    try:
+        return (yield)
+    except ForbiddenInFastTest:
+        guard.forget()
+        raise
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None):
+    # The last test's teardown also stops the session's servers, which belong to other tests, so
+    # the guard is off for that one; otherwise a fast test's own teardown is watched too.
+    if nextitem is None:
+        seen = guard.disarm()
+        result = yield
+    else:
+        try:
+            result = yield
+        finally:
+            seen = guard.disarm()
+    if seen:
+        pytest.fail(_fast_failure(item, seen), pytrace=False)
+    return result
+
 
 @pytest.fixture(scope="session")
 def temporal_server(tmp_path_factory: pytest.TempPathFactory) -> DevServer:
