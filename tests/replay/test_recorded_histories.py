@@ -16,10 +16,12 @@ from shopfloor.replay import load_history, replay
 HISTORIES = sorted((Path(__file__).resolve().parents[1] / "histories").glob("*.json"))
 
 
+@pytest.mark.fast
 def test_there_are_histories_to_replay():
     assert len(HISTORIES) >= 4, "tests/histories/ lost its recorded histories"
 
 
+@pytest.mark.fast
 def test_every_registered_workflow_type_has_a_recorded_history():
     from temporalio import workflow
 
@@ -37,6 +39,7 @@ def test_every_registered_workflow_type_has_a_recorded_history():
     )
 
 
+@pytest.mark.fast
 @pytest.mark.parametrize("path", HISTORIES, ids=[p.stem for p in HISTORIES])
 async def test_history_replays(path: Path):
     assert len(load_history(path).events) > 5

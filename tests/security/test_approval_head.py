@@ -16,6 +16,7 @@ import asyncio
 import base64
 from datetime import UTC, datetime, timedelta
 
+import pytest
 from agent_runs import call, record_history
 from approval_runs import comments_when, held_comment, redeliver, refusals
 from factory_runs import APPROVE, POLICY, TEST_CMD, TRIAGE_TURNS, Factory, factory, fix_turns
@@ -154,6 +155,7 @@ def _heads() -> list[HeadSeen]:
     return heads
 
 
+@pytest.mark.fast
 def test_a_bare_approval_names_the_head_at_the_time_it_was_written():
     heads = _heads()
     assert decide(heads, B, "", T0 + timedelta(seconds=11)).sha == B
@@ -165,6 +167,7 @@ def test_a_bare_approval_names_the_head_at_the_time_it_was_written():
     assert decide(heads, B, "", T0 - timedelta(seconds=1)).sha is None  # before any head
 
 
+@pytest.mark.fast
 def test_an_approval_naming_a_sha_counts_only_for_the_current_head():
     heads = _heads()
     assert decide(heads, B, B[:7], T0).sha == B  # the explicit form works whatever the time
@@ -175,6 +178,7 @@ def test_an_approval_naming_a_sha_counts_only_for_the_current_head():
     assert sha_argument("LGTM, ship it") is None and sha_argument("abc12") is None
 
 
+@pytest.mark.fast
 def test_the_head_record_only_moves_forward():
     heads = _heads()
     record_head(heads, B, T0 + timedelta(seconds=5))  # GitHub's time for B, earlier than our read
@@ -185,6 +189,7 @@ def test_the_head_record_only_moves_forward():
     assert [h.sha for h in heads] == [A, B, A] and heads[-1].since == T0 + timedelta(seconds=5)
 
 
+@pytest.mark.fast
 def test_the_progress_comment_asks_for_the_head_by_its_sha():
     view = ProgressView(workflow_id="issue/acme/shop/7", repo="acme/shop", number=7, state="waiting",
                         stage="merge", waiting_for="approval", approve_sha=B[:12])  # fmt: skip

@@ -17,6 +17,7 @@ import asyncio
 import re
 import uuid
 
+import pytest
 from agent_runs import call
 from factory_runs import APPROVE, TRIAGE_TURNS, factory, fix_turns
 from shopfloor.activities.github.clients import GitHubClients
@@ -104,6 +105,7 @@ async def test_an_approval_on_one_pull_request_never_merges_another(
 # -- the pieces the routing rests on (pure) -------------------------------------------------------
 
 
+@pytest.mark.fast
 def test_only_the_marker_that_ends_the_body_routes():
     repo = "acme/shop"
     ours = "<!-- shopfloor:issue/acme/shop/3:pr -->"
@@ -115,6 +117,7 @@ def test_only_the_marker_that_ends_the_body_routes():
     assert marker_issue_number("<!-- shopfloor:issue/acme/other/3:pr -->", repo) is None
 
 
+@pytest.mark.fast
 def test_model_text_for_github_holds_no_marker_or_html_comment():
     nested = "<!<!-- x -->-- shopfloor:issue/acme/shop/1:pr -->"  # removing one comment makes another
     for text in [nested, "a <!-- shopfloor:issue/acme/shop/1:pr --> b", "tail <!-- never closed", "x\u200b<!--y-->"]:

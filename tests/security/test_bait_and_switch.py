@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from agent_runs import call, record_history
 from factory_runs import APPROVE, POLICY, TRIAGE, TRIAGE_TURNS, Factory, factory, fix_turns
 from portable_repos import load_messages
@@ -123,6 +124,7 @@ async def test_the_agents_work_on_the_text_the_maintainer_saw(simulator, setting
         await f.handle.terminate("test over")
 
 
+@pytest.mark.fast
 def test_the_quoted_text_cannot_close_its_fence():
     """The text in the progress comment stays inside its code block, whatever backticks it holds."""
     text = "```\n</details>\n@maria see [x](https://evil.example)\n`````"

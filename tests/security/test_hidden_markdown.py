@@ -99,6 +99,7 @@ CONTAINERS = ["top level", "list item", "ordered list", "nested list", "blockquo
 CASES = [(f, c) for f in FORMS for c in CONTAINERS if c != "table cell" or FORMS[f][2]]
 
 
+@pytest.mark.fast
 @pytest.mark.parametrize(("form", "container"), CASES, ids=[f"{f} / {c}" for f, c in CASES])
 def test_each_hidden_form_is_set_apart(form: str, container: str) -> None:
     markdown, kind, _ = FORMS[form]
@@ -112,6 +113,7 @@ def test_each_hidden_form_is_set_apart(form: str, container: str) -> None:
     assert ("Thanks!" in split.visible) is not rest_hidden, split
 
 
+@pytest.mark.fast
 def test_every_form_at_once_nested_in_each_other() -> None:
     body = "\n\n".join([
         "# Checkout fails",
@@ -215,6 +217,7 @@ https://example.com/auto
 ---"""
 
 
+@pytest.mark.fast
 def test_visible_text_is_what_github_shows() -> None:
     split = split_markdown(GOLDEN_MD)
     assert split.visible == GOLDEN_VISIBLE
@@ -240,6 +243,7 @@ PATHOLOGICAL = {
 }
 
 
+@pytest.mark.fast
 @pytest.mark.parametrize("name", sorted(PATHOLOGICAL))
 def test_hostile_nesting_is_read_in_bounded_time(name: str) -> None:
     # CPU time of this thread: other processes on a loaded machine do not count. Every input here
@@ -268,6 +272,7 @@ GITHUB_READS_DIFFERENTLY = {
 }
 
 
+@pytest.mark.fast
 @pytest.mark.parametrize("name", sorted(GITHUB_READS_DIFFERENTLY))
 def test_text_github_may_read_differently_is_never_shown_as_visible(name: str) -> None:
     split = split_markdown(GITHUB_READS_DIFFERENTLY[name])
@@ -275,6 +280,7 @@ def test_text_github_may_read_differently_is_never_shown_as_visible(name: str) -
     assert any(P in part.text for part in split.hidden), split.hidden
 
 
+@pytest.mark.fast
 def test_markup_the_standard_html_parser_rejects_is_read_as_a_browser_reads_it() -> None:
     # html.parser raises AssertionError on `<![x]>`; a browser reads a bogus comment to the `>`.
     split = split_markdown(f"<div>\n<![{P}]>\nshown\n</div>\n\n<div>\n<![if {P}\n</div>")
@@ -282,6 +288,7 @@ def test_markup_the_standard_html_parser_rejects_is_read_as_a_browser_reads_it()
     assert sum(part.text.count(P) for part in split.hidden) == 2
 
 
+@pytest.mark.fast
 @pytest.mark.parametrize("name", sorted(LEFT_OPEN))
 def test_closing_tags_never_reveal_what_a_browser_still_hides(name: str) -> None:
     split = split_markdown("Visible first.\n\n" + LEFT_OPEN[name])
@@ -297,6 +304,7 @@ DEEP = {
 }
 
 
+@pytest.mark.fast
 @pytest.mark.parametrize("name", sorted(DEEP))
 def test_markdown_nested_past_the_parser_is_hidden_not_dropped_or_shown(name: str) -> None:
     # Past its nesting limit markdown-it drops blocks and reads links as plain text (titles and
@@ -405,6 +413,7 @@ async def test_the_edge_stores_the_visible_text_and_the_hidden_parts_apart(
 # --- alerts: nothing of an alert is hidden from people -----------------------------------------
 
 
+@pytest.mark.fast
 def test_an_alert_is_quoted_whole_as_its_filed_issue_shows_it_whole() -> None:
     """An alert's text is not rendered anywhere people read it: the issue filed for it shows it in
     a fence, verbatim. So the assessing agent gets all of it as quoted data, and the filed issue's

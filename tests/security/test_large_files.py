@@ -19,6 +19,7 @@ import re
 import uuid
 from pathlib import Path
 
+import pytest
 from agent_runs import call, write_cassette
 from portable_repos import load_messages, make_repo, tool_results
 
@@ -119,6 +120,7 @@ async def test_read_file_of_a_huge_one_line_file_is_bounded(temporal_client, set
     assert growth < ONE_LINE // 4, f"the worker's peak RSS grew by {growth / MB:.0f} MB during the run"
 
 
+@pytest.mark.fast
 def test_read_file_pages_agree_with_the_lines_of_the_file(tmp_path: Path) -> None:
     """The bounded reader against the plain one, across chunk boundaries and long lines."""
     lines = [("x" * (i * 7919 % 20_000)) + f" {i}" for i in range(600)]

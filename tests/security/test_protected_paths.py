@@ -351,6 +351,7 @@ async def test_the_check_before_a_merge_reads_the_pull_requests_head(remote):
 # --- the file tools write only at real paths -----------------------------------------------------------
 
 
+@pytest.mark.fast
 def test_the_file_tools_refuse_to_write_through_a_symlink(tmp_path):
     root = tmp_path / "ws"
     (root / ".github").mkdir(parents=True)

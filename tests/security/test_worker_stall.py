@@ -64,12 +64,14 @@ def within_bound(fn: Callable[..., T], *args: Any) -> T:
 # --- the checks on a command -------------------------------------------------------------------
 
 
+@pytest.mark.fast
 def test_a_1_mb_command_is_refused_at_once_with_the_cap_in_the_reason():
     verdict = within_bound(classify, "run_command", {"command": "echo " + "a" * MB})
     assert verdict.decision == "deny"
     assert "commands are limited to 64 KB" in verdict.reason and "script file" in verdict.reason
 
 
+@pytest.mark.fast
 @pytest.mark.parametrize(
     ("command", "decision", "says"),
     [
@@ -90,12 +92,14 @@ def test_a_63_kb_command_is_judged_within_the_bound(command: str, decision: str,
     assert says in verdict.reason
 
 
+@pytest.mark.fast
 def test_a_command_behind_too_many_prefixes_is_refused_not_followed():
     assert judge_command("nice " * 16 + "ls")[0] == "allow"
     decision, reason = judge_command("nice " * 17 + "ls")
     assert decision == "deny" and "more than 16 prefixes" in reason
 
 
+@pytest.mark.fast
 def test_a_1_mb_word_is_not_split_to_find_the_required_command():
     word = "a" * MB
     assert within_bound(runs_required, "run_command", {"command": word}, "pytest -q", None) is False
@@ -104,6 +108,7 @@ def test_a_1_mb_word_is_not_split_to_find_the_required_command():
     assert runs_required("run_command", {"command": "cd x &&  pytest  -q"}, "pytest -q", None) is True
 
 
+@pytest.mark.fast
 def test_run_tests_arguments_and_paths_have_caps_too():
     verdict = within_bound(classify, "run_tests", {"args": "a" * MB})
     assert verdict.decision == "deny" and "limited to 64 KB" in verdict.reason
@@ -111,6 +116,7 @@ def test_run_tests_arguments_and_paths_have_caps_too():
     assert verdict.decision == "deny" and "paths are limited to 4096 bytes" in verdict.reason
 
 
+@pytest.mark.fast
 def test_a_reply_full_of_text_actions_is_parsed_within_the_bound():
     reply = 'Action: read_file(path="README.md")\n' * 10_000 + "x" * 200_000
     calls = within_bound(parse_text_actions, reply, ["read_file"])
@@ -147,6 +153,7 @@ def test_what_ripgrep_cannot_run_is_a_clear_tool_error(ws: Path, pattern: str, s
     assert "Traceback" not in message and "rg:" not in message
 
 
+@pytest.mark.fast
 def test_a_glob_pattern_of_thousands_of_parts_is_refused_before_the_walk(tmp_path: Path):
     for d in range(20):  # every entry of a walk is matched against every part of the pattern
         (tmp_path / f"d{d}" / "x").mkdir(parents=True)

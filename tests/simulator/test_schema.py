@@ -113,6 +113,7 @@ def test_rest_responses_and_webhooks_match_githubs_schemas(simulator: SimulatorH
             "check_suite.completed"} <= seen, seen  # fmt: skip
 
 
+@pytest.mark.fast
 def test_real_fixture_payloads_still_parse():
     """A guard for the validator itself: GitHub's real payloads pass the same check."""
     for name in ("issues.opened.json", "pull_request.synchronize.json", "check_run.completed.json", "push.json"):

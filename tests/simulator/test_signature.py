@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
+
 from shopfloor.github_signature import sign, verify
+
+pytestmark = pytest.mark.fast
 
 SECRET = b"It's a Secret to Everybody"
 BODY = b"Hello, World!"

@@ -21,6 +21,8 @@ from shopfloor.webhooks.alert_sources import (
     validate_routes,
 )
 
+pytestmark = pytest.mark.fast
+
 FIXTURES = ALERTS
 NOW = datetime(2026, 11, 30, 1, 0, tzinfo=timezone.utc)
 

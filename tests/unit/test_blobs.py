@@ -30,6 +30,7 @@ from shopfloor.errors import BlobNotFound, UsageError
 MISSING = "0" * 64
 
 
+@pytest.mark.fast
 def test_digest_of_is_sha256_hex() -> None:
     assert digest_of(b"abc") == hashlib.sha256(b"abc").hexdigest()
     assert digest_of(b"") == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
@@ -43,6 +44,7 @@ def store(tmp_path: Path) -> FileBlobStore:
     return FileBlobStore(tmp_path / "blobs")
 
 
+@pytest.mark.fast
 async def test_file_round_trip_and_layout(store: FileBlobStore) -> None:
     data = b"\x00binary\xffpayload" * 1000
     digest = await store.put(data)
@@ -56,6 +58,7 @@ async def test_file_round_trip_and_layout(store: FileBlobStore) -> None:
     assert sorted(p.name for p in path.parent.iterdir()) == [digest]
 
 
+@pytest.mark.fast
 async def test_file_put_is_idempotent(store: FileBlobStore) -> None:
     first = await store.put(b"same bytes")
     mtime = store.path_for(first).stat().st_mtime_ns
@@ -66,6 +69,7 @@ async def test_file_put_is_idempotent(store: FileBlobStore) -> None:
     assert [p for p in store.root.rglob("*") if p.is_file()] == [store.path_for(first)]
 
 
+@pytest.mark.fast
 async def test_file_concurrent_puts_of_the_same_blob(store: FileBlobStore) -> None:
     data = os.urandom(256 * 1024)
     digests = await asyncio.gather(*(store.put(data) for _ in range(20)))
@@ -76,12 +80,14 @@ async def test_file_concurrent_puts_of_the_same_blob(store: FileBlobStore) -> No
     assert files == [store.path_for(digests[0])]  # one blob, no stray temp files
 
 
+@pytest.mark.fast
 async def test_file_missing_digest_raises_blob_not_found(store: FileBlobStore) -> None:
     with pytest.raises(BlobNotFound, match=MISSING):
         await store.get(MISSING)
     assert not await store.exists(MISSING)
 
 
+@pytest.mark.fast
 async def test_file_corruption_is_detected(store: FileBlobStore) -> None:
     digest = await store.put(b"the original bytes")
     store.path_for(digest).write_bytes(b"the tampered bytes")
@@ -90,6 +96,7 @@ async def test_file_corruption_is_detected(store: FileBlobStore) -> None:
         await store.get(digest)
 
 
+@pytest.mark.fast
 async def test_file_put_heals_a_truncated_blob(store: FileBlobStore) -> None:
     digest = await store.put(b"0123456789")
     store.path_for(digest).write_bytes(b"01234")
@@ -97,6 +104,7 @@ async def test_file_put_heals_a_truncated_blob(store: FileBlobStore) -> None:
     assert await store.get(digest) == b"0123456789"
 
 
+@pytest.mark.fast
 @pytest.mark.parametrize(
     "bad",
     [
@@ -118,10 +126,12 @@ async def test_malformed_digest_is_rejected(store: FileBlobStore, bad: str) -> N
     assert not store.root.exists()  # nothing touched on disk
 
 
+@pytest.mark.fast
 def test_file_store_satisfies_the_protocol(store: FileBlobStore) -> None:
     assert isinstance(store, BlobStore)
 
 
+@pytest.mark.fast
 async def test_file_put_file_and_get_file_stream_a_large_blob(store: FileBlobStore, tmp_path: Path) -> None:
     source = tmp_path / "patch"
     data = os.urandom(3 * 1024 * 1024 + 17)  # several chunks and a partial one
@@ -139,6 +149,7 @@ async def test_file_put_file_and_get_file_stream_a_large_blob(store: FileBlobSto
     assert dest.read_bytes() == data
 
 
+@pytest.mark.fast
 async def test_file_put_file_heals_a_truncated_blob(store: FileBlobStore, tmp_path: Path) -> None:
     source = tmp_path / "patch"
     source.write_bytes(b"0123456789")
@@ -148,6 +159,7 @@ async def test_file_put_file_heals_a_truncated_blob(store: FileBlobStore, tmp_pa
     assert await store.get(digest) == b"0123456789"
 
 
+@pytest.mark.fast
 async def test_file_get_file_refuses_a_corrupted_or_missing_blob(store: FileBlobStore, tmp_path: Path) -> None:
     digest = await store.put(b"the original bytes")
     store.path_for(digest).write_bytes(b"the tampered bytes")
@@ -170,6 +182,7 @@ class Note(BaseModel):
     score: float = 0.5
 
 
+@pytest.mark.fast
 async def test_put_json_is_canonical(store: FileBlobStore) -> None:
     a = await put_json(store, {"b": 1, "a": {"y": [1, 2], "x": "é"}})
     b = await put_json(store, {"a": {"x": "é", "y": [1, 2]}, "b": 1})
@@ -179,6 +192,7 @@ async def test_put_json_is_canonical(store: FileBlobStore) -> None:
     assert await get_json(store, a) == {"a": {"x": "é", "y": [1, 2]}, "b": 1}
 
 
+@pytest.mark.fast
 async def test_put_json_dumps_pydantic_models(store: FileBlobStore) -> None:
     note = Note(title="fix login", tags=["auth"])
     digest = await put_json(store, note)
@@ -189,6 +203,7 @@ async def test_put_json_dumps_pydantic_models(store: FileBlobStore) -> None:
     assert canonical_json([note]) == b'[{"score":0.5,"tags":["auth"],"title":"fix login"}]'
 
 
+@pytest.mark.fast
 def test_canonical_json_refuses_nan() -> None:
     with pytest.raises(ValueError):
         canonical_json({"x": float("nan")})
@@ -197,6 +212,7 @@ def test_canonical_json_refuses_nan() -> None:
 # --- choosing a store -------------------------------------------------------------------------------
 
 
+@pytest.mark.fast
 def test_open_blob_store_default_is_data_dir_blobs(tmp_path: Path) -> None:
     store = open_blob_store(url=None, data_dir=tmp_path)
     assert isinstance(store, FileBlobStore) and store.root == tmp_path / "blobs"
@@ -204,6 +220,7 @@ def test_open_blob_store_default_is_data_dir_blobs(tmp_path: Path) -> None:
     assert isinstance(store, FileBlobStore) and store.root == tmp_path / "blobs"
 
 
+@pytest.mark.fast
 def test_open_blob_store_file_url_and_plain_path(tmp_path: Path) -> None:
     store = open_blob_store(url=f"file://{tmp_path}/my%20blobs", data_dir=Path("/unused"))
     assert isinstance(store, FileBlobStore) and store.root == tmp_path / "my blobs"
@@ -211,6 +228,7 @@ def test_open_blob_store_file_url_and_plain_path(tmp_path: Path) -> None:
     assert isinstance(store, FileBlobStore) and store.root == tmp_path / "plain"
 
 
+@pytest.mark.fast
 def test_open_blob_store_s3_url(monkeypatch: pytest.MonkeyPatch) -> None:
     _dummy_aws_env(monkeypatch)
     store = open_blob_store(
@@ -221,6 +239,7 @@ def test_open_blob_store_s3_url(monkeypatch: pytest.MonkeyPatch) -> None:
     assert store.key_for(MISSING) == f"shopfloor/blobs/00/00/{MISSING}"
 
 
+@pytest.mark.fast
 @pytest.mark.parametrize(
     ("url", "message"),
     [

@@ -19,6 +19,8 @@ from shopfloor.agents.budget import (
 from shopfloor.models.agent_run import Limits
 from shopfloor.models.transcript import Usage
 
+pytestmark = pytest.mark.fast
+
 MTOK = Usage(input_tokens=1_000_000, output_tokens=1_000_000)
 
 

@@ -9,6 +9,8 @@ from shopfloor.agents.comment_commands import KNOWN, parse_command
 
 from shopfloor.models.inbox import CommentCommand
 
+pytestmark = pytest.mark.fast
+
 
 @pytest.mark.parametrize("name", sorted(KNOWN))
 def test_each_command(name: str) -> None:

@@ -19,6 +19,8 @@ from shopfloor.agents.compaction import (
 )
 from shopfloor.models.transcript import Message, ToolCall
 
+pytestmark = pytest.mark.fast
+
 
 def user(tokens: int, *, compaction: bool = False) -> MessageMeta:
     return MessageMeta(role="user", tokens=tokens, is_compaction=compaction)

@@ -247,6 +247,7 @@ def test_every_yaml_file_parses_and_the_scripts_are_valid_sh() -> None:
             assert done.returncode == 0, f"{path}: {done.stderr}"
 
 
+@pytest.mark.fast
 def test_every_shopfloor_variable_named_in_deploy_files_is_a_setting() -> None:
     named: dict[str, set[str]] = {}
     for path in SCANNED:
@@ -258,6 +259,7 @@ def test_every_shopfloor_variable_named_in_deploy_files_is_a_setting() -> None:
     assert {"SHOPFLOOR_TEMPORAL_ADDRESS", "SHOPFLOOR_BLOB_URL", "SHOPFLOOR_SANDBOX", "SHOPFLOOR_DATA_DIR"} <= set(named)
 
 
+@pytest.mark.fast
 def test_env_example_names_real_settings_and_its_values_validate() -> None:
     for name in {**SHOPFLOOR_ENV, **SHOPFLOOR_ENV_COMMENTED}:
         assert name in ENV_NAMES or name.startswith("AWS_"), f"shopfloor.env.example: {name} is read by nothing"
@@ -270,6 +272,7 @@ def test_env_example_names_real_settings_and_its_values_validate() -> None:
 # --- the image -----------------------------------------------------------------------------------
 
 
+@pytest.mark.fast
 def test_image_is_built_from_the_wheel_in_two_stages() -> None:
     builder, runtime = dockerfile_stages()[0], dockerfile_stages()[-1]
     assert len(dockerfile_stages()) >= 2
@@ -289,6 +292,7 @@ def test_image_is_built_from_the_wheel_in_two_stages() -> None:
     assert copied <= allowed, copied - allowed
 
 
+@pytest.mark.fast
 def test_image_installs_bubblewrap_and_checks_git_for_merge_tree() -> None:
     runtime_runs = " ".join(r for k, r in dockerfile_stages()[-1] if k == "RUN")
     packages = re.search(r"apt-get install (.*?);", runtime_runs)
@@ -296,6 +300,7 @@ def test_image_installs_bubblewrap_and_checks_git_for_merge_tree() -> None:
     assert re.search(r"dpkg --compare-versions \S+ ge 2\.38\b", runtime_runs)
 
 
+@pytest.mark.fast
 def test_image_runs_as_non_root_with_safe_python_path() -> None:
     user = image_user().split(":")[0]
     assert user not in ("root", "0") and user.isdigit(), f"USER {image_user()}: use a numeric non-root uid"
@@ -310,6 +315,7 @@ def test_image_runs_as_non_root_with_safe_python_path() -> None:
     assert str(settings.data_dir) == env["SHOPFLOOR_DATA_DIR"] and settings.sandbox == "bwrap"
 
 
+@pytest.mark.fast
 def test_image_entrypoint_is_the_cli_with_a_real_default_command() -> None:
     runtime = dict(dockerfile_stages()[-1])
     entrypoint, cmd = json.loads(runtime["ENTRYPOINT"]), json.loads(runtime["CMD"])
@@ -323,6 +329,7 @@ def test_image_entrypoint_is_the_cli_with_a_real_default_command() -> None:
 # --- compose -------------------------------------------------------------------------------------
 
 
+@pytest.mark.fast
 def test_compose_has_temporal_on_postgres_ui_minio_workers_and_webhooks() -> None:
     services = COMPOSE["services"]
     temporal = services["temporal"]
@@ -339,6 +346,7 @@ def test_compose_has_temporal_on_postgres_ui_minio_workers_and_webhooks() -> Non
     assert {name for name, *_ in used} <= set(COMPOSE_ENV), {name for name, *_ in used} - set(COMPOSE_ENV)
 
 
+@pytest.mark.fast
 def test_compose_one_shot_jobs_mount_the_scripts_they_run() -> None:
     for name, service in COMPOSE["services"].items():
         entrypoint = service.get("entrypoint") or []
@@ -354,6 +362,7 @@ def test_compose_one_shot_jobs_mount_the_scripts_they_run() -> None:
     assert isinstance(yaml.safe_load(local.read_text()), dict)
 
 
+@pytest.mark.fast
 def test_compose_commands_are_cli_commands_and_settings_validate() -> None:
     for name, service in shopfloor_services().items():
         assert service["command"][0] in CLI_COMMANDS, f"{name}: shopfloor has no command {service['command'][0]!r}"
@@ -365,6 +374,7 @@ def test_compose_commands_are_cli_commands_and_settings_validate() -> None:
     assert len(queues) == 1, f"webhooks, workers and setup must share one task queue: {queues}"
 
 
+@pytest.mark.fast
 def test_compose_workers_share_an_s3_blob_store_and_keep_the_sandbox() -> None:
     worker = COMPOSE["services"]["worker"]
     settings = settings_for(compose_env(worker))
@@ -379,6 +389,7 @@ def test_compose_workers_share_an_s3_blob_store_and_keep_the_sandbox() -> None:
     assert "seccomp=unconfined" not in COMPOSE["services"]["webhooks"]["security_opt"]
 
 
+@pytest.mark.fast
 def test_compose_webhook_port_matches_what_the_server_binds() -> None:
     webhooks = COMPOSE["services"]["webhooks"]
     settings = settings_for(compose_env(webhooks))
@@ -390,6 +401,7 @@ def test_compose_webhook_port_matches_what_the_server_binds() -> None:
     assert int(port) == settings.webhook_port and path in _get_routes()
 
 
+@pytest.mark.fast
 def test_compose_has_no_literal_secrets_and_no_privileges() -> None:
     for name, service in COMPOSE_RAW["services"].items():
         assert not service.get("privileged") and not service.get("cap_add"), name
@@ -418,6 +430,7 @@ def test_compose_has_no_literal_secrets_and_no_privileges() -> None:
 # --- Kubernetes -----------------------------------------------------------------------------------
 
 
+@pytest.mark.fast
 def test_k8s_manifests_are_complete_and_in_one_namespace() -> None:
     namespace = next(iter(k8s_objects("Namespace")))
     for filename, docs in K8S_DOCS.items():
@@ -437,6 +450,7 @@ def test_k8s_manifests_are_complete_and_in_one_namespace() -> None:
         assert selector.items() <= deployment["spec"]["template"]["metadata"]["labels"].items(), name
 
 
+@pytest.mark.fast
 def test_k8s_commands_settings_and_references_resolve() -> None:
     secrets = k8s_objects("Secret")
     for name, spec in pod_specs().items():
@@ -460,6 +474,7 @@ def test_k8s_commands_settings_and_references_resolve() -> None:
         assert isinstance(value, str), f"configmap.yaml: {name} must be a string"
 
 
+@pytest.mark.fast
 def test_k8s_pods_run_as_the_image_user_without_privileges() -> None:
     uid = int(image_user().split(":")[0])
     for name, spec in pod_specs().items():
@@ -472,6 +487,7 @@ def test_k8s_pods_run_as_the_image_user_without_privileges() -> None:
             assert sc["capabilities"]["drop"] == ["ALL"] and "add" not in sc["capabilities"], name
 
 
+@pytest.mark.fast
 def test_k8s_worker_can_sandbox_and_shares_only_s3() -> None:
     worker = k8s_objects("Deployment")["shopfloor-worker"]
     spec = worker["spec"]["template"]["spec"]
@@ -492,6 +508,7 @@ def test_k8s_worker_can_sandbox_and_shares_only_s3() -> None:
     assert not shown_by_default(str(key_file))
 
 
+@pytest.mark.fast
 def test_k8s_webhook_port_probes_and_service_agree() -> None:
     deployment = k8s_objects("Deployment")["shopfloor-webhooks"]
     spec = deployment["spec"]["template"]["spec"]
@@ -509,6 +526,7 @@ def test_k8s_webhook_port_probes_and_service_agree() -> None:
     assert spec["securityContext"]["seccompProfile"]["type"] == "RuntimeDefault"
 
 
+@pytest.mark.fast
 def test_k8s_secrets_are_placeholders_and_stay_out_of_the_configmap() -> None:
     assert not SECRET_ENV_NAMES & set(configmap()), "a secret in the ConfigMap"
     secrets = k8s_objects("Secret")
@@ -528,6 +546,7 @@ def _seconds(duration: str | int) -> float:
     return sum(float(n) * {"h": 3600, "m": 60, "s": 1}[u] for n, u in parts)
 
 
+@pytest.mark.fast
 def test_workers_finish_running_activities_before_the_orchestrator_kills_them() -> None:
     """The worker's shutdown grace must end before SIGKILL, or the cancelled activities are not
     reported and wait out their heartbeat timeouts instead of being retried at once."""

@@ -8,6 +8,8 @@ from hypothesis import strategies as st
 
 from shopfloor.agents.doom_loop import DoomLoopState, observe, stuck_reason, warning_message
 
+pytestmark = pytest.mark.fast
+
 OK = None
 
 

@@ -12,6 +12,8 @@ from shopfloor.activities.tools.editing import edit_file, write_file
 from shopfloor.agents.tools import EditFileArgs, WriteFileArgs
 from shopfloor.errors import ToolError
 
+pytestmark = pytest.mark.fast
+
 APP = """\
 def login(user):
     return Login(user)

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import pytest
 from pydantic import SecretStr
 from temporalio.testing import ActivityEnvironment
 
 from shopfloor.activities.factory_config import FactoryConfigActivity
 from shopfloor.models.factory_config import FactoryConfig
 from shopfloor.settings import Settings
+
+pytestmark = pytest.mark.fast
 
 
 def test_the_most_specific_model_wins():

@@ -13,6 +13,8 @@ from github import GithubException
 from shopfloor.activities.github.api import GitHubApi, call_github, read_github, write_github
 from temporalio.exceptions import ApplicationError
 
+pytestmark = pytest.mark.fast
+
 
 class _Requester:
     def __init__(self, fail: BaseException | None = None) -> None:

@@ -19,6 +19,8 @@ from shopfloor.activities.github.errors import (
     rate_limit_delay,
 )
 
+pytestmark = pytest.mark.fast
+
 NOW = 1_700_000_000.0
 TOKEN = "ghs_0123456789abcdefghijklmnopqrstuvwxyzAB"
 

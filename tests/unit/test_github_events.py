@@ -30,6 +30,8 @@ from shopfloor.models.github_events import (
     parse_event,
 )
 
+pytestmark = pytest.mark.fast
+
 WEBHOOKS = GITHUB_WEBHOOKS
 FILES = webhook_names()
 HELLO = "Codertocat/Hello-World"

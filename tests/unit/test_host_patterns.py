@@ -11,6 +11,8 @@ from shopfloor.activities.egress_destinations import ProtectedHosts, address_ref
 from shopfloor.agents.host_patterns import HostPattern, allow_list
 from shopfloor.agents.policy import parse_policy
 
+pytestmark = pytest.mark.fast
+
 P = HostPattern.parse
 
 

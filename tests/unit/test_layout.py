@@ -73,6 +73,7 @@ print(json.dumps(results))
 """
 
 
+@pytest.mark.fast
 def test_the_layout_finds_the_packages():
     # A guard for the walk below: an empty or partial list would make the other tests vacuous.
     for name in ("shopfloor", "shopfloor.cli", "shopfloor.workflows", "shopfloor.activities",
@@ -98,6 +99,7 @@ def test_every_package_folder_is_importable_by_its_shopfloor_name(tmp_path):
     assert {n: r for n, r in result.items() if r != "ok"} == {}
 
 
+@pytest.mark.fast
 def test_every_package_folder_is_in_pyprojects_package_list():
     """The editable install finds any subfolder, so importing alone cannot catch a package left
     out of the explicit list; a wheel built from it would silently lack that package."""
@@ -113,6 +115,7 @@ def test_every_package_folder_is_in_pyprojects_package_list():
     assert stale == [], f"[tool.setuptools] packages lists folders with no __init__.py: {stale}"
 
 
+@pytest.mark.fast
 @pytest.mark.parametrize("name", sorted(PACKAGES))
 def test_init_holds_only_a_docstring(name):
     init = PACKAGES[name]
@@ -153,6 +156,7 @@ def _imports(path: Path) -> set[str]:
     return names
 
 
+@pytest.mark.fast
 def test_imports_flow_one_way():
     wrong = []
     for module, path in _module_files().items():
@@ -163,6 +167,7 @@ def test_imports_flow_one_way():
     assert wrong == []
 
 
+@pytest.mark.fast
 def test_the_import_rule_sees_a_violation(tmp_path: Path):
     bad = tmp_path / "bad.py"
     bad.write_text("from shopfloor.workflows.issue import IssueWorkflow\nimport shopfloor.webhooks.app\n")

@@ -16,6 +16,8 @@ from temporalio.testing import ActivityEnvironment
 from shopfloor.errors import UsageError
 from shopfloor.logs import REDACTED, configure_logging, is_secret_key
 
+pytestmark = pytest.mark.fast
+
 SECRET = "sk-live-5f3c9a7e1d"
 
 

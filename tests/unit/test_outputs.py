@@ -26,6 +26,8 @@ from shopfloor.agents.submission import (
     validate_submission,
 )
 
+pytestmark = pytest.mark.fast
+
 TRIAGE = {"kind": "bug", "severity": "low", "summary": "s", "fixability": 0.5}
 
 

@@ -11,6 +11,8 @@ from shopfloor.agents.path_glob import first_match, glob_regex, matches
 from shopfloor.agents.permissions import PermissionPolicy, classify
 from shopfloor.agents.policy import RepoPolicy, is_protected
 
+pytestmark = pytest.mark.fast
+
 
 @pytest.mark.parametrize(("pattern", "path", "expected"), [
     # `*` and `?` stay within one segment

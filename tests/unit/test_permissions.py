@@ -17,6 +17,8 @@ from pydantic import ValidationError
 
 from shopfloor.agents.permissions import PermissionPolicy, Verdict, classify
 
+pytestmark = pytest.mark.fast
+
 DENY = {
     "rm -r of /, ~ and the workspace": [
         "rm -rf /", "rm -fr /", "rm -r -f /", "rm -Rf /", "rm -rf -- /", "rm -rf //", "rm -rf /.", "rm -rf /*",

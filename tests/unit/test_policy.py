@@ -6,6 +6,8 @@ from __future__ import annotations
 import pytest
 from shopfloor.agents.policy import PolicyLoad, RepoPolicy, is_protected, parse_policy
 
+pytestmark = pytest.mark.fast
+
 FULL = """\
 auto_fix: always
 fixability_threshold: 0.75

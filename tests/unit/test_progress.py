@@ -17,6 +17,8 @@ from shopfloor.agents.progress import (
 
 from shopfloor.models.github_ops import comment_marker, find_markers
 
+pytestmark = pytest.mark.fast
+
 WF = "issue/acme/app/7"
 T0 = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
 LINKS = ProgressLinks(

@@ -149,6 +149,7 @@ def _status_error(status: int, headers: dict[str, str]) -> openai.APIStatusError
     return openai.APIStatusError("boom", response=response, body={"message": "slow down"})
 
 
+@pytest.mark.fast
 def test_retry_after_forms() -> None:
     assert parse_retry_after(httpx.Headers({"retry-after-ms": "1500", "retry-after": "9"})) == 1.5
     assert parse_retry_after(httpx.Headers({"retry-after": "12"})) == 12.0
@@ -161,6 +162,7 @@ def test_retry_after_forms() -> None:
     assert parse_retry_after(httpx.Headers({"retry-after": date}), now=now.timestamp() + 60) == 0.0
 
 
+@pytest.mark.fast
 def test_mapping_honours_retry_after_ms_and_unknown_errors_are_final() -> None:
     error = to_model_call_error(
         _status_error(503, {"retry-after-ms": "250"}), label="openai:m", model="m", base_url="u", key_env="K"
@@ -182,6 +184,7 @@ def _keys(**overrides: str | None) -> dict[str, str | None]:
     return keys
 
 
+@pytest.mark.fast
 def test_missing_keys_are_refused_early_with_the_variable_to_set() -> None:
     openai_problem = check_credentials(ModelSpec.parse("openai:gpt-4o"), **_keys())
     assert openai_problem is not None and "OPENAI_API_KEY" in openai_problem
@@ -197,6 +200,7 @@ def test_missing_keys_are_refused_early_with_the_variable_to_set() -> None:
     assert check_credentials(ModelSpec.parse("anthropic:c"), **_keys(anthropic_api_key="sk")) is None
 
 
+@pytest.mark.fast
 async def test_open_provider_builds_each_kind() -> None:
     keys = _keys(openai_api_key="sk", anthropic_api_key="sk-ant", anthropic_base_url="http://h")
     openai_provider = open_provider(ModelSpec.parse("openai:gpt-4o"), **keys)

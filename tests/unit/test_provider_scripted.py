@@ -15,6 +15,8 @@ from shopfloor.errors import ModelCallError
 from shopfloor.models.model_spec import ModelSpec
 from shopfloor.models.transcript import Message, ModelRequest, ToolCall
 
+pytestmark = pytest.mark.fast
+
 CASSETTE = {
     "description": "two tool turns and an answer",
     "turns": [

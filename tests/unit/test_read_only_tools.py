@@ -81,6 +81,7 @@ def tool_error(fn, *args) -> str:
 # --- resolve_in_workspace ----------------------------------------------------------------------
 
 
+@pytest.mark.fast
 def test_resolve_inside_paths(ws: Path) -> None:
     real = ws.resolve()
     assert resolve_in_workspace(ws, "") == real
@@ -93,17 +94,20 @@ def test_resolve_inside_paths(ws: Path) -> None:
     assert resolve_in_workspace(ws, ".git/config") == real / ".git" / "config"  # reading .git is allowed
 
 
+@pytest.mark.fast
 def test_resolve_not_yet_existing_paths_inside(ws: Path) -> None:
     real = ws.resolve()
     assert resolve_in_workspace(ws, "src/new/deeper/file.py") == real / "src" / "new" / "deeper" / "file.py"
     assert resolve_in_workspace(ws, "docs/new.py") == real / "src" / "new.py"
 
 
+@pytest.mark.fast
 def test_resolve_through_symlinked_root(tmp_path: Path, ws: Path) -> None:
     (tmp_path / "root-link").symlink_to(ws)
     assert resolve_in_workspace(tmp_path / "root-link", "src/app.py") == ws.resolve() / "src" / "app.py"
 
 
+@pytest.mark.fast
 @pytest.mark.parametrize(
     ("path", "expected"),
     [
@@ -129,6 +133,7 @@ def test_resolve_refuses(ws: Path, path: str, expected: str) -> None:
     assert expected in tool_error(resolve_in_workspace, ws, path)
 
 
+@pytest.mark.fast
 def test_resolve_refuses_outside_absolute_path(tmp_path: Path, ws: Path) -> None:
     secret = tmp_path / "outside" / "secret.txt"
     assert "outside the workspace" in tool_error(resolve_in_workspace, ws, str(secret))
@@ -146,6 +151,7 @@ _PIECES = ["..", ".", "", "src", "app.py", "leak.txt", "out", "docs", "loop", "d
            ".git", "alias.py", "nested", "\x00", "~", "x" * 260, "outside", "/"]
 
 
+@pytest.mark.fast
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     path=st.one_of(
@@ -172,11 +178,13 @@ def test_resolve_property_inside_or_error(shared_ws: Path, path: str, under_root
 # --- read_file ---------------------------------------------------------------------------------
 
 
+@pytest.mark.fast
 def test_read_file_numbered(ws: Path) -> None:
     assert read_file(ws, ReadFileArgs(path="README.md")) == "     1\thello\n     2\tworld"
     assert read_file(ws, ReadFileArgs(path="alias.py", limit=1)).startswith("     1\timport os\n")
 
 
+@pytest.mark.fast
 def test_read_file_paging(ws: Path) -> None:
     (ws / "ten.txt").write_text("".join(f"line {i}\n" for i in range(1, 11)))
     page = read_file(ws, ReadFileArgs(path="ten.txt", offset=3, limit=4))
@@ -193,12 +201,14 @@ def test_read_file_paging(ws: Path) -> None:
     assert "offset 11 is past the end" in tool_error(read_file, ws, ReadFileArgs(path="ten.txt", offset=11))
 
 
+@pytest.mark.fast
 def test_read_file_counts_last_line_without_newline_and_crlf(ws: Path) -> None:
     (ws / "crlf.txt").write_bytes(b"a\r\nb\r\nc\r\nd")
     out = read_file(ws, ReadFileArgs(path="crlf.txt", limit=1))
     assert out == "     1\ta\n... 3 more lines; call read_file with offset=2"
 
 
+@pytest.mark.fast
 def test_read_file_empty_and_long_lines(ws: Path) -> None:
     (ws / "empty.txt").write_text("")
     assert "empty" in read_file(ws, ReadFileArgs(path="empty.txt"))
@@ -208,6 +218,7 @@ def test_read_file_empty_and_long_lines(ws: Path) -> None:
     assert second == "     2\tshort"
 
 
+@pytest.mark.fast
 def test_read_file_errors_say_what_to_do(ws: Path) -> None:
     assert "directory" in (m := tool_error(read_file, ws, ReadFileArgs(path="src"))) and "list_dir" in m
     missing = tool_error(read_file, ws, ReadFileArgs(path="src/ap.py"))
@@ -219,22 +230,26 @@ def test_read_file_errors_say_what_to_do(ws: Path) -> None:
     assert "not a regular file" in tool_error(read_file, ws, ReadFileArgs(path="fifo"))
 
 
+@pytest.mark.fast
 def test_symlink_loop_is_an_error_not_a_crash(ws: Path) -> None:
     assert "symbolic links" in tool_error(read_file, ws, ReadFileArgs(path="loop"))
     assert "does not exist" in tool_error(read_file, ws, ReadFileArgs(path="loop/x"))
     assert "outside the workspace" in tool_error(list_dir, ws, ListDirArgs(path="loop/../.."))
 
 
+@pytest.mark.fast
 def test_read_file_replaces_stray_bytes(ws: Path) -> None:
     (ws / "latin.txt").write_bytes(b"caf\xe9 au lait, mostly ascii text here\n")
     assert read_file(ws, ReadFileArgs(path="latin.txt")) == "     1\tcaf\ufffd au lait, mostly ascii text here"
 
 
+@pytest.mark.fast
 @pytest.mark.parametrize("path", ["leak.txt", "leak.py", "src/rel_leak.py", "out/secret.txt", "../outside/secret.txt"])
 def test_read_file_never_reads_outside(ws: Path, path: str) -> None:
     assert "outside the workspace" in tool_error(read_file, ws, ReadFileArgs(path=path))
 
 
+@pytest.mark.fast
 def test_read_file_refuses_a_symlink_swapped_in_after_the_check(ws: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     real = ws.resolve() / "README.md"
     monkeypatch.setattr(read_only, "resolve_in_workspace", lambda root, rel: real)
@@ -246,6 +261,7 @@ def test_read_file_refuses_a_symlink_swapped_in_after_the_check(ws: Path, monkey
 # --- list_dir ----------------------------------------------------------------------------------
 
 
+@pytest.mark.fast
 def test_list_dir_root(ws: Path) -> None:
     outside = ws.parent / "outside"
     assert list_dir(ws, ListDirArgs()).splitlines() == [
@@ -263,6 +279,7 @@ def test_list_dir_root(ws: Path) -> None:
     ]
 
 
+@pytest.mark.fast
 def test_list_dir_subdirectories(ws: Path) -> None:
     assert list_dir(ws, ListDirArgs(path="src")).splitlines() == [
         "app.py",
@@ -276,6 +293,7 @@ def test_list_dir_subdirectories(ws: Path) -> None:
     assert "empty directory" in list_dir(ws, ListDirArgs(path="hollow"))
 
 
+@pytest.mark.fast
 def test_list_dir_errors(ws: Path) -> None:
     assert "read_file" in tool_error(list_dir, ws, ListDirArgs(path="README.md"))
     assert "does not exist" in tool_error(list_dir, ws, ListDirArgs(path="nope"))
@@ -283,6 +301,7 @@ def test_list_dir_errors(ws: Path) -> None:
         assert "outside the workspace" in tool_error(list_dir, ws, ListDirArgs(path=path))
 
 
+@pytest.mark.fast
 def test_list_dir_cap_and_odd_names(ws: Path) -> None:
     many = ws / "many"
     many.mkdir()
@@ -304,6 +323,7 @@ def test_list_dir_cap_and_odd_names(ws: Path) -> None:
 # --- glob --------------------------------------------------------------------------------------
 
 
+@pytest.mark.fast
 def test_glob_recursive_skips_git_and_links_out(ws: Path) -> None:
     assert glob(ws, GlobArgs(pattern="**/*.py")).splitlines() == [
         "alias.py",  # a link to a file inside the workspace counts as a file
@@ -321,6 +341,7 @@ def test_glob_recursive_skips_git_and_links_out(ws: Path) -> None:
     ]
 
 
+@pytest.mark.fast
 def test_glob_forms(ws: Path) -> None:
     assert glob(ws, GlobArgs(pattern="*.py")) == "alias.py"  # '*' stays in one directory
     assert glob(ws, GlobArgs(pattern="src/**")).splitlines() == ["src/app.py", "src/data.bin", "src/util/helpers.py"]
@@ -333,6 +354,7 @@ def test_glob_forms(ws: Path) -> None:
     assert none == "no files match '*.rs' in '.'; '*' does not cross directories, try '**/*.rs'"
 
 
+@pytest.mark.fast
 def test_glob_errors(ws: Path) -> None:
     assert "must not contain '..'" in tool_error(glob, ws, GlobArgs(pattern="../outside/*"))
     assert "must be relative" in tool_error(glob, ws, GlobArgs(pattern="/etc/*"))
@@ -340,6 +362,7 @@ def test_glob_errors(ws: Path) -> None:
     assert "is a file" in tool_error(glob, ws, GlobArgs(pattern="*", path="README.md"))
 
 
+@pytest.mark.fast
 def test_glob_cap(ws: Path) -> None:
     gen = ws / "gen"
     gen.mkdir()
@@ -389,6 +412,7 @@ def test_grep_ignore_case_and_glob_filter(ws: Path) -> None:
     assert grep(ws, GrepArgs(pattern="login", glob="*.md")) == "no matches for 'login' in '.' (files matching '*.md')"
 
 
+@pytest.mark.fast
 def test_grep_errors(ws: Path) -> None:
     message = tool_error(grep, ws, GrepArgs(pattern="def (login"))
     assert message.startswith("invalid regular expression 'def (login': missing ), unterminated subpattern")

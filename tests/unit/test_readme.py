@@ -17,6 +17,8 @@ from pydantic import AliasChoices, AliasPath, SecretStr
 from shopfloor.cli.main import app
 from shopfloor.settings import Settings
 
+pytestmark = pytest.mark.fast
+
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
 ARCHITECTURE = ROOT / "docs" / "architecture.md"

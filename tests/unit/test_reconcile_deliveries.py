@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
+
 from shopfloor.activities.github.deliveries import latest_failures
+
+pytestmark = pytest.mark.fast
 
 
 def attempt(id_: int, guid: str, code: int, status: str | None = None, event: str = "issues") -> dict:

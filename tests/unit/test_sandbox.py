@@ -288,6 +288,7 @@ def no_bwrap(monkeypatch):
     sandbox._bwrap_problem.cache_clear()
 
 
+@pytest.mark.fast
 def test_resolve_mode_when_bubblewrap_is_missing(no_bwrap):
     with pytest.raises(UsageError, match="bwrap was not found"):
         resolve_mode("bwrap")
@@ -305,6 +306,7 @@ async def test_auto_falls_back_loudly_only_when_the_operator_allows_it(no_bwrap,
     assert not out.sandboxed and "bubblewrap is not usable" in out.sandbox_note
 
 
+@pytest.mark.fast
 def test_resolve_mode_rejects_unknown_modes():
     with pytest.raises(UsageError, match="auto, bwrap or none"):
         resolve_mode("docker")
@@ -319,6 +321,7 @@ def test_resolve_mode_prefers_bubblewrap(bwrap):
 # --- detect_test_command -----------------------------------------------------------------------
 
 
+@pytest.mark.fast
 @pytest.mark.parametrize(("files", "expected"), [
     ({"pytest.ini": ""}, "python -m pytest -q"),
     ({"pyproject.toml": "[tool.pytest.ini_options]\n"}, "python -m pytest -q"),

@@ -10,6 +10,8 @@ from shopfloor.agents.text_actions import parse_text_actions, text_action_instru
 from shopfloor.agents.tools import TOOLS
 from shopfloor.models.transcript import ToolCall
 
+pytestmark = pytest.mark.fast
+
 KNOWN = set(TOOLS)
 
 

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import unicodedata
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from shopfloor.agents.hidden_markdown import HiddenPart, split_markdown
 from shopfloor.agents.untrusted_snapshot import HIDDEN_LABEL, quote_hidden, snapshot_text, stored_text
 from shopfloor.agents.untrusted_text import BIDI_CONTROLS, ZERO_WIDTH, sanitize
+
+pytestmark = pytest.mark.fast
 
 HIDDEN = ZERO_WIDTH + BIDI_CONTROLS + "\u00ad\u2061\U000e0041"  # + soft hyphen, invisible op, tag char
 

@@ -77,6 +77,7 @@ json_values = st.recursive(
 event_names = st.sampled_from(sorted(EVENT_MODELS) + ["fork", "x"]) | st.text(max_size=12)
 
 
+@pytest.mark.fast
 @settings(max_examples=300, deadline=None)
 @given(st.binary(max_size=300), st.text(max_size=80) | st.none())
 def test_verify_never_raises(body: bytes, header: str | None) -> None:
@@ -84,6 +85,7 @@ def test_verify_never_raises(body: bytes, header: str | None) -> None:
     assert verify(SECRET.encode(), body, sign(SECRET.encode(), body))
 
 
+@pytest.mark.fast
 @settings(max_examples=300, deadline=None)
 @given(st.binary(max_size=300) | json_values.map(lambda v: json.dumps(v).encode()), st.sampled_from(["application/json", FORM_TYPE]))
 def test_decode_payload_fails_only_with_body_errors(body: bytes, kind: str) -> None:
@@ -93,6 +95,7 @@ def test_decode_payload_fails_only_with_body_errors(body: bytes, kind: str) -> N
         assert exc.status == 400
 
 
+@pytest.mark.fast
 @settings(max_examples=200, deadline=None)
 @given(st.dictionaries(st.sampled_from(["x-github-event", "x-github-delivery", "other"]), st.text(max_size=40)))
 def test_headers_fail_only_with_body_errors(headers: dict[str, str]) -> None:
@@ -102,6 +105,7 @@ def test_headers_fail_only_with_body_errors(headers: dict[str, str]) -> None:
         assert exc.status == 400
 
 
+@pytest.mark.fast
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(event_names, st.dictionaries(st.sampled_from(["action", "repository", "sender", "issue", "pull_request", "comment", "check_run", "branches", "x"]), json_values, max_size=6))
 def test_parse_and_route_fail_only_with_malformed_event(event: str, payload: dict[str, Any]) -> None:
@@ -113,6 +117,7 @@ def test_parse_and_route_fail_only_with_malformed_event(event: str, payload: dic
     assert plan.targets or plan.ignored
 
 
+@pytest.mark.fast
 @settings(max_examples=300, deadline=None)
 @given(st.text(max_size=300))
 def test_text_parsers_never_raise(text: str) -> None:

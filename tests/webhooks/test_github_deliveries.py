@@ -59,6 +59,7 @@ EXPECTED: dict[str, tuple[str, str | None, str]] = {
 }
 
 
+@pytest.mark.fast
 def test_every_fixture_has_an_expectation() -> None:
     assert sorted(p.name for p in WEBHOOKS.glob("*.json")) == sorted(EXPECTED)
 

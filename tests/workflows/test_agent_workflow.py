@@ -130,6 +130,7 @@ async def test_rejected_model_call_fails_the_run_with_a_clear_reason(temporal_cl
     assert "no-such-cassette.json" in str(failure.value.cause)
 
 
+@pytest.mark.fast
 def test_agent_result_defaults_keep_old_histories_readable():
     # New fields must default: a result recorded before a field existed still loads.
     assert AgentResult.model_validate({"state": "completed", "steps": 1}).usage.input_tokens == 0

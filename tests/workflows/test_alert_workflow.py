@@ -333,6 +333,7 @@ async def test_rules_alone_when_the_agent_is_off(temporal_client, gh_settings, r
     assert await f.assessor_runs() == {}
 
 
+@pytest.mark.fast
 def test_rules_and_issue_text_are_plain_functions():
     from shopfloor.activities.alert_goal import render_alert_goal
     from shopfloor.activities.github.alert_issues import render_alert_issue
