@@ -1,4 +1,4 @@
-"""The AlertWorkflow's assessing agent (DESIGN §5): whether an alert the rules find actionable
+"""The AlertWorkflow's assessing agent: whether an alert the rules find actionable
 really is, decided by `assess_alert` (read-only tools on the routed repository, the alert's
 details as quoted data) as the child AgentWorkflow `<alert workflow id>/assess-<n>`.
 
@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from temporalio import workflow
-from temporalio.exceptions import ChildWorkflowError, WorkflowAlreadyStartedError
+from temporalio.exceptions import ApplicationError, ChildWorkflowError, WorkflowAlreadyStartedError
 
 with workflow.unsafe.imports_passed_through():
     from pydantic import ValidationError
@@ -103,7 +103,12 @@ class AlertAssessing:
 
     async def _run_assessor(self, a: Alert, child_id: str) -> tuple[AlertAssessment | None, str]:
         s = self.s
-        assert s.repo
+        if not s.repo:
+            raise ApplicationError(
+                "assessing the alert before its repository was routed",
+                type="InconsistentWorkflowState",
+                non_retryable=True,
+            )
         if self._config is None:
             self._config = await self._act("factory_config", None, FactoryConfig, "factory settings", attempts=3)
             if self._config is None:
@@ -145,7 +150,12 @@ class AlertAssessing:
 
     def _goal_input(self, a: Alert) -> AlertGoalInput:
         s = self.s
-        assert s.repo
+        if not s.repo:
+            raise ApplicationError(
+                "writing the assessing agent's goal before the alert's repository was routed",
+                type="InconsistentWorkflowState",
+                non_retryable=True,
+            )
         return AlertGoalInput(
             repo=s.repo, source=s.source, fingerprint=s.fingerprint, status=a.status, summary=a.summary or s.summary,
             description=a.description, labels=a.labels, links=a.links, occurrences=max(s.occurrences, 1),

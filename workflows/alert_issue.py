@@ -1,4 +1,4 @@
-"""How an AlertWorkflow files, follows and watches the bug for its fingerprint (DESIGN §5).
+"""How an AlertWorkflow files, follows and watches the bug for its fingerprint.
 
 Whether an alert is actionable is decided in two steps. First the deterministic rules, a cheap
 pre-filter that spends no model call:
@@ -24,7 +24,7 @@ from datetime import timedelta
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError
+from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from shopfloor.models.alert_issue import (
@@ -163,7 +163,10 @@ class AlertIssueFlow(AlertAssessing):
 
     async def _reopen(self) -> None:
         s = self.s
-        assert s.repo and s.issue_number
+        if not s.repo or not s.issue_number:
+            raise ApplicationError(
+                "reopening the alert's issue before one was filed", type="InconsistentWorkflowState", non_retryable=True
+            )
         inp = ReopenIssueInput(repo=s.repo, issue_number=s.issue_number)
         if await self._act("github_reopen_issue", inp, None, "reopen the issue") is None:
             return
@@ -180,7 +183,12 @@ class AlertIssueFlow(AlertAssessing):
 
     async def _comment(self, kind: str, body: str, reported: int | None) -> bool:
         s = self.s
-        assert s.repo and s.issue_number
+        if not s.repo or not s.issue_number:
+            raise ApplicationError(
+                "commenting on the alert's issue before one was filed",
+                type="InconsistentWorkflowState",
+                non_retryable=True,
+            )
         inp = UpsertCommentInput(repo=s.repo, issue_number=s.issue_number, workflow_id=self.wf_id, kind=kind, body=body)
         if await self._act("github_upsert_comment", inp, None, f"comment {kind}") is None:
             return False
@@ -196,7 +204,12 @@ class AlertIssueFlow(AlertAssessing):
 
     def _file_input(self) -> FileAlertIssueInput:
         s, a = self.s, self.s.filing_alert
-        assert s.repo
+        if not s.repo:
+            raise ApplicationError(
+                "filing the alert's issue before its repository was routed",
+                type="InconsistentWorkflowState",
+                non_retryable=True,
+            )
         return FileAlertIssueInput(
             repo=s.repo, workflow_id=self.wf_id, source=s.source, fingerprint=s.fingerprint,
             summary=a.summary if a else s.summary, description=a.description if a else "",

@@ -1,8 +1,8 @@
 """`/shopfloor <command>` comments: who may give them, and the reply to those who may not
-(DESIGN §6).
+(docs/design.md, Trust and safety).
 
-Every command needs write access (write, maintain or admin) to the repository. DESIGN §6 names
-fix, review-on-request, approve and merge; stop, pause and resume need it too, because otherwise
+Every command needs write access (write, maintain or admin) to the repository: fix,
+review-on-request, approve and merge by design; stop, pause and resume too, because otherwise
 anyone able to comment could halt a maintainer's run. Permissions come from GitHub through the
 `github_permission` activity and are cached per (repo, login) for PERMISSION_TTL of workflow
 time, so a burst of comments costs one call. A refused command gets one reply on the issue/PR
@@ -22,7 +22,7 @@ from datetime import timedelta
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError
+from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from shopfloor.models.factory import CachedPermission, CommandRecord, InboxCarry
@@ -65,7 +65,12 @@ class CommandHandling:
 
     async def handle_command(self, e: RepoEvent) -> str:
         """Check and record `e.command`; returns a note for the event log."""
-        assert e.command is not None
+        if e.command is None:
+            raise ApplicationError(
+                "an event without a command was handled as a command",
+                type="InconsistentWorkflowState",
+                non_retryable=True,
+            )
         c, name = self.c, e.command.name
         if e.number is not None and e.number not in (self.number, self.own_pull_request()) \
                 and workflow.patched(OWN_PULL_REQUEST_PATCH):  # fmt: skip
@@ -130,7 +135,12 @@ class CommandHandling:
         return out.permission
 
     async def _refuse(self, e: RepoEvent, permission: str) -> bool:
-        assert e.command is not None
+        if e.command is None:
+            raise ApplicationError(
+                "an event without a command was refused as a command",
+                type="InconsistentWorkflowState",
+                non_retryable=True,
+            )
         who, cmd = safe_login(e.sender), f"`/shopfloor {e.command.name}`"
         if permission == "unknown":
             body = f"@{who} {cmd} was not run: shopfloor could not check your access to {self.repo}. Try again later."

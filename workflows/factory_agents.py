@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from temporalio import workflow
-from temporalio.exceptions import ActivityError
+from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from shopfloor.agents.approvals import record_head
@@ -140,7 +140,12 @@ class AgentStages:
 
     async def post_review(self, review: ReviewResult, head: str) -> None:
         run, s = self.run, self.run.s
-        assert s.pr_number is not None
+        if s.pr_number is None:
+            raise ApplicationError(
+                "posting a review before the pull request was opened",
+                type="InconsistentWorkflowState",
+                non_retryable=True,
+            )
         body = f"**shopfloor review (round {s.review_round}): {review.verdict.replace('_', ' ')}**\n\n{review.summary}"
         comments = [ReviewComment(path=c.path, line=c.line, body=c.body) for c in review.comments]
         inp = SubmitReviewInput(repo=run.repo, pr_number=s.pr_number, workflow_id=workflow.info().workflow_id,

@@ -1,4 +1,4 @@
-"""An issue's pipeline (DESIGN §5): triage → policy gate → fix → PR → CI → review ⇄ fix
+"""An issue's pipeline: triage → policy gate → fix → PR → CI → review ⇄ fix
 (bounded rounds) → merge stage, run by IssueWorkflow beside its event inbox.
 
 The inbox keeps handling events while this runs (an asyncio task in the same workflow); events
@@ -250,7 +250,12 @@ class FactoryRun:
                     raise Final("failed", "the fix agent changed nothing: " + (fix.remaining_work or fix.summary))
                 ws, ctx, step = res.workspace, {}, "push"
             elif step == "push":
-                assert fix is not None
+                if fix is None:
+                    raise ApplicationError(
+                        "pushing before the fix agent submitted a result",
+                        type="InconsistentWorkflowState",
+                        non_retryable=True,
+                    )
                 await self.agents.push(ws, fix.pr_title)
                 if s.pr_number is None:
                     await self.agents.open_pr(fix)
@@ -278,7 +283,12 @@ class FactoryRun:
                 else:
                     step = "merge"
             elif step == "merge":
-                assert fix is not None and s.head_sha
+                if fix is None or not s.head_sha:
+                    raise ApplicationError(
+                        "merging before the fix agent submitted a result and pushed a head commit",
+                        type="InconsistentWorkflowState",
+                        non_retryable=True,
+                    )
                 head = s.head_sha
                 if not await self._unless_edited(self.merging.wait_approval(head, force=s.verdict != "approve")):
                     continue  # the issue was edited while the run waited: the loop parks

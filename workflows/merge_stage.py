@@ -1,4 +1,4 @@
-"""The merge stage of an issue's pipeline (DESIGN §5): wait for CI, wait for the approval the
+"""The merge stage of an issue's pipeline: wait for CI, wait for the approval the
 policy requires, bring the branch up to date with its base, merge with the head-SHA guard, delete
 the branch and close the issue.
 
@@ -20,7 +20,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Literal
 
 from temporalio import workflow
-from temporalio.exceptions import ActivityError
+from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from shopfloor.agents.approvals import SHORT_SHA, decide
@@ -153,7 +153,12 @@ class MergeStage:
         if up.status == "merged":
             run.progress.outcome(f"{run.base_branch} moved: merged it in; CI and review again")
             return "moved", up
-        assert s.pr_number is not None
+        if s.pr_number is None:
+            raise ApplicationError(
+                "checking protected paths before the pull request was opened",
+                type="InconsistentWorkflowState",
+                non_retryable=True,
+            )
         refused = await protected_changes(run, ws.clone_url or "", run.base_branch, head, s.pr_number)
         if refused:
             run.progress.outcome("merge refused: protected paths changed")
