@@ -216,15 +216,9 @@ class GitRemoteActivities:
         return UpdateOutput(status=status, workspace=new_ref, base_sha=tip, conflicts=conflicts if code == 1 else [])
 
     async def _pull_change(self, inp: PullChangeInput) -> PullChange:
-        clone_url, _ = _portable(WorkspaceRef(repo=inp.repo, clone_url=inp.clone_url, base_sha=inp.head_sha))
-        git = await self._git(inp.repo, clone_url)
-        code, _, _ = await git.run("check-ref-format", f"refs/heads/{inp.base_ref}", ok=(0, 1))
-        if code != 0 or inp.base_ref.startswith("-"):
-            raise _fail("WorkspaceError", f"{inp.repo}: {inp.base_ref!r} is not a valid branch name")
-        tip = await self._fetch_branch(git, clone_url, inp.base_ref)
-        await self._ensure_head(git, clone_url, inp.repo, inp.head_sha, inp.number)
-        code, out, _ = await git.run("merge-base", tip, inp.head_sha, ok=(0, 1))
-        merge_base = out.decode().strip() if code == 0 else tip  # unrelated histories: against the tip
+        git, clone_url, merge_base = await self._pull_request_in_mirror(
+            inp.repo, inp.clone_url, inp.base_ref, inp.head_sha, inp.number
+        )
         # For the reviewer to read: as text whatever the pull request's .gitattributes say, and at
         # most a checkpoint's size (a stranger's 300 MB file is cut, not stored).
         cap = self._ws.max_checkpoint_bytes
@@ -251,21 +245,31 @@ class GitRemoteActivities:
         paged file list."""
         if not _SHA_RE.fullmatch(inp.head_sha):
             raise _fail("WorkspaceError", f"head {inp.head_sha!r} is not a full commit id")
-        clone_url, _ = _portable(WorkspaceRef(repo=inp.repo, clone_url=inp.clone_url, base_sha=inp.head_sha))
-        git = await self._git(inp.repo, clone_url)
-        code, _, _ = await git.run("check-ref-format", f"refs/heads/{inp.base_ref}", ok=(0, 1))
-        if code != 0 or inp.base_ref.startswith("-"):
-            raise _fail("WorkspaceError", f"{inp.repo}: {inp.base_ref!r} is not a valid branch name")
-        tip = await self._fetch_branch(git, clone_url, inp.base_ref)
-        await self._ensure_head(git, clone_url, inp.repo, inp.head_sha, inp.number)
-        code, out, _ = await git.run("merge-base", tip, inp.head_sha, ok=(0, 1))
-        merge_base = out.decode().strip() if code == 0 else tip  # unrelated histories: against the tip
+        git, _, merge_base = await self._pull_request_in_mirror(
+            inp.repo, inp.clone_url, inp.base_ref, inp.head_sha, inp.number
+        )
         touched = _protected_changes(await git.changed_paths(merge_base, inp.head_sha), inp.protected_paths)
         why = "it changes protected paths, which shopfloor never merges by itself (a maintainer may)"
         message = _protected_message(why, touched) if touched else ""
         log.info("protected paths checked", repo=inp.repo, number=inp.number, head=inp.head_sha, touched=len(touched))
         return ProtectedCheckOutput(merge_base=merge_base, changes=touched[:MAX_LISTED], total=len(touched),
                                     message=message)  # fmt: skip
+
+    async def _pull_request_in_mirror(
+        self, repo: str, clone_url: str, base_ref: str, head_sha: str, number: int | None
+    ) -> tuple[Git, str, str]:
+        """(git in the mirror, the portable clone URL, the merge base): a pull request's head and
+        its base branch's tip fetched into this worker's mirror, and where the head branched off."""
+        clone_url, _ = _portable(WorkspaceRef(repo=repo, clone_url=clone_url, base_sha=head_sha))
+        git = await self._git(repo, clone_url)
+        code, _, _ = await git.run("check-ref-format", f"refs/heads/{base_ref}", ok=(0, 1))
+        if code != 0 or base_ref.startswith("-"):
+            raise _fail("WorkspaceError", f"{repo}: {base_ref!r} is not a valid branch name")
+        tip = await self._fetch_branch(git, clone_url, base_ref)
+        await self._ensure_head(git, clone_url, repo, head_sha, number)
+        code, out, _ = await git.run("merge-base", tip, head_sha, ok=(0, 1))
+        merge_base = out.decode().strip() if code == 0 else tip  # unrelated histories: against the tip
+        return git, clone_url, merge_base
 
     # --- mirror and credentials --------------------------------------------------------------------------
 
