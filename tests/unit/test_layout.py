@@ -131,7 +131,7 @@ FORBIDDEN = {
     "shopfloor.models": ("shopfloor.agents", "shopfloor.activities", "shopfloor.workflows", "shopfloor.webhooks"),
     "shopfloor.agents": ("shopfloor.activities", "shopfloor.workflows", "shopfloor.webhooks", "temporalio.activity"),
     "shopfloor.activities": ("shopfloor.workflows", "shopfloor.webhooks"),
-    "shopfloor.workflows": ("shopfloor.webhooks",),
+    "shopfloor.workflows": ("shopfloor.activities", "shopfloor.webhooks"),
 }
 
 

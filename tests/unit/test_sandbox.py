@@ -15,6 +15,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from sandbox_commands import alive, none_alive
 
 from shopfloor.activities import sandbox
 from shopfloor.activities.sandbox import CommandOutcome, SandboxConfig, detect_test_command, resolve_mode, run_command
@@ -44,20 +45,6 @@ def ws(tmp_path: Path) -> Path:
 async def sh(ws: Path, command: str, *, mode: str = "bwrap", **kw) -> CommandOutcome:
     policy = kw.pop("policy", None) or CommandPolicy(timeout_s=60, **kw.pop("limits", {}))
     return await run_command(ws, command, mode=mode, policy=policy, **kw)
-
-
-def alive(marker: str) -> list[str]:
-    found = subprocess.run(["pgrep", "-af", marker], capture_output=True, text=True)
-    return [line for line in found.stdout.splitlines() if "pgrep" not in line]
-
-
-async def none_alive(marker: str, within_s: float = 3.0) -> bool:
-    deadline = time.monotonic() + within_s
-    while alive(marker):
-        if time.monotonic() > deadline:
-            return False
-        await asyncio.sleep(0.05)
-    return True
 
 
 # --- the boundary ------------------------------------------------------------------------------
@@ -198,7 +185,7 @@ async def test_a_timeout_kills_the_whole_process_tree(bwrap, ws, mode):
     assert time.monotonic() - started < 6
     assert out.timed_out and out.exit_code is None
     assert "timed out after 1 s" in (out.killed_reason or "")
-    assert await none_alive(marker), alive(marker)
+    assert await none_alive(marker, within_s=3.0), alive(marker)
 
 
 @pytest.mark.parametrize("mode", ["bwrap", "none"])
@@ -208,7 +195,7 @@ async def test_background_processes_do_not_outlive_the_command(bwrap, ws, mode):
     out = await sh(ws, f"(exec -a {marker} sleep 100) & echo started", mode=mode)
     assert out.exit_code == 0 and out.output == "started\n" and not out.timed_out
     assert time.monotonic() - started < 6
-    assert await none_alive(marker), alive(marker)
+    assert await none_alive(marker, within_s=3.0), alive(marker)
 
 
 @pytest.mark.parametrize("mode", ["bwrap", "none"])
@@ -222,7 +209,7 @@ async def test_cancelling_the_run_kills_the_process_tree(bwrap, ws, mode):
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    assert await none_alive(marker), alive(marker)
+    assert await none_alive(marker, within_s=3.0), alive(marker)
 
 
 async def test_output_keeps_head_and_tail_around_a_marker(bwrap, ws):
