@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from shopfloor.activities.factory import quoted
 from temporalio import activity
 
+from shopfloor.activities.factory import quoted
 from shopfloor.models.alert_issue import AlertGoalInput
 from shopfloor.models.factory_run import GoalOutput
 
@@ -24,8 +24,9 @@ LINKS_CHARS = 1000
 
 
 def render_alert_goal(inp: AlertGoalInput) -> str:
-    times = " · ".join(f"{what} {t.isoformat()}" for what, t in (("first seen", inp.first_seen),
-                                                                  ("last seen", inp.last_seen)) if t)  # fmt: skip
+    times = " · ".join(
+        f"{what} {t.isoformat()}" for what, t in (("first seen", inp.first_seen), ("last seen", inp.last_seen)) if t
+    )
     fired = f"{inp.occurrences} time{'s' if inp.occurrences != 1 else ''} in {inp.notifications} notification" + (
         "s" if inp.notifications != 1 else ""
     )

@@ -25,7 +25,13 @@ import structlog
 from shopfloor.agents.host_patterns import AllowList, normalize_host
 
 __all__ = [
-    "Destination", "ProtectedHosts", "Refused", "address_refusal", "check_destination", "endpoint_of", "local_addresses",
+    "Destination",
+    "ProtectedHosts",
+    "Refused",
+    "address_refusal",
+    "check_destination",
+    "endpoint_of",
+    "local_addresses",
 ]
 
 log = structlog.get_logger(__name__)
@@ -181,7 +187,7 @@ async def resolve(host: str, port: int) -> list[IPAddress]:
         infos = await asyncio.wait_for(
             loop.getaddrinfo(host, port, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP), RESOLVE_TIMEOUT_S
         )
-    except asyncio.TimeoutError:
+    except TimeoutError:
         raise Refused(f"{host} could not be resolved within {RESOLVE_TIMEOUT_S:g} s") from None
     except OSError as exc:
         raise Refused(f"{host} could not be resolved ({exc.strerror or exc})") from None
@@ -205,8 +211,10 @@ async def check_destination(host: str, port: int, allow: AllowList, protected: P
     if not allow.allows(name, port):
         left_out = allow.ignored_entry_for(name, port)
         if left_out is not None:
-            raise Refused(f"{where} is named in the repository's network_allow ({left_out}), but the worker's "
-                          "operator does not allow it (SHOPFLOOR_SANDBOX_NETWORK_ALLOW)")  # fmt: skip
+            raise Refused(
+                f"{where} is named in the repository's network_allow ({left_out}), but the worker's "
+                "operator does not allow it (SHOPFLOOR_SANDBOX_NETWORK_ALLOW)"
+            )
         raise Refused(f"{where} is not on this command's network allow-list ({allow})")
     services, local = await protected.addresses()
     addresses = await resolve(name, port)

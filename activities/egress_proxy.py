@@ -34,8 +34,16 @@ HEAD_TIMEOUT_S = 30.0
 CONNECT_TIMEOUT_S = 15.0
 CHUNK = 64 * 1024
 KEPT_REFUSALS = 20
-_HOP_BY_HOP = {b"connection", b"keep-alive", b"proxy-connection", b"proxy-authorization", b"proxy-authenticate",
-               b"te", b"trailer", b"upgrade"}  # fmt: skip
+_HOP_BY_HOP = {
+    b"connection",
+    b"keep-alive",
+    b"proxy-connection",
+    b"proxy-authorization",
+    b"proxy-authenticate",
+    b"te",
+    b"trailer",
+    b"upgrade",
+}
 
 
 class EgressProxy:
@@ -90,7 +98,7 @@ class EgressProxy:
                 return
             try:
                 request, rest = await asyncio.wait_for(_read_head(reader), HEAD_TIMEOUT_S)
-            except (h11.RemoteProtocolError, asyncio.TimeoutError, _Incomplete) as exc:
+            except (TimeoutError, h11.RemoteProtocolError, _Incomplete) as exc:
                 await _answer(writer, 400, "Bad Request", f"not an HTTP proxy request ({_why(exc)})")
                 return
             try:
@@ -163,8 +171,9 @@ def _destination_of(request: h11.Request) -> tuple[str, int, bytes | None]:
         return host.strip("[]"), int(port), None
     url = urlsplit(target)
     if url.scheme.lower() != "http" or not url.hostname:
-        raise Refused(f"only http:// URLs (absolute form) and CONNECT go through the egress proxy, "
-                      f"not {target[:100]!r}")
+        raise Refused(
+            f"only http:// URLs (absolute form) and CONNECT go through the egress proxy, not {target[:100]!r}"
+        )
     try:
         port = url.port or 80
     except ValueError:
@@ -173,10 +182,13 @@ def _destination_of(request: h11.Request) -> tuple[str, int, bytes | None]:
     authority = url.netloc.rpartition("@")[2]  # never forward credentials in the URL
     headers = [(name, value) for name, value in request.headers if name not in _HOP_BY_HOP and name != b"host"]
     # One request per connection: the next one may name another host, so it gets its own check.
-    head = h11.Connection(h11.CLIENT).send(h11.Request(
-        method=request.method, target=origin.encode(), headers=[(b"host", authority.encode()), *headers,
-                                                                (b"connection", b"close")],
-    ))  # fmt: skip
+    head = h11.Connection(h11.CLIENT).send(
+        h11.Request(
+            method=request.method,
+            target=origin.encode(),
+            headers=[(b"host", authority.encode()), *headers, (b"connection", b"close")],
+        )
+    )
     return url.hostname, port, head or b""
 
 
@@ -186,7 +198,7 @@ async def _connect(dest: Destination) -> tuple[asyncio.StreamReader, asyncio.Str
     for addr in dest.addresses:
         try:
             return await asyncio.wait_for(asyncio.open_connection(str(addr), dest.port), CONNECT_TIMEOUT_S)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             error = OSError(f"no answer from {addr} within {CONNECT_TIMEOUT_S:g} s")
         except OSError as exc:
             error = exc
@@ -204,8 +216,9 @@ async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> N
         writer.close()
 
 
-async def _answer(writer: asyncio.StreamWriter, status: int, reason: str, sentence: str,
-                  unread: asyncio.StreamReader | None = None) -> None:
+async def _answer(
+    writer: asyncio.StreamWriter, status: int, reason: str, sentence: str, unread: asyncio.StreamReader | None = None
+) -> None:
     """Answer and end the connection. `unread`: a request not read yet, drained briefly first so
     that closing does not reset the connection before the client reads the answer."""
     if writer.is_closing():
@@ -213,7 +226,8 @@ async def _answer(writer: asyncio.StreamWriter, status: int, reason: str, senten
     body = f"shopfloor egress proxy: {sentence}\n".encode()
     writer.write(
         f"HTTP/1.1 {status} {reason}\r\nContent-Type: text/plain; charset=utf-8\r\n"
-        f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode() + body
+        f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode()
+        + body
     )
     with contextlib.suppress(ConnectionError, OSError, asyncio.TimeoutError):
         await writer.drain()

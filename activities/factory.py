@@ -13,13 +13,13 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from temporalio import activity
+
 from shopfloor.activities.github.api import GitHubApi, call_github, q, read_github
 from shopfloor.activities.github.clients import GitHubClients
 from shopfloor.activities.issue_text import IssueTextActivities
 from shopfloor.agents.untrusted_snapshot import quote_untrusted, stored_text
 from shopfloor.agents.untrusted_text import sanitize
-from temporalio import activity
-
 from shopfloor.blobs import BlobStore, get_json
 from shopfloor.models.factory_run import GoalInput, GoalOutput, RepoInfo, RepoInfoInput
 
@@ -58,8 +58,11 @@ def failing_ci_output(api: GitHubApi, repo: str, sha: str) -> str:
             text = "\n".join(x for x in (out.get("title"), out.get("summary"), out.get("text")) if x)
             parts.append(f"check `{run.get('name')}` ({run.get('conclusion')}):\n{text[-CI_CHARS:]}")
     statuses = (api.get(f"/repos/{repo}/commits/{sha}/status") or {}).get("statuses") or []
-    parts += [f"status `{s.get('context')}` ({s.get('state')}): {s.get('description') or ''}"
-              for s in statuses if s.get("state") in ("failure", "error")]  # fmt: skip
+    parts += [
+        f"status `{s.get('context')}` ({s.get('state')}): {s.get('description') or ''}"
+        for s in statuses
+        if s.get("state") in ("failure", "error")
+    ]
     return "\n\n".join(parts) or "(no failing check reported any output)"
 
 
@@ -96,29 +99,41 @@ class FactoryActivities:
         ]
         if inp.kind == "triage":
             if inp.similar:
-                lines = [f"- #{s.get('number')} ({s.get('state')}): {sanitize(str(s.get('title') or ''))[:200]}"
-                         for s in inp.similar]  # fmt: skip
+                lines = [
+                    f"- #{s.get('number')} ({s.get('state')}): {sanitize(str(s.get('title') or ''))[:200]}"
+                    for s in inp.similar
+                ]
                 parts.append("Similar issues (titles are quoted data):\n" + "\n".join(lines))
             parts.append("Triage this issue: read the repository, then submit your TriageResult.")
         elif inp.kind == "fix":
             if inp.triage:
-                parts.append("Triage's plan:\n" + quoted(str(inp.triage.get("plan") or inp.triage.get("summary") or ""), 4000))
+                parts.append(
+                    "Triage's plan:\n" + quoted(str(inp.triage.get("plan") or inp.triage.get("summary") or ""), 4000)
+                )
             if inp.ci_failed_sha:
                 out = await asyncio.to_thread(self._ci_output, inp.repo, inp.ci_failed_sha)
-                parts.append(f"Round {inp.round}: CI failed on your previous change ({inp.ci_failed_sha[:12]}). "
-                             "Its output (quoted):\n" + quoted(out, CI_CHARS * 2))  # fmt: skip
+                parts.append(
+                    f"Round {inp.round}: CI failed on your previous change ({inp.ci_failed_sha[:12]}). "
+                    "Its output (quoted):\n" + quoted(out, CI_CHARS * 2)
+                )
             if inp.review:
                 lines = [str(inp.review.get("summary") or "")]
                 lines += [f"{c.get('path')}:{c.get('line')}: {c.get('body')}" for c in inp.review.get("comments") or []]
-                parts.append(f"Round {inp.round}: the review requested changes (quoted):\n" + quoted("\n".join(lines), 6000))
+                parts.append(
+                    f"Round {inp.round}: the review requested changes (quoted):\n" + quoted("\n".join(lines), 6000)
+                )
             if inp.conflicts:
-                parts.append(f"Round {inp.round}: `{inp.base_branch}` moved and your change conflicts with it. These "
-                             "files hold git conflict markers; resolve them:\n" + "\n".join(f"- {p}" for p in inp.conflicts))
+                parts.append(
+                    f"Round {inp.round}: `{inp.base_branch}` moved and your change conflicts with it. These "
+                    "files hold git conflict markers; resolve them:\n" + "\n".join(f"- {p}" for p in inp.conflicts)
+                )
             if inp.round > 1:
                 parts.append("The workspace already holds your previous change; build on it.")
             cmd = f" (`{inp.test_command}`)" if inp.test_command else ""
-            parts.append(f"Fix the issue with the smallest change, run the tests{cmd}, then submit your FixResult. "
-                         f"The PR body must say `Fixes #{inp.number}`.")  # fmt: skip
+            parts.append(
+                f"Fix the issue with the smallest change, run the tests{cmd}, then submit your FixResult. "
+                f"The PR body must say `Fixes #{inp.number}`."
+            )
         else:
             diff = ""
             if inp.patch_digest:
@@ -127,15 +142,25 @@ class FactoryActivities:
             if inp.triage:
                 parts.append("Triage's summary:\n" + quoted(str(inp.triage.get("summary") or ""), 2000))
             if inp.kind == "pr_review":
-                parts.append(f"Review {inp.round} of this pull request. The workspace is its head commit. "
-                             f"{inp.ci_summary}".rstrip())  # fmt: skip
+                parts.append(
+                    f"Review {inp.round} of this pull request. The workspace is its head commit. "
+                    f"{inp.ci_summary}".rstrip()
+                )
             else:
                 parts.append(f"Pull request #{inp.pr_number} (review round {inp.round}). {inp.ci_summary}".rstrip())
             shown = sanitize(diff)
-            cut = f"\n[… cut at {DIFF_CHARS:,} of {len(shown):,} characters: read the changed files]" if len(shown) > DIFF_CHARS else ""
-            parts.append("The change (a diff; quoted data):\n```diff\n" + shown[:DIFF_CHARS].replace("```", "``\u02cb") + cut + "\n```")
+            cut = (
+                f"\n[… cut at {DIFF_CHARS:,} of {len(shown):,} characters: read the changed files]"
+                if len(shown) > DIFF_CHARS
+                else ""
+            )
+            parts.append(
+                "The change (a diff; quoted data):\n```diff\n"
+                + shown[:DIFF_CHARS].replace("```", "``\u02cb")
+                + cut
+                + "\n```"
+            )
             against = "its description" if inp.kind == "pr_review" else "the issue"
             parts.append(f"Review the change against {against}, then submit your ReviewResult.")
         goal = "\n\n".join(parts)
         return GoalOutput(goal=goal, chars=len(goal))
-

@@ -23,8 +23,7 @@ class FactoryConfigActivity:
     def __init__(self, settings: Settings) -> None:
         unpriced = unpriced_models(settings)
         if unpriced:
-            log.warning("models without a price run without cost limits; add them to SHOPFLOOR_PRICES",
-                        models=unpriced)  # fmt: skip
+            log.warning("models without a price run without cost limits; add them to SHOPFLOOR_PRICES", models=unpriced)
         self._config = FactoryConfig(
             default_model=settings.model,
             agent_models=dict(settings.agent_models),

@@ -12,17 +12,28 @@ from __future__ import annotations
 import base64
 import os
 from collections.abc import Mapping
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from urllib.parse import urlsplit
 
 from shopfloor.activities.workspace import DIFF_ENV, DIFF_FLAGS, GIT_TIMEOUT_S, diff_argv, run_git, run_git_to_file
 
 _SAFE = [
-    "-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false", "-c", "credential.helper=",
-    "-c", "gc.auto=0", "-c", "maintenance.auto=false", "-c", "core.autocrlf=false",
-    "-c", "commit.gpgSign=false",
-]  # fmt: skip
+    "-c",
+    "core.hooksPath=/dev/null",
+    "-c",
+    "core.fsmonitor=false",
+    "-c",
+    "credential.helper=",
+    "-c",
+    "gc.auto=0",
+    "-c",
+    "maintenance.auto=false",
+    "-c",
+    "core.autocrlf=false",
+    "-c",
+    "commit.gpgSign=false",
+]
 DIFF = DIFF_FLAGS  # every diff a reader sees is text, without drivers (workspace.diff_argv)
 
 
@@ -44,7 +55,7 @@ def auth_env(clone_url: str, token: str | None) -> dict[str, str]:
 def git_date(when: datetime) -> str:
     """A fixed git date: whole seconds, UTC (a naive datetime is taken as UTC)."""
     if when.tzinfo is None:
-        when = when.replace(tzinfo=timezone.utc)
+        when = when.replace(tzinfo=UTC)
     return f"@{int(when.timestamp())} +0000"
 
 
@@ -54,19 +65,35 @@ class Git:
     def __init__(self, git_dir: Path, home: Path, extra_env: Mapping[str, str] | None = None) -> None:
         self.git_dir = git_dir
         self._env = {
-            "PATH": os.environ.get("PATH", os.defpath), "HOME": str(home), "XDG_CONFIG_HOME": str(home),
-            "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull, "GIT_TERMINAL_PROMPT": "0",
-            "GIT_SSH_COMMAND": "ssh -o BatchMode=yes", "LC_ALL": "C", **(extra_env or {}),
-        }  # fmt: skip
+            "PATH": os.environ.get("PATH", os.defpath),
+            "HOME": str(home),
+            "XDG_CONFIG_HOME": str(home),
+            "GIT_CONFIG_NOSYSTEM": "1",
+            "GIT_CONFIG_GLOBAL": os.devnull,
+            "GIT_TERMINAL_PROMPT": "0",
+            "GIT_SSH_COMMAND": "ssh -o BatchMode=yes",
+            "LC_ALL": "C",
+            **(extra_env or {}),
+        }
 
     async def run(
-        self, *args: str, env: Mapping[str, str] | None = None, stdin: bytes | None = None,
-        timeout: float = GIT_TIMEOUT_S, ok: tuple[int, ...] = (0,),
-    ) -> tuple[int, bytes, bytes]:  # fmt: skip
+        self,
+        *args: str,
+        env: Mapping[str, str] | None = None,
+        stdin: bytes | None = None,
+        timeout: float = GIT_TIMEOUT_S,
+        ok: tuple[int, ...] = (0,),
+    ) -> tuple[int, bytes, bytes]:
         """(exit code, stdout, stderr); GitError (stderr redacted) for a code outside `ok`."""
-        return await run_git([*_SAFE, f"--git-dir={self.git_dir}", *args], cwd=self.git_dir,
-                             env={**self._env, **(env or {})}, stdin=stdin, timeout=timeout, ok=ok,
-                             shown=list(args))  # fmt: skip
+        return await run_git(
+            [*_SAFE, f"--git-dir={self.git_dir}", *args],
+            cwd=self.git_dir,
+            env={**self._env, **(env or {})},
+            stdin=stdin,
+            timeout=timeout,
+            ok=ok,
+            shown=list(args),
+        )
 
     async def out(self, *args: str, **kw: object) -> str:
         return (await self.run(*args, **kw))[1].decode().strip()  # type: ignore[arg-type]
@@ -89,16 +116,25 @@ class Git:
     async def diff_to_file(self, dest: Path, *args: str, limit: int | None = None) -> tuple[int, bool]:
         """`git diff ARGS` built as every diff a reader sees (workspace.diff_argv: text, no drivers,
         no attribute files), streamed into the new file `dest`: (bytes, complete)."""
-        return await run_git_to_file([*_SAFE, f"--git-dir={self.git_dir}", *diff_argv(*args)], cwd=self.git_dir,
-                                     env={**self._env, **DIFF_ENV}, dest=dest, limit=limit,
-                                     shown=diff_argv(*args))  # fmt: skip
+        return await run_git_to_file(
+            [*_SAFE, f"--git-dir={self.git_dir}", *diff_argv(*args)],
+            cwd=self.git_dir,
+            env={**self._env, **DIFF_ENV},
+            dest=dest,
+            limit=limit,
+            shown=diff_argv(*args),
+        )
 
     async def commit_tree(self, tree: str, parent: str, message: str, name: str, email: str, date: str) -> str:
         """A commit that is a pure function of its arguments: the same inputs, the same sha."""
         ident = {
-            "GIT_AUTHOR_NAME": name, "GIT_AUTHOR_EMAIL": email, "GIT_AUTHOR_DATE": date,
-            "GIT_COMMITTER_NAME": name, "GIT_COMMITTER_EMAIL": email, "GIT_COMMITTER_DATE": date,
-        }  # fmt: skip
+            "GIT_AUTHOR_NAME": name,
+            "GIT_AUTHOR_EMAIL": email,
+            "GIT_AUTHOR_DATE": date,
+            "GIT_COMMITTER_NAME": name,
+            "GIT_COMMITTER_EMAIL": email,
+            "GIT_COMMITTER_DATE": date,
+        }
         text = message.strip("\n") + "\n"
         return await self.out("commit-tree", tree, "-p", parent, "-F", "-", env=ident, stdin=text.encode())
 
@@ -106,8 +142,9 @@ class Git:
         """Every path whose entry differs between two tree-ishes: content, mode (`chmod +x`), type
         (a file become a symlink or a submodule), added or deleted. No rename detection, so a
         rename lists both its sides. Raw tree entries: no attributes or diff drivers involved."""
-        raw = (await self.run("diff-tree", "-r", "-z", "--raw", "--no-renames", "--no-ext-diff", "--no-textconv",
-                              old, new))[1]  # fmt: skip
+        raw = (
+            await self.run("diff-tree", "-r", "-z", "--raw", "--no-renames", "--no-ext-diff", "--no-textconv", old, new)
+        )[1]
         # -z --raw: ":<old mode> <new mode> <old sha> <new sha> <status>\0<path>\0" per entry.
         # Read in pairs: a path may itself start with ":".
         fields = raw.split(b"\0")

@@ -34,14 +34,14 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import structlog
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
 from shopfloor.activities.git_plumbing import Git, auth_env, git_date
 from shopfloor.activities.github.clients import GitHubClients
 from shopfloor.activities.github.errors import github_failure
 from shopfloor.activities.heartbeat import heartbeating
 from shopfloor.activities.workspace import FETCH_TIMEOUT_S, GitError, PatchError, WorkspaceError, Workspaces, redact
-from temporalio import activity
-from temporalio.exceptions import ApplicationError
-
 from shopfloor.agents.policy import protected_match
 from shopfloor.models.agent_run import WorkspaceRef
 from shopfloor.models.git_remote import (
@@ -114,7 +114,10 @@ class GitRemoteActivities:
         ref, branch = inp.workspace, inp.branch
         clone_url, base = _portable(ref)
         if not branch.startswith(BRANCH_PREFIX):
-            raise _fail("ShopfloorRefused", f"{ref.repo}: shopfloor only pushes branches under {BRANCH_PREFIX!r}, not {branch!r}")
+            raise _fail(
+                "ShopfloorRefused",
+                f"{ref.repo}: shopfloor only pushes branches under {BRANCH_PREFIX!r}, not {branch!r}",
+            )
         if inp.expected_remote_sha is not None and not _SHA_RE.fullmatch(inp.expected_remote_sha):
             raise _fail("WorkspaceError", f"expected_remote_sha {inp.expected_remote_sha!r} is not a full commit id")
         git = await self._git(ref.repo, clone_url)
@@ -123,7 +126,11 @@ class GitRemoteActivities:
             raise _fail("ShopfloorRefused", f"{ref.repo}: {branch!r} is not a valid branch name")
         default, remote_sha = await self._remote_state(git, clone_url, branch)
         if default is None or branch == default:
-            why = "is the default branch" if default else "cannot be checked against the default branch (the remote did not name it)"
+            why = (
+                "is the default branch"
+                if default
+                else "cannot be checked against the default branch (the remote did not name it)"
+            )
             raise _fail("ShopfloorRefused", f"{ref.repo}: {branch!r} {why}; shopfloor never pushes there")
         if not ref.patch_digest:
             raise _fail("NothingToPush", f"{ref.repo}: the workspace has no changes against {base[:12]}")
@@ -137,13 +144,23 @@ class GitRemoteActivities:
         # What the model typed was checked by the tools; this is what would actually be pushed.
         touched = _protected_changes(await git.changed_paths(base, tree), inp.protected_paths)
         if touched:
-            log.warning("push refused: protected paths", repo=ref.repo, branch=branch,
-                        paths={c.path: c.glob for c in touched[:MAX_LISTED]}, total=len(touched))  # fmt: skip
+            log.warning(
+                "push refused: protected paths",
+                repo=ref.repo,
+                branch=branch,
+                paths={c.path: c.glob for c in touched[:MAX_LISTED]},
+                total=len(touched),
+            )
             refusal = _protected_message("the change touches protected paths, so nothing was pushed", touched)
-            raise ApplicationError(f"{refusal}; the repository's policy (protected_paths) keeps them for maintainers",
-                                   [c.path for c in touched[:MAX_LISTED]], type="ProtectedPathChanged",
-                                   non_retryable=True)  # fmt: skip
-        head = await git.commit_tree(tree, base, inp.message, inp.author_name, inp.author_email, git_date(inp.committed_at))
+            raise ApplicationError(
+                f"{refusal}; the repository's policy (protected_paths) keeps them for maintainers",
+                [c.path for c in touched[:MAX_LISTED]],
+                type="ProtectedPathChanged",
+                non_retryable=True,
+            )
+        head = await git.commit_tree(
+            tree, base, inp.message, inp.author_name, inp.author_email, git_date(inp.committed_at)
+        )
         files, adds, dels = await git.numstat(base, head)
         out = PushOutput(head_sha=head, pushed=False, files_changed=files, additions=adds, deletions=dels)
 
@@ -154,9 +171,16 @@ class GitRemoteActivities:
             raise _branch_moved(ref.repo, branch, inp.expected_remote_sha, remote_sha)
         lease = f"--force-with-lease=refs/heads/{branch}:{inp.expected_remote_sha or ''}"
         code, stdout, stderr = await git.run(
-            "push", "--porcelain", "--no-verify", lease, "--", clone_url, f"{head}:refs/heads/{branch}",
-            timeout=FETCH_TIMEOUT_S, ok=(0, 1),
-        )  # fmt: skip
+            "push",
+            "--porcelain",
+            "--no-verify",
+            lease,
+            "--",
+            clone_url,
+            f"{head}:refs/heads/{branch}",
+            timeout=FETCH_TIMEOUT_S,
+            ok=(0, 1),
+        )
         if code != 0:
             said = redact((stdout + stderr).decode("utf-8", "replace"))
             if "stale info" in said:  # moved between our look and our push
@@ -169,7 +193,9 @@ class GitRemoteActivities:
 
     async def _remote_state(self, git: Git, clone_url: str, branch: str) -> tuple[str | None, str | None]:
         """(the default branch, where `branch` is now or None) in one round trip."""
-        raw = await git.out("ls-remote", "--symref", "--", clone_url, "HEAD", f"refs/heads/{branch}", timeout=FETCH_TIMEOUT_S)
+        raw = await git.out(
+            "ls-remote", "--symref", "--", clone_url, "HEAD", f"refs/heads/{branch}", timeout=FETCH_TIMEOUT_S
+        )
         default = sha = None
         for line in raw.splitlines():
             left, _, name = line.partition("\t")
@@ -202,7 +228,9 @@ class GitRemoteActivities:
             ours = await git.commit_tree(tree, base, "workspace", *_MERGE_IDENT)
         # Exit 1 means conflicts: the tree is still written, conflicting files holding markers
         # labelled with the two commit ids (`<<<<<<< <ours>` / `>>>>>>> <tip>`).
-        code, raw, _ = await git.run("merge-tree", "--write-tree", "-z", "--name-only", "--no-messages", ours, tip, ok=(0, 1))
+        code, raw, _ = await git.run(
+            "merge-tree", "--write-tree", "-z", "--name-only", "--no-messages", ours, tip, ok=(0, 1)
+        )
         fields = raw.decode("utf-8", "surrogateescape").split("\0")
         merged, conflicts = fields[0].strip(), sorted({f for f in fields[1:] if f})
         with tempfile.TemporaryDirectory(dir=self._ws.root, prefix="update-") as scratch:
@@ -210,8 +238,14 @@ class GitRemoteActivities:
             size, _ = await git.diff_to_file(patch, "--binary", "--full-index", "--no-renames", tip, merged)
             digest = await self._ws.blobs.put_file(patch) if size else None
         status = "conflicts" if code == 1 else "merged"
-        log.info("workspace updated from base", repo=ref.repo, base_branch=inp.base_branch, tip=tip, status=status,
-                 conflicts=len(conflicts))  # fmt: skip
+        log.info(
+            "workspace updated from base",
+            repo=ref.repo,
+            base_branch=inp.base_branch,
+            tip=tip,
+            status=status,
+            conflicts=len(conflicts),
+        )
         new_ref = ref.model_copy(update={"base_sha": tip, "patch_digest": digest, "path": None})
         return UpdateOutput(status=status, workspace=new_ref, base_sha=tip, conflicts=conflicts if code == 1 else [])
 
@@ -224,18 +258,25 @@ class GitRemoteActivities:
         cap = self._ws.max_checkpoint_bytes
         with tempfile.TemporaryDirectory(dir=self._ws.root, prefix="change-") as scratch:
             diff, listing = Path(scratch) / "diff", Path(scratch) / "names"
-            size, complete = await git.diff_to_file(diff, "--full-index", "--no-renames", merge_base, inp.head_sha,
-                                                    limit=cap)  # fmt: skip
+            size, complete = await git.diff_to_file(
+                diff, "--full-index", "--no-renames", merge_base, inp.head_sha, limit=cap
+            )
             if not complete:
                 with open(diff, "ab") as f:
                     f.write(f"\n[… the diff goes on past {cap:,} bytes: read the changed files]\n".encode())
-            await git.diff_to_file(listing, "--name-only", "--no-renames", "-z", merge_base, inp.head_sha,
-                                   limit=MAX_LISTED_FILES * 4096)  # fmt: skip
+            await git.diff_to_file(
+                listing, "--name-only", "--no-renames", "-z", merge_base, inp.head_sha, limit=MAX_LISTED_FILES * 4096
+            )
             names = listing.read_bytes().decode("utf-8", "replace").split("\0")
             digest = await self._ws.blobs.put_file(diff) if size else None
         ws = WorkspaceRef(repo=inp.repo, clone_url=clone_url, base_sha=inp.head_sha)
-        return PullChange(workspace=ws, merge_base=merge_base, diff_digest=digest, diff_bytes=size,
-                          files=[n for n in names if n][:MAX_LISTED_FILES])  # fmt: skip
+        return PullChange(
+            workspace=ws,
+            merge_base=merge_base,
+            diff_digest=digest,
+            diff_bytes=size,
+            files=[n for n in names if n][:MAX_LISTED_FILES],
+        )
 
     # --- protected paths before a merge ------------------------------------------------------------
 
@@ -252,8 +293,9 @@ class GitRemoteActivities:
         why = "it changes protected paths, which shopfloor never merges by itself (a maintainer may)"
         message = _protected_message(why, touched) if touched else ""
         log.info("protected paths checked", repo=inp.repo, number=inp.number, head=inp.head_sha, touched=len(touched))
-        return ProtectedCheckOutput(merge_base=merge_base, changes=touched[:MAX_LISTED], total=len(touched),
-                                    message=message)  # fmt: skip
+        return ProtectedCheckOutput(
+            merge_base=merge_base, changes=touched[:MAX_LISTED], total=len(touched), message=message
+        )
 
     async def _pull_request_in_mirror(
         self, repo: str, clone_url: str, base_ref: str, head_sha: str, number: int | None
@@ -277,7 +319,9 @@ class GitRemoteActivities:
         """git in this worker's mirror of `clone_url`, carrying the repository's token if any."""
         mirror = await self._ws.mirror(clone_url)
         try:
-            token = await asyncio.to_thread(self._clients.git_token, repo) if "/" in repo and _is_http(clone_url) else None
+            token = (
+                await asyncio.to_thread(self._clients.git_token, repo) if "/" in repo and _is_http(clone_url) else None
+            )
         except ApplicationError:
             raise
         except Exception as exc:  # noqa: BLE001 - mapped like any GitHub failure, never raw
@@ -302,16 +346,28 @@ class GitRemoteActivities:
             if number is None:
                 raise
             async with self._ws.mirror_lock(git.git_dir):
-                await git.run("fetch", "--no-tags", "--quiet", "--", clone_url, f"refs/pull/{number}/head",
-                              timeout=FETCH_TIMEOUT_S)  # fmt: skip
+                await git.run(
+                    "fetch",
+                    "--no-tags",
+                    "--quiet",
+                    "--",
+                    clone_url,
+                    f"refs/pull/{number}/head",
+                    timeout=FETCH_TIMEOUT_S,
+                )
             if not await git.has_commit(sha):
-                raise _fail("WorkspaceError", f"{repo}#{number}: head {sha[:12]} is not fetchable "
-                            "(pushed over since?)", retry=True) from None  # fmt: skip
+                raise _fail(
+                    "WorkspaceError",
+                    f"{repo}#{number}: head {sha[:12]} is not fetchable (pushed over since?)",
+                    retry=True,
+                ) from None
             await git.run("update-ref", f"refs/shopfloor/base/{sha}", sha)
 
     async def _fetch_branch(self, git: Git, clone_url: str, branch: str) -> str:
         async with self._ws.mirror_lock(git.git_dir):
-            await git.run("fetch", "--no-tags", "--quiet", "--", clone_url, f"refs/heads/{branch}", timeout=FETCH_TIMEOUT_S)
+            await git.run(
+                "fetch", "--no-tags", "--quiet", "--", clone_url, f"refs/heads/{branch}", timeout=FETCH_TIMEOUT_S
+            )
             tip = await git.out("rev-parse", "--verify", "FETCH_HEAD^{commit}")
             await git.run("update-ref", f"refs/shopfloor/base/{tip}", tip)
         return tip
@@ -348,7 +404,9 @@ def _branch_moved(repo: str, branch: str, expected: str | None, found: str | Non
 
 def _portable(ref: WorkspaceRef) -> tuple[str, str]:
     if not ref.clone_url or not ref.base_sha or not _SHA_RE.fullmatch(ref.base_sha):
-        raise _fail("WorkspaceError", f"the workspace of {ref.repo} is not portable: it needs clone_url and a full base_sha")
+        raise _fail(
+            "WorkspaceError", f"the workspace of {ref.repo} is not portable: it needs clone_url and a full base_sha"
+        )
     if ref.clone_url.startswith("-") or any(not c.isprintable() for c in ref.clone_url):
         raise _fail("WorkspaceError", f"clone_url {redact(repr(ref.clone_url))} is not usable")
     return ref.clone_url, ref.base_sha

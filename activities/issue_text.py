@@ -18,13 +18,13 @@ import re
 from datetime import datetime
 from typing import Any
 
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
 from shopfloor.activities.github.api import GitHubApi, read_github
 from shopfloor.activities.github.clients import GitHubClients
 from shopfloor.agents.untrusted_snapshot import UntrustedText, snapshot_text
 from shopfloor.agents.untrusted_text import strip_format_chars
-from temporalio import activity
-from temporalio.exceptions import ApplicationError
-
 from shopfloor.blobs import BlobStore, put_json
 from shopfloor.models.inbox import IssueState, IssueText, IssueTextInput, TextSnapshot
 
@@ -51,12 +51,18 @@ def quote_for_people(text: UntrustedText) -> str:
     """The title and body as the agents get them (capped alike), inert in a comment."""
     title = strip_format_chars(text.title)[:TITLE_CHARS]
     body = strip_format_chars(text.body)
-    cut = f"\n[… cut: the agents get the first {BODY_CHARS:,} of {len(body):,} characters]" if len(body) > BODY_CHARS else ""
+    cut = (
+        f"\n[… cut: the agents get the first {BODY_CHARS:,} of {len(body):,} characters]"
+        if len(body) > BODY_CHARS
+        else ""
+    )
     shown = fenced(f"{title}\n\n{body[:BODY_CHARS]}{cut}".rstrip())
     if text.hidden:
         parts = "1 part" if len(text.hidden) == 1 else f"{len(text.hidden)} parts"
-        shown += (f"\n\nThe body's markdown also hides {parts} people do not see; the agents get "
-                  "them quoted apart, labelled as hidden.")  # fmt: skip
+        shown += (
+            f"\n\nThe body's markdown also hides {parts} people do not see; the agents get "
+            "them quoted apart, labelled as hidden."
+        )
     return shown
 
 
@@ -76,8 +82,12 @@ class IssueTextActivities:
     async def issue_text(self, inp: IssueTextInput) -> IssueText:
         issue = await read_github(self._clients, inp.repo, read_issue, inp)
         if issue is None:
-            raise ApplicationError(f"{inp.repo}#{inp.number} is not on GitHub any more (deleted, transferred, "
-                                   "or not visible to shopfloor)", type="GitHubNotFound", non_retryable=True)  # fmt: skip
+            raise ApplicationError(
+                f"{inp.repo}#{inp.number} is not on GitHub any more (deleted, transferred, "
+                "or not visible to shopfloor)",
+                type="GitHubNotFound",
+                non_retryable=True,
+            )
         # Off the event loop: hostile markdown may take the parser most of a second.
         text = await asyncio.to_thread(snapshot_text, issue.get("title"), issue.get("body"))
         digest = await put_json(self._blobs, text.model_dump())
@@ -95,4 +105,6 @@ class IssueTextActivities:
         if issue is None:
             return IssueState(state="missing")
         state = "closed" if issue.get("state") == "closed" else "open"
-        return IssueState(state=state, state_reason=issue.get("state_reason"), updated_at=_when(issue.get("updated_at")))
+        return IssueState(
+            state=state, state_reason=issue.get("state_reason"), updated_at=_when(issue.get("updated_at"))
+        )

@@ -105,11 +105,19 @@ def _judge_in_child(call: CallToJudge) -> Judgment:
         except TimeoutError:
             child.kill()
             _local.child = None
-            log.warning("judging took too long; the call is denied and the judging process replaced",
-                        tool=call.tool, seconds=round(time.monotonic() - started, 1), limit_s=JUDGE_TIME_LIMIT_S)
-            return Judgment(decision="deny", reason=(
-                f"checking this {call.tool} call took longer than {JUDGE_TIME_LIMIT_S:.0f} s, so it was refused. "
-                "Make it shorter or simpler (for a long command, write a script file and run that)."))
+            log.warning(
+                "judging took too long; the call is denied and the judging process replaced",
+                tool=call.tool,
+                seconds=round(time.monotonic() - started, 1),
+                limit_s=JUDGE_TIME_LIMIT_S,
+            )
+            return Judgment(
+                decision="deny",
+                reason=(
+                    f"checking this {call.tool} call took longer than {JUDGE_TIME_LIMIT_S:.0f} s, so it was refused. "
+                    "Make it shorter or simpler (for a long command, write a script file and run that)."
+                ),
+            )
         except (OSError, EOFError, ValueError) as exc:
             child.kill()
             _local.child = None
@@ -125,14 +133,22 @@ class _Child:
     @classmethod
     def start(cls) -> _Child:
         stderr = tempfile.TemporaryFile()
-        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONDONTWRITEBYTECODE": "1",
-               # the parent's import path, so the child imports this very shopfloor
-               "PYTHONPATH": os.pathsep.join(os.path.abspath(p) for p in sys.path if p)}  # fmt: skip
+        env = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "PYTHONDONTWRITEBYTECODE": "1",
+            # the parent's import path, so the child imports this very shopfloor
+            "PYTHONPATH": os.pathsep.join(os.path.abspath(p) for p in sys.path if p),
+        }
         try:
             proc = subprocess.Popen(  # -P and cwd "/": nothing is imported from where the worker was started
-                [sys.executable, "-P", "-c", _CHILD_MAIN], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                stderr=stderr, env=env, cwd="/", start_new_session=True,  # no Ctrl-C from the terminal
-            )  # fmt: skip
+                [sys.executable, "-P", "-c", _CHILD_MAIN],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=stderr,
+                env=env,
+                cwd="/",
+                start_new_session=True,  # no Ctrl-C from the terminal
+            )
         except OSError as exc:
             stderr.close()
             raise JudgingUnavailable(f"cannot start the judging process: {exc}") from exc
@@ -208,6 +224,8 @@ def serve() -> None:
         try:
             judgment = judge(CallToJudge.model_validate_json(body))
         except Exception as exc:  # noqa: BLE001 (a bug costs one refused call, never the child)
-            judgment = Judgment(decision="deny", reason=(
-                f"internal error while checking this call ({type(exc).__name__}); try another way."))
+            judgment = Judgment(
+                decision="deny",
+                reason=(f"internal error while checking this call ({type(exc).__name__}); try another way."),
+            )
         send(judgment.model_dump_json().encode())

@@ -25,6 +25,7 @@ from shopfloor.activities.heartbeat import heartbeating
 from shopfloor.activities.judging import CallToJudge, JudgingUnavailable, judge_calls
 from shopfloor.activities.providers.base import ModelProvider
 from shopfloor.activities.transcript_store import TranscriptStore
+from shopfloor.agents.budget import Price, cost_usd, price_table
 from shopfloor.agents.compaction import (
     compaction_message,
     compaction_prompt,
@@ -33,7 +34,6 @@ from shopfloor.agents.compaction import (
     message_meta,
     plan_compaction,
 )
-from shopfloor.agents.budget import Price, cost_usd, price_table
 from shopfloor.agents.permissions import PermissionPolicy
 from shopfloor.agents.registry import get_agent
 from shopfloor.agents.submission import SUBMIT, validate_submission
@@ -148,10 +148,16 @@ class ModelStepActivities:
         transcript = await ts.save(manifest)
         policy = _policy(inp.permissions).model_dump()
         to_judge = [
-            CallToJudge(tool=c.name, arguments=c.arguments, policy=policy,
-                        required_command=inp.required_command, test_command=inp.test_command)
-            for c in message.tool_calls if not (c.name == SUBMIT and agent.output_model)
-        ]  # fmt: skip
+            CallToJudge(
+                tool=c.name,
+                arguments=c.arguments,
+                policy=policy,
+                required_command=inp.required_command,
+                test_command=inp.test_command,
+            )
+            for c in message.tool_calls
+            if not (c.name == SUBMIT and agent.output_model)
+        ]
         try:
             judgments = iter(await heartbeating(judge_calls(to_judge), detail=f"{spec} step {inp.step}: judging calls"))
         except JudgingUnavailable as exc:
@@ -164,12 +170,15 @@ class ModelStepActivities:
                 error, output = _judge_submit(inp, agent.output_model, call, len(message.tool_calls))
                 calls.append(
                     ToolCallRef(
-                        id=call.id, name=SUBMIT, summary=f"submit {agent.output_model}",
+                        id=call.id,
+                        name=SUBMIT,
+                        summary=f"submit {agent.output_model}",
                         args_preview=args_preview(call.arguments) if call.arguments_error is None else "(invalid JSON)",
                         args_digest=_canonical_digest({"name": call.name, "arguments": call.arguments}),
-                        risk="read", submit_error=error,
+                        risk="read",
+                        submit_error=error,
                     )
-                )  # fmt: skip
+                )
                 continue
             verdict = next(judgments)
             calls.append(
@@ -187,9 +196,13 @@ class ModelStepActivities:
                 )
             )
         log.info(
-            "model step", model=str(spec), step=inp.step, tool_calls=len(calls),
-            input_tokens=reply.usage.input_tokens, output_tokens=reply.usage.output_tokens,
-        )  # fmt: skip
+            "model step",
+            model=str(spec),
+            step=inp.step,
+            tool_calls=len(calls),
+            input_tokens=reply.usage.input_tokens,
+            output_tokens=reply.usage.output_tokens,
+        )
         text = message.content
         return ModelStepOutput(
             transcript=transcript,
@@ -226,9 +239,7 @@ class ModelStepActivities:
             purpose="compaction",
         )
         reply, _ = await self._complete(spec, request, f"{spec} compaction")
-        turns = sum(
-            1 if messages[i].role == "assistant" else folded_model_turns(messages[i]) for i in plan.summarize
-        )
+        turns = sum(1 if messages[i].role == "assistant" else folded_model_turns(messages[i]) for i in plan.summarize)
         summary = compaction_message(reply.message.content, len(plan.summarize), turns)
         kept = [manifest.messages[i] for i in plan.keep]
         new_messages = [kept[0], await ts.store(summary), *kept[1:]]
@@ -236,9 +247,13 @@ class ModelStepActivities:
         log.info("transcript compacted", folded=len(plan.summarize), kept=len(kept))
         new = [messages[plan.keep[0]], summary, *(messages[i] for i in plan.keep[1:])]
         return CompactOutput(
-            transcript=transcript, folded=len(plan.summarize), context_tokens=_context_tokens(new), usage=reply.usage,
-            priced=True, cost_usd=cost_usd(inp.model, reply.usage, self._prices),
-        )  # fmt: skip
+            transcript=transcript,
+            folded=len(plan.summarize),
+            context_tokens=_context_tokens(new),
+            usage=reply.usage,
+            priced=True,
+            cost_usd=cost_usd(inp.model, reply.usage, self._prices),
+        )
 
 
 def _judge_submit(

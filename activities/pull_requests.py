@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from temporalio import activity
+
 from shopfloor.activities.github.api import GitHubApi, read_github
 from shopfloor.activities.github.clients import GitHubClients
 from shopfloor.activities.reconcile import TITLE_CHARS, snapshot
 from shopfloor.agents.untrusted_text import sanitize
-from temporalio import activity
-
 from shopfloor.blobs import BlobStore
 from shopfloor.models.pull_request_review import PullInfo, PullInput
 

@@ -23,16 +23,15 @@ from datetime import UTC, datetime
 from typing import Any
 
 import structlog
-from shopfloor.activities.github.api import GitHubApi, read_github
-from shopfloor.activities.github.clients import GitHubClients
-from shopfloor.agents.untrusted_snapshot import snapshot_text
-from shopfloor.agents.untrusted_text import sanitize
 from temporalio import activity
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
-from shopfloor.temporal import start_issue_workflow
+from shopfloor.activities.github.api import GitHubApi, read_github
+from shopfloor.activities.github.clients import GitHubClients
+from shopfloor.agents.untrusted_snapshot import snapshot_text
+from shopfloor.agents.untrusted_text import sanitize
 from shopfloor.blobs import BlobStore, put_json
 from shopfloor.models.inbox import (
     RepoEvent,
@@ -40,6 +39,7 @@ from shopfloor.models.inbox import (
     issue_workflow_id,
 )
 from shopfloor.models.reconcile import Skipped, StartIssuesInput, StartIssuesOutput
+from shopfloor.temporal import start_issue_workflow
 
 log = structlog.get_logger(__name__)
 
@@ -64,12 +64,20 @@ async def synthetic_labeled_event(repo: str, issue: dict[str, Any], label: str, 
     number, user = int(issue["number"]), issue.get("user") or {}
     title, body = str(issue.get("title") or ""), str(issue.get("body") or "")
     return RepoEvent(
-        delivery_id=reconcile_delivery_id(repo, number, label), event="issues", action="labeled", repo=repo,
-        number=number, sender=str(user.get("login") or ""), sender_type=str(user.get("type") or "User"),
-        title=sanitize(title)[:TITLE_CHARS], text=await snapshot(blobs, title, body),
+        delivery_id=reconcile_delivery_id(repo, number, label),
+        event="issues",
+        action="labeled",
+        repo=repo,
+        number=number,
+        sender=str(user.get("login") or ""),
+        sender_type=str(user.get("type") or "User"),
+        title=sanitize(title)[:TITLE_CHARS],
+        text=await snapshot(blobs, title, body),
         labels=[str(lab.get("name")) for lab in issue.get("labels") or [] if isinstance(lab, dict)],
-        label=label, state=str(issue.get("state") or "open"), received_at=datetime.now(UTC),
-    )  # fmt: skip
+        label=label,
+        state=str(issue.get("state") or "open"),
+        received_at=datetime.now(UTC),
+    )
 
 
 def get_issue(api: GitHubApi, repo: str, number: int) -> dict[str, Any]:
@@ -115,8 +123,13 @@ class ReconcileActivities:
                 continue
             event = await synthetic_labeled_event(inp.repo, issue, inp.label, self._blobs)
             try:
-                await start_issue_workflow(self._client, self._task_queue, event, new_run=False,
-                                           started_by=f"the reconciler (`{inp.label}` label, no workflow)")  # fmt: skip
+                await start_issue_workflow(
+                    self._client,
+                    self._task_queue,
+                    event,
+                    new_run=False,
+                    started_by=f"the reconciler (`{inp.label}` label, no workflow)",
+                )
             except WorkflowAlreadyStartedError:
                 out.skipped.append(Skipped(repo=inp.repo, what=f"issue #{number}", reason="closed meanwhile"))
                 continue
@@ -133,7 +146,11 @@ class ReconcileActivities:
 def _temporal_failure(exc: RPCError, what: str) -> ApplicationError:
     # Unavailable or overloaded servers are worth retrying; anything else is a bug or a setup issue.
     retryable = exc.status in (
-        RPCStatusCode.UNAVAILABLE, RPCStatusCode.DEADLINE_EXCEEDED, RPCStatusCode.RESOURCE_EXHAUSTED,
-        RPCStatusCode.ABORTED, RPCStatusCode.UNKNOWN, RPCStatusCode.CANCELLED,
-    )  # fmt: skip
+        RPCStatusCode.UNAVAILABLE,
+        RPCStatusCode.DEADLINE_EXCEEDED,
+        RPCStatusCode.RESOURCE_EXHAUSTED,
+        RPCStatusCode.ABORTED,
+        RPCStatusCode.UNKNOWN,
+        RPCStatusCode.CANCELLED,
+    )
     return ApplicationError(f"{what}: {exc.message}", type="TemporalRequestFailed", non_retryable=not retryable)

@@ -45,8 +45,15 @@ from shopfloor.errors import UsageError
 from shopfloor.models.agent_run import CommandPolicy
 from shopfloor.settings import Settings
 
-__all__ = ["CommandOutcome", "CommandRefused", "SandboxConfig", "SandboxMode", "detect_test_command", "resolve_mode",
-           "run_command"]
+__all__ = [
+    "CommandOutcome",
+    "CommandRefused",
+    "SandboxConfig",
+    "SandboxMode",
+    "detect_test_command",
+    "resolve_mode",
+    "run_command",
+]
 
 log = structlog.get_logger(__name__)
 
@@ -56,8 +63,10 @@ SANDBOX_HOME = "/tmp/home"
 PROGRESS_INTERVAL_S = 5.0
 # Sets the limits (soft before hard: a hard limit below the current soft one is refused),
 # then replaces itself with the real shell running the command.
-_PROLOGUE = ('ulimit -S -t "$1" && ulimit -H -t "$2" && ulimit -S -v "$3" && ulimit -H -v "$3" '
-             '|| { echo "shopfloor: cannot set resource limits" >&2; exit 126; }; exec "$4" -c "$5"')
+_PROLOGUE = (
+    'ulimit -S -t "$1" && ulimit -H -t "$2" && ulimit -S -v "$3" && ulimit -H -v "$3" '
+    '|| { echo "shopfloor: cannot set resource limits" >&2; exit 126; }; exec "$4" -c "$5"'
+)
 
 
 def shell_path() -> str:
@@ -70,9 +79,28 @@ def _bwrap_problem() -> str | None:
     bwrap = shutil.which("bwrap")
     if bwrap is None:
         return "bwrap was not found on PATH"
-    probe = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
-             "--unshare-all", "--cap-drop", "ALL", "--die-with-parent", "--new-session", "--clearenv",
-             "--", shell_path(), "-c", "true"]
+    probe = [
+        bwrap,
+        "--ro-bind",
+        "/",
+        "/",
+        "--dev",
+        "/dev",
+        "--proc",
+        "/proc",
+        "--tmpfs",
+        "/tmp",
+        "--unshare-all",
+        "--cap-drop",
+        "ALL",
+        "--die-with-parent",
+        "--new-session",
+        "--clearenv",
+        "--",
+        shell_path(),
+        "-c",
+        "true",
+    ]
     try:
         done = subprocess.run(probe, capture_output=True, text=True, timeout=30, env={"PATH": SYSTEM_PATH})
     except (OSError, subprocess.TimeoutExpired) as e:
@@ -131,10 +159,14 @@ def resolve_mode(mode: SandboxMode | str | SandboxConfig) -> tuple[Literal["bwra
             "(apt-get install bubblewrap) and allow user namespaces."
         )
     if config.allow_unsandboxed:
-        return "none", (f"bubblewrap is not usable ({problem}): ran UNSANDBOXED, without file or network "
-                        "isolation (SHOPFLOOR_ALLOW_UNSANDBOXED_COMMANDS=true)")
-    return "refuse", (f"commands are refused: bubblewrap is not usable here ({problem}), and running them "
-                      "without a sandbox needs the operator's SHOPFLOOR_ALLOW_UNSANDBOXED_COMMANDS=true")
+        return "none", (
+            f"bubblewrap is not usable ({problem}): ran UNSANDBOXED, without file or network "
+            "isolation (SHOPFLOOR_ALLOW_UNSANDBOXED_COMMANDS=true)"
+        )
+    return "refuse", (
+        f"commands are refused: bubblewrap is not usable here ({problem}), and running them "
+        "without a sandbox needs the operator's SHOPFLOOR_ALLOW_UNSANDBOXED_COMMANDS=true"
+    )
 
 
 async def run_command(
@@ -176,13 +208,20 @@ async def run_command(
         confinement = open_confinement(policy, config.scratch_dir, config.cgroup)
     except OSError as exc:  # a full disk, a cgroup the kernel refused: nothing may run unbounded
         log.error("command refused: cannot set up its limits", error=str(exc))
-        raise CommandRefused(f"the command was not run: its limits could not be set up ({exc.strerror or exc})") from exc
+        raise CommandRefused(
+            f"the command was not run: its limits could not be set up ({exc.strerror or exc})"
+        ) from exc
     try:
         async with command_network(real, policy, network) as egress:
             if real == "bwrap":
                 env = _clean_env(path, SANDBOX_HOME)
-                argv = [*_bwrap_args(ws, env, hide, [*prepend, *config.readonly_paths], confinement),
-                        *network_bwrap_args(egress), *SEAL, "--", *network_command(egress, tail)]
+                argv = [
+                    *_bwrap_args(ws, env, hide, [*prepend, *config.readonly_paths], confinement),
+                    *network_bwrap_args(egress),
+                    *SEAL,
+                    "--",
+                    *network_command(egress, tail),
+                ]
                 cwd = "/"
             else:
                 tmp = str(confinement.scratch.tmp)
@@ -218,6 +257,7 @@ def _clean_env(path: str, home: str) -> dict[str, str]:
 def _limits(policy: CommandPolicy) -> tuple[int, int, int]:
     """(CPU soft s, CPU hard s, address space KB), never above this process's own hard limits.
     The hard CPU limit is a second later, so SIGXCPU (a clear reason) comes before SIGKILL."""
+
     def cap(kind: int, want: int) -> int:
         hard = resource.getrlimit(kind)[1]
         return want if hard == resource.RLIM_INFINITY else min(want, hard)
@@ -227,13 +267,22 @@ def _limits(policy: CommandPolicy) -> tuple[int, int, int]:
     return min(policy.cpu_s, cpu_hard), cpu_hard, mem
 
 
-def _bwrap_args(ws: Path, env: dict[str, str], hide: Sequence[Path], readonly: Sequence[str],
-                confinement: Confinement) -> list[str]:
+def _bwrap_args(
+    ws: Path, env: dict[str, str], hide: Sequence[Path], readonly: Sequence[str], confinement: Confinement
+) -> list[str]:
     bwrap = shutil.which("bwrap") or "bwrap"
     scratch = confinement.scratch
     shown = [sys.prefix, sys.base_prefix, *readonly, *_alternates(ws)]  # what python and git need
-    args = [bwrap, *mount_args(ws, tmp=scratch.tmp, shm=scratch.shm, home=SANDBOX_HOME, readonly=shown, hide=hide),
-            "--unshare-all", "--cap-drop", "ALL", "--die-with-parent", "--new-session", "--clearenv"]
+    args = [
+        bwrap,
+        *mount_args(ws, tmp=scratch.tmp, shm=scratch.shm, home=SANDBOX_HOME, readonly=shown, hide=hide),
+        "--unshare-all",
+        "--cap-drop",
+        "ALL",
+        "--die-with-parent",
+        "--new-session",
+        "--clearenv",
+    ]
     for key, value in env.items():
         args += ["--setenv", key, value]
     return args
@@ -247,13 +296,19 @@ def _alternates(ws: Path) -> list[str]:
     return [line.strip() for line in text.splitlines() if line.strip().startswith("/")]
 
 
-_PYTEST_CONFIG = (("pytest.ini", None), ("pyproject.toml", "[tool.pytest"), ("setup.cfg", "[tool:pytest]"),
-                  ("tox.ini", "[pytest]"), ("conftest.py", None))
+_PYTEST_CONFIG = (
+    ("pytest.ini", None),
+    ("pyproject.toml", "[tool.pytest"),
+    ("setup.cfg", "[tool:pytest]"),
+    ("tox.ini", "[pytest]"),
+    ("conftest.py", None),
+)
 _SKIP_DIRS = frozenset({".git", "node_modules", ".venv", "venv", "vendor", "target", "dist", "build"})
 
 
 def detect_test_command(workspace: Path) -> str | None:
     """The command that runs this repository's tests, judged from its files (None: unknown)."""
+
     def text(name: str) -> str:
         try:
             return (workspace / name).read_text(errors="replace")

@@ -177,7 +177,10 @@ def _v2_parent(parent: Path) -> Path:
         raise CgroupError(errno.ENOENT, f"{parent} is not a cgroup v2 directory")
     available = set((parent / "cgroup.controllers").read_text().split())
     if not {"memory", "pids"} <= available:
-        raise CgroupError(errno.ENOTSUP, f"{parent} lacks the memory or pids controller (has: {' '.join(sorted(available)) or 'none'})")
+        raise CgroupError(
+            errno.ENOTSUP,
+            f"{parent} lacks the memory or pids controller (has: {' '.join(sorted(available)) or 'none'})",
+        )
     enabled = set((parent / "cgroup.subtree_control").read_text().split())
     if {"memory", "pids"} <= enabled:
         return parent
@@ -196,8 +199,11 @@ def _v2_parent(parent: Path) -> Path:
         _write(parent / "cgroup.subtree_control", "+memory +pids")
     except OSError as exc:
         _write(parent / "cgroup.procs", os.getpid())
-        raise CgroupError(exc.errno, f"{parent} holds other processes, so it cannot hand memory and pids to "
-                                     "command groups; give the worker a delegated cgroup in SHOPFLOOR_SANDBOX_CGROUP") from exc
+        raise CgroupError(
+            exc.errno,
+            f"{parent} holds other processes, so it cannot hand memory and pids to "
+            "command groups; give the worker a delegated cgroup in SHOPFLOOR_SANDBOX_CGROUP",
+        ) from exc
     log.info("worker moved into its own leaf cgroup so commands can get cgroups", cgroup=str(leaf))
     return parent
 

@@ -17,9 +17,18 @@ import sys
 import threading
 
 PROXY_VARIABLES = (
-    "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy",
-    "PIP_PROXY", "npm_config_proxy", "npm_config_https_proxy", "YARN_HTTP_PROXY", "YARN_HTTPS_PROXY",
-)  # fmt: skip
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "ALL_PROXY",
+    "http_proxy",
+    "https_proxy",
+    "all_proxy",
+    "PIP_PROXY",
+    "npm_config_proxy",
+    "npm_config_https_proxy",
+    "YARN_HTTP_PROXY",
+    "YARN_HTTPS_PROXY",
+)
 NO_PROXY_VARIABLES = ("NO_PROXY", "no_proxy")
 # The sandbox's loopback is its own (a test suite's servers live there): reached directly.
 OWN_LOOPBACK = "localhost,127.0.0.1,::1"

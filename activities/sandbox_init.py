@@ -66,8 +66,9 @@ def main(argv: list[str]) -> int:
     os.close(null)
     try:
         # Python ignores SIGPIPE and SIGXFSZ; the command gets the defaults, as from a shell.
-        child = os.posix_spawnp(command[0], command, os.environ,
-                                setsigdef=(signal.SIGTERM, signal.SIGPIPE, signal.SIGXFSZ))
+        child = os.posix_spawnp(
+            command[0], command, os.environ, setsigdef=(signal.SIGTERM, signal.SIGPIPE, signal.SIGXFSZ)
+        )
     except OSError as exc:
         print(f"shopfloor: cannot start {command[0]}: {exc.strerror}", file=sys.stderr, flush=True)
         return 127

@@ -183,7 +183,9 @@ class Confinement:
             deadline = time.monotonic() + 5
             while not self.group.remove():  # the kernel lets go of a group once its last task is reaped
                 if time.monotonic() > deadline:
-                    log.warning("command cgroup not removed: processes remain", cgroup=str(next(iter(self.group.dirs.values()))))
+                    log.warning(
+                        "command cgroup not removed: processes remain", cgroup=str(next(iter(self.group.dirs.values())))
+                    )
                     break
                 await self.kill_all(tree=False)
                 await asyncio.sleep(0.02)
@@ -204,24 +206,36 @@ def check_cgroup_setting(cgroup_setting: str) -> None:
     """A cgroup the operator named must work: no quiet fall back to the watchdog then."""
     found = find_cgroups(cgroup_setting)
     if cgroup_setting not in ("auto", "off") and not isinstance(found, CgroupHost):
-        raise UsageError(f"SHOPFLOOR_SANDBOX_CGROUP={cgroup_setting} cannot hold commands: {found}. Delegate that "
-                         "cgroup v2 directory to the worker's user with the memory and pids controllers, or set "
-                         "SHOPFLOOR_SANDBOX_CGROUP=auto")
+        raise UsageError(
+            f"SHOPFLOOR_SANDBOX_CGROUP={cgroup_setting} cannot hold commands: {found}. Delegate that "
+            "cgroup v2 directory to the worker's user with the memory and pids controllers, or set "
+            "SHOPFLOOR_SANDBOX_CGROUP=auto"
+        )
 
 
 def enforcement(cgroup_setting: str, scratch_parent: Path) -> dict[str, str]:
     """How each limit is enforced on this machine, for the worker's start-up log."""
     found = find_cgroups(cgroup_setting)
-    scratch = (f"per-command directory under {scratch_parent} as /tmp and /dev/shm, each file capped by "
-               f"RLIMIT_FSIZE, the total measured every {POLL_S:g} s (the command is killed past the limit)")
+    scratch = (
+        f"per-command directory under {scratch_parent} as /tmp and /dev/shm, each file capped by "
+        f"RLIMIT_FSIZE, the total measured every {POLL_S:g} s (the command is killed past the limit)"
+    )
     if isinstance(found, CgroupHost):
         how = found.describe()
         memory = f"{how}: memory {'memory.max, swap.max=0' if found.version == 2 else 'limit_in_bytes + memsw'} for all processes together"
         tasks = f"{how}: pids.max for all processes and threads together"
     else:
-        memory = (f"watchdog ({found}): proportional memory of every process of the command summed every "
-                  f"{POLL_S:g} s, the command killed past the limit; each process also capped by RLIMIT_AS")
-        tasks = (f"watchdog ({found}): processes and threads of the command counted every {POLL_S:g} s, the "
-                 "command killed past the limit (its pid namespace at once under bubblewrap)")
-    return {"memory": memory, "processes": tasks, "scratch": scratch,
-            "cpu": "RLIMIT_CPU per process and the wall-clock timeout for the whole command"}
+        memory = (
+            f"watchdog ({found}): proportional memory of every process of the command summed every "
+            f"{POLL_S:g} s, the command killed past the limit; each process also capped by RLIMIT_AS"
+        )
+        tasks = (
+            f"watchdog ({found}): processes and threads of the command counted every {POLL_S:g} s, the "
+            "command killed past the limit (its pid namespace at once under bubblewrap)"
+        )
+    return {
+        "memory": memory,
+        "processes": tasks,
+        "scratch": scratch,
+        "cpu": "RLIMIT_CPU per process and the wall-clock timeout for the whole command",
+    }

@@ -103,8 +103,12 @@ def mount_args(
     covers: list[str] = []
     for p in hide:
         real = _real_dir(p)
-        if real and real != "/" and real not in covers and not _under(real, workspace) and any(
-            _under(real, m) for m in [*mounted, *extra]
+        if (
+            real
+            and real != "/"
+            and real not in covers
+            and not _under(real, workspace)
+            and any(_under(real, m) for m in [*mounted, *extra])
         ):
             covers.append(real)
     for real in covers:

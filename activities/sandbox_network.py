@@ -56,8 +56,12 @@ class SandboxNetwork:
     """A worker's egress rules: the operator's bound on what repositories may add to the package
     registries, and the worker's own services, which no command may reach."""
 
-    def __init__(self, bound: Sequence[str] = (), services: dict[str, str] | None = None,
-                 defaults: Sequence[str] = PACKAGE_REGISTRIES) -> None:  # fmt: skip
+    def __init__(
+        self,
+        bound: Sequence[str] = (),
+        services: dict[str, str] | None = None,
+        defaults: Sequence[str] = PACKAGE_REGISTRIES,
+    ) -> None:
         problems = []
         for text in [*bound, *defaults]:
             try:
@@ -92,8 +96,10 @@ class SandboxNetwork:
         allow = allow_list(policy.network_allow, self.bound, self.defaults)
         if allow.ignored and allow.ignored not in self._warned and len(self._warned) < 1000:
             self._warned.add(allow.ignored)
-            log.warning("repository network_allow entries outside SHOPFLOOR_SANDBOX_NETWORK_ALLOW are ignored",
-                        ignored=list(allow.ignored))  # fmt: skip
+            log.warning(
+                "repository network_allow entries outside SHOPFLOOR_SANDBOX_NETWORK_ALLOW are ignored",
+                ignored=list(allow.ignored),
+            )
         directory = Path(tempfile.mkdtemp(prefix="sf-egress-", dir=_short_tmp()))
         proxy = EgressProxy(allow, self.protected)
         try:

@@ -103,16 +103,35 @@ class _Protocol(asyncio.SubprocessProtocol):
 
 
 async def execute(
-    argv: list[str], cwd: str, env: dict[str, str], limit: float, policy: CommandPolicy,
-    on_progress: Callable[[str], None] | None, interval: float, confinement: Confinement,
+    argv: list[str],
+    cwd: str,
+    env: dict[str, str],
+    limit: float,
+    policy: CommandPolicy,
+    on_progress: Callable[[str], None] | None,
+    interval: float,
+    confinement: Confinement,
 ) -> CommandOutcome:
     started = time.monotonic()
     capture = _Capture(policy.output_cap_bytes)
-    first = [sys.executable, "-I", "-m", "shopfloor.activities.sandbox_init", str(os.getpid()),
-             str(confinement.limits.scratch_bytes), *argv]
+    first = [
+        sys.executable,
+        "-I",
+        "-m",
+        "shopfloor.activities.sandbox_init",
+        str(os.getpid()),
+        str(confinement.limits.scratch_bytes),
+        *argv,
+    ]
     transport, protocol = await asyncio.get_running_loop().subprocess_exec(
-        lambda: _Protocol(capture), *first, cwd=cwd, env=env, stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
+        lambda: _Protocol(capture),
+        *first,
+        cwd=cwd,
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
     )
     pid = transport.get_pid()
     gate = transport.get_pipe_transport(0)
@@ -187,7 +206,7 @@ async def _drain(protocol: _Protocol) -> None:
         await asyncio.wait_for(asyncio.shield(protocol.exited), timeout=DRAIN_S)
         # A process that left the group (setsid) may still hold the pipe: wait a little, no more.
         await asyncio.wait_for(asyncio.shield(protocol.closed), timeout=DRAIN_S)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         pass
 
 
@@ -197,8 +216,8 @@ def _killed(code: int | None, policy: CommandPolicy) -> str | None:
     if code == 128 + signal.SIGXFSZ:
         return f"killed by SIGXFSZ: a file reached the scratch disk limit ({policy.scratch_mb} MB)"
     if code == 128 + signal.SIGKILL:
-        return (f"killed by SIGKILL: the CPU time limit ({policy.cpu_s} s) or the memory limit "
-                f"({policy.memory_mb} MB) was probably reached")
+        return (
+            f"killed by SIGKILL: the CPU time limit ({policy.cpu_s} s) or the memory limit "
+            f"({policy.memory_mb} MB) was probably reached"
+        )
     return None
-
-

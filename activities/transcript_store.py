@@ -55,9 +55,8 @@ class TranscriptStore:
             content = (await self.blobs.get(result.output_digest)).decode("utf-8", errors="replace")
         if len(content) > cap_chars:
             content = (
-                content[:cap_chars]
-                + f"\n[output cut at {cap_chars} of {len(content)} characters; "
-                f"read the rest with read_output(digest=\"{result.output_digest}\", offset={cap_chars})]"
+                content[:cap_chars] + f"\n[output cut at {cap_chars} of {len(content)} characters; "
+                f'read the rest with read_output(digest="{result.output_digest}", offset={cap_chars})]'
             )
         return Message(
             role="tool", content=content, tool_call_id=result.call_id, name=result.name, is_error=not result.ok

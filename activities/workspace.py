@@ -53,8 +53,8 @@ import re
 import shutil
 import signal
 import stat
-import uuid
 import tempfile
+import uuid
 from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 
@@ -71,10 +71,25 @@ SHADOW_INDEX = "shopfloor-index"
 _SHA_RE = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 _USERINFO_RE = re.compile(r"(?<=://)[^/@\s]+@")
 _SAFE = [
-    "-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false", "-c", "credential.helper=",
-    "-c", "gc.auto=0", "-c", "maintenance.auto=false", "-c", "core.autocrlf=false",
-    "-c", "advice.detachedHead=false", "-c", "user.name=shopfloor", "-c", "user.email=shopfloor@localhost",
-]  # fmt: skip
+    "-c",
+    "core.hooksPath=/dev/null",
+    "-c",
+    "core.fsmonitor=false",
+    "-c",
+    "credential.helper=",
+    "-c",
+    "gc.auto=0",
+    "-c",
+    "maintenance.auto=false",
+    "-c",
+    "core.autocrlf=false",
+    "-c",
+    "advice.detachedHead=false",
+    "-c",
+    "user.name=shopfloor",
+    "-c",
+    "user.email=shopfloor@localhost",
+]
 # The largest change a checkpoint stores (its patch): a setting (SHOPFLOOR_MAX_CHECKPOINT_BYTES).
 DEFAULT_MAX_CHECKPOINT_BYTES = 20 * 1024 * 1024
 DIFF_TOOL_MAX_BYTES = 1024 * 1024  # what the git_diff tool shows at most; a path narrows it
@@ -93,6 +108,8 @@ STDERR_KEEP_BYTES = 64 * 1024
 def diff_argv(*args: str) -> list[str]:
     """`git diff ARGS` as every diff a reader sees is built: text, no drivers, no attribute files."""
     return [*DIFF_CONFIG, "diff", *DIFF_FLAGS, *args]
+
+
 # A checkout's whole .git/config (the mirror, made by `git init --bare` without user config, is
 # sha1): nothing in it names a program, a file to include or a remote.
 _CHECKOUT_CONFIG = "[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = false\n"
@@ -129,25 +146,32 @@ def redact(text: str) -> str:
 
 
 async def run_git(
-    argv: list[str], *, cwd: Path, env: Mapping[str, str], shown: list[str], stdin: bytes | None = None,
-    timeout: float = GIT_TIMEOUT_S, ok: tuple[int, ...] = (0,),
-) -> tuple[int, bytes, bytes]:  # fmt: skip
+    argv: list[str],
+    *,
+    cwd: Path,
+    env: Mapping[str, str],
+    shown: list[str],
+    stdin: bytes | None = None,
+    timeout: float = GIT_TIMEOUT_S,
+    ok: tuple[int, ...] = (0,),
+) -> tuple[int, bytes, bytes]:
     """`git ARGV` in its own process group: (exit code, stdout, stderr). A timeout or cancellation
     kills git with its helpers (remote-https, ssh); an exit code outside `ok` is a GitError whose
     message shows `git SHOWN` and the stderr, both with credentials redacted."""
     proc = await asyncio.create_subprocess_exec(
-        "git", *argv,
+        "git",
+        *argv,
         cwd=str(cwd),
         env=dict(env),
         stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
         start_new_session=True,
-    )  # fmt: skip
+    )
     command = redact(" ".join(["git", *shown]))
     try:
         out, err = await asyncio.wait_for(proc.communicate(stdin), timeout)
-    except (asyncio.TimeoutError, asyncio.CancelledError) as e:
+    except (TimeoutError, asyncio.CancelledError) as e:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
         await proc.wait()
@@ -162,16 +186,28 @@ async def run_git(
 
 
 async def run_git_to_file(
-    argv: list[str], *, cwd: Path, env: Mapping[str, str], shown: list[str], dest: Path,
-    limit: int | None = None, timeout: float = GIT_TIMEOUT_S,
-) -> tuple[int, bool]:  # fmt: skip
+    argv: list[str],
+    *,
+    cwd: Path,
+    env: Mapping[str, str],
+    shown: list[str],
+    dest: Path,
+    limit: int | None = None,
+    timeout: float = GIT_TIMEOUT_S,
+) -> tuple[int, bool]:
     """`git ARGV` with its output streamed into the new file `dest` chunk by chunk, so none of it
     collects in this process: (bytes written, complete). Past `limit` bytes git is stopped and
     `dest` holds the first `limit` (complete is False). Failures as run_git."""
     proc = await asyncio.create_subprocess_exec(
-        "git", *argv, cwd=str(cwd), env=dict(env), stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True,
-    )  # fmt: skip
+        "git",
+        *argv,
+        cwd=str(cwd),
+        env=dict(env),
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        start_new_session=True,
+    )
     assert proc.stdout is not None and proc.stderr is not None  # both piped above
     command = redact(" ".join(["git", *shown]))
     stderr = asyncio.create_task(_tail(proc.stderr))
@@ -194,7 +230,7 @@ async def run_git_to_file(
                 os.killpg(proc.pid, signal.SIGKILL)
         await asyncio.wait_for(proc.wait(), timeout)
         err = await stderr
-    except (asyncio.TimeoutError, asyncio.CancelledError) as e:
+    except (TimeoutError, asyncio.CancelledError) as e:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
         stderr.cancel()
@@ -218,7 +254,9 @@ async def _tail(stream: asyncio.StreamReader) -> bytes:
 
 
 class Workspaces:
-    def __init__(self, root: Path, blobs: BlobStore, *, max_checkpoint_bytes: int = DEFAULT_MAX_CHECKPOINT_BYTES) -> None:
+    def __init__(
+        self, root: Path, blobs: BlobStore, *, max_checkpoint_bytes: int = DEFAULT_MAX_CHECKPOINT_BYTES
+    ) -> None:
         self.root = Path(os.path.abspath(root))
         self.blobs = blobs
         self.max_checkpoint_bytes = max_checkpoint_bytes
@@ -226,10 +264,16 @@ class Workspaces:
         home = self.root / "git-home"  # empty: no user config, credentials or templates leak in
         home.mkdir(parents=True, exist_ok=True)
         self._env = {
-            "PATH": os.environ.get("PATH", os.defpath), "HOME": str(home), "XDG_CONFIG_HOME": str(home),
-            "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull, "GIT_TERMINAL_PROMPT": "0",
-            "GIT_SSH_COMMAND": "ssh -o BatchMode=yes", "LC_ALL": "C", **DIFF_ENV,
-        }  # fmt: skip
+            "PATH": os.environ.get("PATH", os.defpath),
+            "HOME": str(home),
+            "XDG_CONFIG_HOME": str(home),
+            "GIT_CONFIG_NOSYSTEM": "1",
+            "GIT_CONFIG_GLOBAL": os.devnull,
+            "GIT_TERMINAL_PROMPT": "0",
+            "GIT_SSH_COMMAND": "ssh -o BatchMode=yes",
+            "LC_ALL": "C",
+            **DIFF_ENV,
+        }
 
     async def base_ref(self, repo: str, clone_url: str, ref: str = "HEAD") -> WorkspaceRef:
         """Resolve a branch, tag, `HEAD` or full sha at `clone_url` to the commit to work on."""
@@ -289,12 +333,14 @@ class Workspaces:
                     patch = Path(scratch) / "patch"
                     size, complete = await self._staged_to_file(
                         path, base, patch, cap, "--binary", "--full-index", "--no-renames"
-                    )  # fmt: skip
+                    )
                     if complete:
                         digest = await self.blobs.put_file(patch) if size else None
                         await asyncio.to_thread(_write_state, path, base, digest, False)
                         return ref.model_copy(update={"patch_digest": digest})
-                total, largest = await self._sizes(path, *diff_argv("--cached", "--name-only", "-z", "--no-renames", base))
+                total, largest = await self._sizes(
+                    path, *diff_argv("--cached", "--name-only", "-z", "--no-renames", base)
+                )
             # Back to the ref's state, here as on any other worker: nothing of this change is kept.
             await self._rebuild(path, base, clone_url, ref.patch_digest)
         raise CheckpointTooLarge(_too_large_message(total, largest, cap), files=[name for _, name in largest])
@@ -380,7 +426,9 @@ class Workspaces:
         async with self._lock(f"{mirror}.lock"):
             if not await self._has_commit(mirror, sha):
                 try:
-                    await self._mgit(mirror, "fetch", "--no-tags", "--quiet", "--", clone_url, sha, timeout=FETCH_TIMEOUT_S)
+                    await self._mgit(
+                        mirror, "fetch", "--no-tags", "--quiet", "--", clone_url, sha, timeout=FETCH_TIMEOUT_S
+                    )
                 except GitError:  # a server that refuses fetching by sha: take all branches and tags
                     every = ["+refs/heads/*:refs/shopfloor/remote/heads/*", "+refs/tags/*:refs/shopfloor/remote/tags/*"]
                     await self._mgit(mirror, "fetch", "--quiet", "--", clone_url, *every, timeout=FETCH_TIMEOUT_S)
@@ -459,8 +507,14 @@ class Workspaces:
     async def _staged_to_file(self, path: Path, base: str, dest: Path, limit: int, *diff_args: str) -> tuple[int, bool]:
         """The shadow index diffed against base, into `dest`: (bytes, complete) as run_git_to_file."""
         argv = [*_SAFE, *self._where(path), *diff_argv("--cached", *diff_args, base)]
-        return await run_git_to_file(argv, cwd=path, env={**self._env, **self._shadow_env(path)}, dest=dest,
-                                     limit=limit, shown=diff_argv("--cached", *diff_args, base))  # fmt: skip
+        return await run_git_to_file(
+            argv,
+            cwd=path,
+            env={**self._env, **self._shadow_env(path)},
+            dest=dest,
+            limit=limit,
+            shown=diff_argv("--cached", *diff_args, base),
+        )
 
     async def _sizes(self, path: Path, *args: str) -> tuple[int, list[tuple[int, str]]]:
         """The paths `git ARGS` lists (NUL-separated, from the shadow index's view of the checkout):
@@ -469,8 +523,9 @@ class Workspaces:
         with tempfile.TemporaryDirectory(dir=self.root, prefix="sizes-") as scratch:
             names = Path(scratch) / "names"
             argv = [*_SAFE, *self._where(path), *args]
-            await run_git_to_file(argv, cwd=path, env={**self._env, **self._shadow_env(path)}, dest=names,
-                                  shown=list(args))  # fmt: skip
+            await run_git_to_file(
+                argv, cwd=path, env={**self._env, **self._shadow_env(path)}, dest=names, shown=list(args)
+            )
             return await asyncio.to_thread(_sum_sizes, path, names)
 
     def _require_checkout(self, path: Path, base: str, run_id: str) -> None:
@@ -504,17 +559,25 @@ class Workspaces:
     def _where(self, path: Path) -> list[str]:
         return [f"--git-dir={path / '.git'}", f"--work-tree={path}", "-c", "core.bare=false"]
 
-    async def _wgit(self, path: Path, *args: str, env: dict[str, str] | None = None, stdin: bytes | None = None) -> bytes:
+    async def _wgit(
+        self, path: Path, *args: str, env: dict[str, str] | None = None, stdin: bytes | None = None
+    ) -> bytes:
         return await self._git([*self._where(path), *args], path, env=env, stdin=stdin)
 
     async def _git(
-        self, args: list[str], cwd: Path, *, env: dict[str, str] | None = None, stdin: bytes | None = None,
+        self,
+        args: list[str],
+        cwd: Path,
+        *,
+        env: dict[str, str] | None = None,
+        stdin: bytes | None = None,
         timeout: float = GIT_TIMEOUT_S,
-    ) -> bytes:  # fmt: skip
+    ) -> bytes:
         """Run git in the clean environment: stdout, or GitError carrying stderr."""
         shown = [a for a in args if not a.startswith(("--git-dir=", "--work-tree="))]
-        _, out, _ = await run_git([*_SAFE, *args], cwd=cwd, env={**self._env, **(env or {})}, stdin=stdin,
-                                  timeout=timeout, shown=shown)  # fmt: skip
+        _, out, _ = await run_git(
+            [*_SAFE, *args], cwd=cwd, env={**self._env, **(env or {})}, stdin=stdin, timeout=timeout, shown=shown
+        )
         return out
 
 

@@ -80,14 +80,16 @@ def decide(heads: list[HeadSeen], current: str | None, args: str, written_at: da
     if named is not None:
         if current.startswith(named):
             return ApprovalDecision(current)
-        return ApprovalDecision(None, f"it names `{named[:SHORT_SHA]}`, but the pull request's head is "
-                                      f"`{_short(current)}`. {ask}")  # fmt: skip
+        return ApprovalDecision(
+            None, f"it names `{named[:SHORT_SHA]}`, but the pull request's head is `{_short(current)}`. {ask}"
+        )
     if written_at is None:
         return ApprovalDecision(None, f"shopfloor cannot tell which commit it approves. {ask}")
     seen = head_at(heads, written_at)
     if seen is None:
         return ApprovalDecision(None, f"it was written before the head `{_short(current)}` existed. {ask}")
     if seen != current:
-        return ApprovalDecision(None, f"the head moved from `{_short(seen)}` to `{_short(current)}` after it "
-                                      f"was written. {ask}")  # fmt: skip
+        return ApprovalDecision(
+            None, f"the head moved from `{_short(seen)}` to `{_short(current)}` after it was written. {ask}"
+        )
     return ApprovalDecision(current)

@@ -20,8 +20,22 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from shopfloor.agents.command_rules import (
-    DISK_OR_POWER, DOWNLOADERS, FD_DUP, GIT_VALUE_OPTS, INTERPRETER, MAX_PREFIXES, SHELLS, WRITE_OPS,
-    WRITERS, argv_of, downloads, fork_bomb, kills_everything, operands, prints_environment, shell_options,
+    DISK_OR_POWER,
+    DOWNLOADERS,
+    FD_DUP,
+    GIT_VALUE_OPTS,
+    INTERPRETER,
+    MAX_PREFIXES,
+    SHELLS,
+    WRITE_OPS,
+    WRITERS,
+    argv_of,
+    downloads,
+    fork_bomb,
+    kills_everything,
+    operands,
+    prints_environment,
+    shell_options,
     skip_options,
 )
 from shopfloor.agents.path_rules import Decision, credential, cwd_after_cd, removal_problem, show, write_problem
@@ -37,9 +51,26 @@ MAX_CWD_CHARS = 4096  # PATH_MAX: a chain of `cd`s leading deeper is refused, no
 MAX_ASKS_SHOWN = 5  # distinct reasons quoted in one "ask": the reason travels in workflow history
 PUSH = "git push is not allowed: shopfloor pushes branches itself at the end of a stage."
 _CODE_OPTS = frozenset({"-c", "-m", "-e", "-E", "-r", "-p", "--eval", "--print"})
-_FIND_NEUTRAL = frozenset({"-delete", "-depth", "-xdev", "-mount", "-print", "-print0", "-maxdepth",
-                           "-mindepth", "-follow", "-noleaf", "-daystart", "-ignore_readdir_race",
-                           "-exec", "-execdir", "-ok", "-okdir"})
+_FIND_NEUTRAL = frozenset(
+    {
+        "-delete",
+        "-depth",
+        "-xdev",
+        "-mount",
+        "-print",
+        "-print0",
+        "-maxdepth",
+        "-mindepth",
+        "-follow",
+        "-noleaf",
+        "-daystart",
+        "-ignore_readdir_race",
+        "-exec",
+        "-execdir",
+        "-ok",
+        "-okdir",
+    }
+)
 
 
 def too_long(command: str, what: str = "the command") -> str | None:
@@ -49,8 +80,10 @@ def too_long(command: str, what: str = "the command") -> str | None:
     size = len(command.encode("utf-8", "surrogatepass"))
     if size <= MAX_COMMAND_BYTES:
         return None
-    return (f"{what} is {size} bytes long; commands are limited to {MAX_COMMAND_BYTES // 1024} KB "
-            f"({MAX_COMMAND_BYTES} bytes). Write a script file with write_file and run that instead.")
+    return (
+        f"{what} is {size} bytes long; commands are limited to {MAX_COMMAND_BYTES // 1024} KB "
+        f"({MAX_COMMAND_BYTES} bytes). Write a script file with write_file and run that instead."
+    )
 
 
 def judge_command(command: str, ask: Sequence[Rule] = (), deny: Sequence[Rule] = ()) -> tuple[Decision, str]:
@@ -152,13 +185,16 @@ class _Judge:
         if note == "run_as":
             self.denials.append(
                 f"{show(argv[0].text)} runs commands as another user, which is not allowed; "
-                "commands run unprivileged in a sandbox, so work without it.")
+                "commands run unprivileged in a sandbox, so work without it."
+            )
             return cwd, out
         if note == "env_dump":
             self.denials.append(_env_dump("env"))
         if note == "too_many_prefixes":
-            self.denials.append(f"{show(' '.join(w.text for w in cmd.words))} runs behind more than {MAX_PREFIXES} "
-                                "prefixes (env, nice, timeout, ...), too many to check; drop the extra ones.")
+            self.denials.append(
+                f"{show(' '.join(w.text for w in cmd.words))} runs behind more than {MAX_PREFIXES} "
+                "prefixes (env, nice, timeout, ...), too many to check; drop the extra ones."
+            )
         if note or not argv:
             return cwd, out
         name = posixpath.basename(argv[0].text)
@@ -168,8 +204,10 @@ class _Judge:
         runs_code = name in SHELLS or name == "eval" or bool(INTERPRETER.fullmatch(name))
         fetched = [sub for w in args for sub in w.subs] + stdin_subs
         if runs_code and any(downloads(sub) for sub in fetched):
-            self.denials.append(f"{show(name + ' ' + ' '.join(texts))} runs code downloaded from the network, "
-                                "which is not allowed; download to a file and read it first.")
+            self.denials.append(
+                f"{show(name + ' ' + ' '.join(texts))} runs code downloaded from the network, "
+                "which is not allowed; download to a file and read it first."
+            )
         if name in SHELLS:
             self.shell(name, args, cwd, feed, stdin_text)
         elif INTERPRETER.fullmatch(name):
@@ -177,8 +215,9 @@ class _Judge:
         elif name == "eval":
             self.nested(" ".join(texts), cwd, "eval")
         elif name == "watch":
-            self.nested(" ".join(w.text for w in args[skip_options(args, 0, frozenset({"-n", "--interval"})):]),
-                        cwd, "watch")
+            self.nested(
+                " ".join(w.text for w in args[skip_options(args, 0, frozenset({"-n", "--interval"})) :]), cwd, "watch"
+            )
         elif name == "git":
             self.git(texts, cwd)
         elif name == "rm":
@@ -202,8 +241,10 @@ class _Judge:
             ops = operands(args)
             cwd = cwd_after_cd(ops[0].text if ops else None, cwd)
             if cwd is not None and len(cwd) > MAX_CWD_CHARS:
-                self.denials.append(f"the command changes directory more than {MAX_CWD_CHARS} characters deep, "
-                                    "too deep to follow; use shorter paths.")
+                self.denials.append(
+                    f"the command changes directory more than {MAX_CWD_CHARS} characters deep, "
+                    "too deep to follow; use shorter paths."
+                )
                 cwd = None
         elif name == "popd":
             cwd = None
@@ -235,8 +276,10 @@ class _Judge:
 
     def stdin_code(self, name: str, feed: _Feed, stdin_text: str | None, cwd: str | None) -> None:
         if feed.download:
-            self.denials.append(f"piping a download into {name} is not allowed: it runs code nobody has read. "
-                                "Download to a file and read it first.")
+            self.denials.append(
+                f"piping a download into {name} is not allowed: it runs code nobody has read. "
+                "Download to a file and read it first."
+            )
         source = feed.text if feed.text is not None else stdin_text
         if source and name in SHELLS:
             self.nested(source, cwd, f"the text fed to {name}")
@@ -257,7 +300,7 @@ class _Judge:
                 elif key.lower().startswith("alias.") and re.search(r"\bpush\b", value):
                     self.denials.append(PUSH)
             j += 2 if texts[j] in GIT_VALUE_OPTS else 1
-        sub, rest = (texts[j], texts[j + 1:]) if j < len(texts) else ("", [])
+        sub, rest = (texts[j], texts[j + 1 :]) if j < len(texts) else ("", [])
         if sub in ("push", "send-pack") or (sub in ("subtree", "lfs") and "push" in rest):
             self.denials.append(PUSH)
         elif sub == "config" and any(t.lower().startswith("alias.") for t in rest) and any("push" in t for t in rest):
@@ -323,5 +366,7 @@ class _Judge:
 
 
 def _env_dump(name: str) -> str:
-    return (f"`{name}` prints the environment, which is not allowed. Commands run with a clean environment; "
-            'print one variable with echo "$NAME" if you need it.')
+    return (
+        f"`{name}` prints the environment, which is not allowed. Commands run with a clean environment; "
+        'print one variable with echo "$NAME" if you need it.'
+    )

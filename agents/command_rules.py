@@ -16,29 +16,65 @@ SHELLS = frozenset({"sh", "bash", "zsh", "dash", "ksh", "mksh", "ash", "fish", "
 INTERPRETER = re.compile(r"(python|pypy)[0-9.]*|perl|ruby|node|nodejs|php|deno|lua|Rscript|pwsh|source|\.")
 DOWNLOADERS = frozenset({"curl", "wget", "aria2c", "fetch", "http", "https", "xh", "lwp-request"})
 RUN_AS = frozenset({"sudo", "sudoedit", "su", "doas", "pkexec", "run0"})
-DISK_OR_POWER = frozenset({"mke2fs", "mkswap", "wipefs", "fdisk", "sfdisk", "gdisk", "parted",
-                           "shutdown", "reboot", "halt", "poweroff"})
-RESERVED = frozenset({"{", "}", "!", "if", "then", "else", "elif", "fi", "do", "done", "while",
-                      "until", "for", "case", "esac", "function", "time", "select", "coproc"})
+DISK_OR_POWER = frozenset(
+    {"mke2fs", "mkswap", "wipefs", "fdisk", "sfdisk", "gdisk", "parted", "shutdown", "reboot", "halt", "poweroff"}
+)
+RESERVED = frozenset(
+    {
+        "{",
+        "}",
+        "!",
+        "if",
+        "then",
+        "else",
+        "elif",
+        "fi",
+        "do",
+        "done",
+        "while",
+        "until",
+        "for",
+        "case",
+        "esac",
+        "function",
+        "time",
+        "select",
+        "coproc",
+    }
+)
 # Prefixes that run the rest of their arguments as a command: (options taking a value, how many
 # positional arguments come before the command).
 WRAPPERS: dict[str, tuple[frozenset[str], int]] = {
     name: (frozenset(values.split()), positional)
     for name, values, positional in [
-        ("nice", "-n --adjustment", 0), ("timeout", "-s --signal -k --kill-after", 1),
-        ("nohup", "", 0), ("setsid", "", 0), ("stdbuf", "-i -o -e --input --output --error", 0),
-        ("ionice", "-c -n -p --class --classdata", 0), ("time", "-f -o --format --output", 0),
-        ("command", "", 0), ("builtin", "", 0), ("exec", "-a", 0), ("busybox", "", 0),
-        ("xargs", "-I -n -P -L -d -E -s -a --arg-file --max-args --max-procs --delimiter "
-                  "--replace --max-lines --eof --max-chars", 0),
-        ("flock", "-w --timeout -E --conflict-exit-code", 1), ("chronic", "", 0), ("unbuffer", "", 0),
+        ("nice", "-n --adjustment", 0),
+        ("timeout", "-s --signal -k --kill-after", 1),
+        ("nohup", "", 0),
+        ("setsid", "", 0),
+        ("stdbuf", "-i -o -e --input --output --error", 0),
+        ("ionice", "-c -n -p --class --classdata", 0),
+        ("time", "-f -o --format --output", 0),
+        ("command", "", 0),
+        ("builtin", "", 0),
+        ("exec", "-a", 0),
+        ("busybox", "", 0),
+        (
+            "xargs",
+            "-I -n -P -L -d -E -s -a --arg-file --max-args --max-procs --delimiter "
+            "--replace --max-lines --eof --max-chars",
+            0,
+        ),
+        ("flock", "-w --timeout -E --conflict-exit-code", 1),
+        ("chronic", "", 0),
+        ("unbuffer", "", 0),
     ]
 }
 _ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\[[^]]*\])?\+?=")
 FD_DUP = re.compile(r"[0-9]+-?|-")
 WRITE_OPS = frozenset({">", ">>", ">|", "&>", "&>>", "<>"})
-GIT_VALUE_OPTS = frozenset({"-C", "-c", "--git-dir", "--work-tree", "--namespace", "--config-env",
-                             "--super-prefix", "--list-cmds"})
+GIT_VALUE_OPTS = frozenset(
+    {"-C", "-c", "--git-dir", "--work-tree", "--namespace", "--config-env", "--super-prefix", "--list-cmds"}
+)
 # A shell function's head, `name() {`. The name must start where a name can start (the
 # lookbehind), so a long run of name characters is tried once, not from each of its characters:
 # every scan below is linear in the command's length.
@@ -159,12 +195,14 @@ def _dest(ws: Sequence[Word], values: frozenset[str]) -> list[Word]:
 
 def _sed_files(ws: Sequence[Word]) -> list[Word]:
     texts = [w.text for w in ws]
-    if not any(t.startswith("--in-place") or (t.startswith("-") and not t.startswith("--") and "i" in t)
-               for t in texts):
+    if not any(
+        t.startswith("--in-place") or (t.startswith("-") and not t.startswith("--") and "i" in t) for t in texts
+    ):
         return []
     ops = operands(ws, frozenset({"-e", "-f", "-l", "--expression", "--file"}))
-    has_script = any(t in ("-e", "-f", "--expression", "--file") or t.startswith(("--expression=", "--file="))
-                     for t in texts)
+    has_script = any(
+        t in ("-e", "-f", "--expression", "--file") or t.startswith(("--expression=", "--file=")) for t in texts
+    )
     return ops if has_script else ops[1:]
 
 
@@ -177,15 +215,23 @@ def _mode_targets(ws: Sequence[Word]) -> list[Word]:
 WRITERS: dict[str, Callable[[Sequence[Word]], list[Word]]] = {
     "touch": lambda ws: operands(ws, frozenset({"-d", "-t", "-r", "--date", "--reference"})),
     "mkdir": lambda ws: operands(ws, frozenset({"-m", "--mode"})),
-    "rmdir": operands, "unlink": operands, "tee": operands, "mv": operands,
+    "rmdir": operands,
+    "unlink": operands,
+    "tee": operands,
+    "mv": operands,
     "shred": lambda ws: operands(ws, frozenset({"-n", "-s", "--iterations", "--size"})),
     "truncate": lambda ws: operands(ws, frozenset({"-s", "-r", "--size", "--reference"})),
     "cp": lambda ws: _dest(ws, frozenset({"-S", "--suffix"})),
     "ln": lambda ws: _dest(ws, frozenset({"-S", "--suffix"})),
-    "install": lambda ws: operands(ws, frozenset({"-m", "-o", "-g", "-S", "--mode", "--owner", "--group"}))
-    if any(w.text in ("-d", "--directory") for w in ws) else _dest(ws, frozenset({"-m", "-o", "-g", "-S"})),
+    "install": lambda ws: (
+        operands(ws, frozenset({"-m", "-o", "-g", "-S", "--mode", "--owner", "--group"}))
+        if any(w.text in ("-d", "--directory") for w in ws)
+        else _dest(ws, frozenset({"-m", "-o", "-g", "-S"}))
+    ),
     "rsync": lambda ws: _dest(ws, frozenset({"-e", "--rsh"})),
-    "chmod": _mode_targets, "chown": _mode_targets, "chgrp": _mode_targets,
+    "chmod": _mode_targets,
+    "chown": _mode_targets,
+    "chgrp": _mode_targets,
     "sed": _sed_files,
 }
 
@@ -225,8 +271,11 @@ def kills_everything(texts: Sequence[str]) -> bool:
 
 def prints_environment(name: str, texts: Sequence[str]) -> bool:
     """printenv, or set / export / declare with no names: they print every variable."""
-    return name == "printenv" or (name == "set" and not texts) or (
-        name in ("export", "declare", "typeset") and all(t.startswith("-") for t in texts))
+    return (
+        name == "printenv"
+        or (name == "set" and not texts)
+        or (name in ("export", "declare", "typeset") and all(t.startswith("-") for t in texts))
+    )
 
 
 def shell_options(texts: Sequence[str]) -> tuple[int, bool, bool]:

@@ -13,7 +13,6 @@ import re
 from typing import get_args
 
 from shopfloor.agents.untrusted_text import sanitize
-
 from shopfloor.models.inbox import CommandName, CommentCommand
 
 PREFIX = "/shopfloor"
@@ -51,7 +50,7 @@ def parse_command(text: str | None) -> CommentCommand | None:
     for line in command_lines(text):
         if not line.startswith(PREFIX):
             continue
-        rest = line[len(PREFIX):]
+        rest = line[len(PREFIX) :]
         if rest and not rest[0].isspace():
             continue  # `/shopfloorish`: not our prefix
         words = rest.split(None, 1)

@@ -23,9 +23,8 @@ Rules:
 
 from __future__ import annotations
 
-import re
-
 import json
+import re
 
 from pydantic import BaseModel, Field
 
@@ -127,7 +126,9 @@ def compaction_prompt(*, goal: str | None = None, target_tokens: int = 1500) -> 
     needs to go on without them.
     """
     words = max(100, int(target_tokens * 0.75))
-    goal_part = f"\nThe agent's goal, for reference (it stays in the transcript verbatim):\n{goal.strip()}\n" if goal else ""
+    goal_part = (
+        f"\nThe agent's goal, for reference (it stays in the transcript verbatim):\n{goal.strip()}\n" if goal else ""
+    )
     return f"""You are compacting the working transcript of a software agent. The messages below are
 the older part of its work; they will be replaced by your summary, and the agent will continue
 from the summary and the newer messages alone. It cannot see these messages again, except by

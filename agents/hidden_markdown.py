@@ -69,28 +69,92 @@ class SplitMarkdown(BaseModel):
 
 # A fence's info string is shown nowhere (GitHub colours the code by its first word): a common
 # language name stays beside the code, anything else is set apart.
-_LANGUAGES = frozenset("""
+_LANGUAGES = frozenset(
+    """
     bash c c# c++ clojure cmake console cpp cs csharp css csv dart diff docker dockerfile elixir erlang
     go gradle graphql groovy haskell hcl html ini java javascript js json json5 jsonc jsx kotlin kt
     latex less lua make makefile markdown md mermaid nginx nix objc ocaml patch perl php plaintext
     powershell proto protobuf ps1 py pycon python python3 r rb ruby rs rust sass scala scss sh shell
     sql swift terraform text toml ts tsx txt typescript vue xml yaml yml zig zsh
-""".split())
+""".split()
+)
 # GitHub's footnote definition; shown at the page's end only when referenced: set apart always.
 _FOOTNOTE = re.compile(r"\[\^[^\]\s]+\]:")
 _TAG_START = re.compile(r"<[A-Za-z/!?]")
 # Link addresses GitHub's sanitizer keeps: the web, mail, and addresses without a scheme.
 _SHOWN_ADDRESS = re.compile(r"(?i)(?:https?:|mailto:|(?![a-z][a-z0-9+.-]*:))")
 # Elements whose content GitHub's sanitizer drops, or that browsers never show as text.
-_REMOVED = frozenset({"script", "style", "template", "noscript", "iframe", "noembed", "noframes",
-                      "svg", "math", "xmp", "plaintext", "title", "textarea", "select", "object"})  # fmt: skip
+_REMOVED = frozenset(
+    {
+        "script",
+        "style",
+        "template",
+        "noscript",
+        "iframe",
+        "noembed",
+        "noframes",
+        "svg",
+        "math",
+        "xmp",
+        "plaintext",
+        "title",
+        "textarea",
+        "select",
+        "object",
+    }
+)
 # Elements whose content an HTML parser reads as text up to their own end tag, whatever is between.
 _RAW_TEXT = frozenset({"script", "style", "iframe", "noembed", "noframes", "xmp", "plaintext", "title", "textarea"})
-_BREAKS = frozenset({"br", "hr", "p", "div", "li", "tr", "td", "th", "h1", "h2", "h3", "h4", "h5", "h6",
-                     "summary", "details", "table", "ul", "ol", "dl", "dt", "dd", "blockquote", "pre"})  # fmt: skip
+_BREAKS = frozenset(
+    {
+        "br",
+        "hr",
+        "p",
+        "div",
+        "li",
+        "tr",
+        "td",
+        "th",
+        "h1",
+        "h2",
+        "h3",
+        "h4",
+        "h5",
+        "h6",
+        "summary",
+        "details",
+        "table",
+        "ul",
+        "ol",
+        "dl",
+        "dt",
+        "dd",
+        "blockquote",
+        "pre",
+    }
+)
 # Attributes that only shape the page; every other attribute's value is set apart as hidden.
-_SHAPING = frozenset({"align", "width", "height", "open", "colspan", "rowspan", "valign", "dir", "start",
-                      "type", "name", "id", "class", "lang", "border", "cellpadding", "cellspacing"})  # fmt: skip
+_SHAPING = frozenset(
+    {
+        "align",
+        "width",
+        "height",
+        "open",
+        "colspan",
+        "rowspan",
+        "valign",
+        "dir",
+        "start",
+        "type",
+        "name",
+        "id",
+        "class",
+        "lang",
+        "border",
+        "cellpadding",
+        "cellspacing",
+    }
+)
 
 
 def _too_deep(state: StateBlock, start: int, end: int, silent: bool) -> bool:
@@ -174,8 +238,11 @@ def _gfm_autolink(state: StateInline, silent: bool) -> bool:
         return False
     scheme = next((s for s in ("https", "http", "ftp") if src[max(0, pos - len(s)) : pos].lower() == s), "")
     start = pos - len(scheme)
-    if not scheme or not state.pending.lower().endswith(scheme) or (start > 0 and src[start - 1].isascii()
-                                                                      and src[start - 1].isalpha()):
+    if (
+        not scheme
+        or not state.pending.lower().endswith(scheme)
+        or (start > 0 and src[start - 1].isascii() and src[start - 1].isalpha())
+    ):
         return False
     match = _AUTOLINK.match(src, start, state.posMax)
     if match is None:

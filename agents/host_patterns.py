@@ -16,20 +16,36 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 __all__ = [
-    "DEFAULT_PORTS", "PACKAGE_REGISTRIES", "AllowList", "HostPattern", "allow_list", "check_pattern", "normalize_host",
+    "DEFAULT_PORTS",
+    "PACKAGE_REGISTRIES",
+    "AllowList",
+    "HostPattern",
+    "allow_list",
+    "check_pattern",
+    "normalize_host",
 ]
 
 DEFAULT_PORTS = (80, 443)
 # Where installs fetch from: Python, JavaScript, Debian/Ubuntu, Go, Rust, Ruby, Java.
 PACKAGE_REGISTRIES = (
-    "pypi.org", "files.pythonhosted.org",
-    "registry.npmjs.org", "registry.yarnpkg.com",
-    "deb.debian.org", "security.debian.org", "archive.ubuntu.com", "security.ubuntu.com",
-    "proxy.golang.org", "sum.golang.org",
-    "crates.io", "index.crates.io", "static.crates.io",
-    "rubygems.org", "index.rubygems.org",
-    "repo.maven.apache.org", "repo1.maven.org",
-)  # fmt: skip
+    "pypi.org",
+    "files.pythonhosted.org",
+    "registry.npmjs.org",
+    "registry.yarnpkg.com",
+    "deb.debian.org",
+    "security.debian.org",
+    "archive.ubuntu.com",
+    "security.ubuntu.com",
+    "proxy.golang.org",
+    "sum.golang.org",
+    "crates.io",
+    "index.crates.io",
+    "static.crates.io",
+    "rubygems.org",
+    "index.rubygems.org",
+    "repo.maven.apache.org",
+    "repo1.maven.org",
+)
 _LABEL = re.compile(r"(?!-)[a-z0-9_-]{1,63}(?<!-)")
 _PORTED = re.compile(r"(?P<host>\[[^\]]*\]|[^:\[\]]*)(?::(?P<port>[0-9]{1,5}))?")
 

@@ -25,10 +25,19 @@ __all__ = ["first_match", "glob_regex", "matches"]
 
 _NOTHING = re.compile(r"(?!)")
 _POSIX = {
-    "alnum": "a-zA-Z0-9", "alpha": "a-zA-Z", "blank": " \\t", "cntrl": "\\x00-\\x1f\\x7f", "digit": "0-9",
-    "graph": "!-~", "lower": "a-z", "print": " -~", "punct": "!-/:-@\\[-`{-~", "space": " \\t\\n\\r\\f\\v",
-    "upper": "A-Z", "xdigit": "0-9A-Fa-f",
-}  # fmt: skip
+    "alnum": "a-zA-Z0-9",
+    "alpha": "a-zA-Z",
+    "blank": " \\t",
+    "cntrl": "\\x00-\\x1f\\x7f",
+    "digit": "0-9",
+    "graph": "!-~",
+    "lower": "a-z",
+    "print": " -~",
+    "punct": "!-/:-@\\[-`{-~",
+    "space": " \\t\\n\\r\\f\\v",
+    "upper": "A-Z",
+    "xdigit": "0-9A-Fa-f",
+}
 
 
 def _char_class(p: str, i: int) -> tuple[str, int] | None:

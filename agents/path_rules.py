@@ -195,9 +195,13 @@ def removal_problem(text: str, cwd: str | None, *, expanded: bool = False) -> tu
         # one of the forms that mean "everything here" or "the parent".
         where = Where.INSIDE if locate(text, ".")[0] is Where.INSIDE else Where.UNKNOWN
     if where in _REMOVE_DENIED:
-        return "deny", (f"rm -r of {show(text)} is not allowed: it would delete {where.value}. "
-                        "Delete specific files or directories inside the workspace instead.")
+        return "deny", (
+            f"rm -r of {show(text)} is not allowed: it would delete {where.value}. "
+            "Delete specific files or directories inside the workspace instead."
+        )
     if where is Where.UNKNOWN:
-        return "ask", (f"rm -r of {show(text)} needs an operator's approval: what it deletes depends "
-                       "on a value not known until it runs.")
+        return "ask", (
+            f"rm -r of {show(text)} needs an operator's approval: what it deletes depends "
+            "on a value not known until it runs."
+        )
     return None

@@ -49,14 +49,11 @@ _END = r"(?=\s|$)"  # a word ends here ("apt" must not match "apt-cache")
 DEFAULT_ASK_COMMANDS: dict[str, str] = {
     rf"^((python|pypy)[0-9.]* -m )?pip[0-9.]* (install|uninstall|download){_END}": "installs Python packages",
     rf"^uv (add|remove|sync|pip (install|uninstall|sync)|tool install){_END}": "installs Python packages",
-    rf"^(poetry|pdm|pipenv|conda|mamba|micromamba) (add|install|remove|update|sync|create){_END}":
-        "installs packages",
-    rf"^(npm|pnpm|yarn|bun) (install|i|add|ci|update|upgrade|remove|uninstall|link){_END}|^yarn$":
-        "installs JavaScript packages",
+    rf"^(poetry|pdm|pipenv|conda|mamba|micromamba) (add|install|remove|update|sync|create){_END}": "installs packages",
+    rf"^(npm|pnpm|yarn|bun) (install|i|add|ci|update|upgrade|remove|uninstall|link){_END}|^yarn$": "installs JavaScript packages",
     rf"^(npx|bunx|pnpx){_END}|^(pnpm|yarn) dlx{_END}": "downloads and runs a package",
     rf"^(gem|cargo|go) install{_END}|^go get{_END}": "installs packages",
-    rf"^(apt|apt-get|aptitude|dpkg|dnf|yum|rpm|apk|pacman|zypper|brew|snap|flatpak){_END}":
-        "changes system packages",
+    rf"^(apt|apt-get|aptitude|dpkg|dnf|yum|rpm|apk|pacman|zypper|brew|snap|flatpak){_END}": "changes system packages",
     rf"^(curl|wget|aria2c|http|https|xh|nc|ncat|netcat|socat|ssh|scp|sftp|ftp|telnet){_END}": "reaches the network",
     rf"^(docker|podman|nerdctl|buildah|docker-compose|kubectl|helm){_END}": "controls containers or clusters",
     rf"^(chmod|chown|chgrp) (\S+ )*(-[a-zA-Z]*R[a-zA-Z]*|--recursive){_END}": "changes permissions recursively",
@@ -121,7 +118,10 @@ def _classify(tool: str, arguments: dict[str, Any], policy: PermissionPolicy) ->
             value = values.get(key) if tool != "grep" or key != "pattern" else None
             what = credential(value) if isinstance(value, str) else None
             if what is not None:
-                return "deny", f"{tool} of {value!r} is not allowed: it holds {what}, and agents may not read credentials."
+                return (
+                    "deny",
+                    f"{tool} of {value!r} is not allowed: it holds {what}, and agents may not read credentials.",
+                )
         return "allow", ""
     if tool in ("edit_file", "write_file"):
         return _write(tool, values["path"], policy)
@@ -170,8 +170,10 @@ def _write(tool: str, path: str, policy: PermissionPolicy) -> tuple[Decision, st
 def _test_args(text: str) -> tuple[Decision, str]:
     if not text.strip():
         return "allow", ""
-    refuse = ("run_tests takes plain arguments for the test command (no ;, |, &&, redirections or $(...)); "
-              "use run_command for anything more.")
+    refuse = (
+        "run_tests takes plain arguments for the test command (no ;, |, &&, redirections or $(...)); "
+        "use run_command for anything more."
+    )
     try:
         script = parse("test-command " + text)  # as appended to the command: a leading ';' counts
     except ShellParseError as e:

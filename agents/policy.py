@@ -207,10 +207,14 @@ def _bounds(loc: tuple[Any, ...]) -> str | None:
 
 
 _TYPES = {
-    "bool_type": "must be true or false", "int_type": "must be a whole number",
-    "float_type": "must be a number", "string_type": "must be text", "list_type": "must be a list",
-    "model_type": "must be a mapping of keys to values", "dict_type": "must be a mapping of keys to values",
-}  # fmt: skip
+    "bool_type": "must be true or false",
+    "int_type": "must be a whole number",
+    "float_type": "must be a number",
+    "string_type": "must be text",
+    "list_type": "must be a list",
+    "model_type": "must be a mapping of keys to values",
+    "dict_type": "must be a mapping of keys to values",
+}
 
 
 def _message(err: Any) -> str:
@@ -262,9 +266,11 @@ def protected_match(path: str, patterns: list[str] | tuple[str, ...] | None) -> 
 def protected_note(patterns: list[str] | tuple[str, ...] | None) -> str:
     """What an agent that changes files is told up front about the protected paths."""
     globs = ", ".join(f"`{g}`" for g in protected_globs(patterns))
-    return (f"Protected paths (the repository's policy; matched like .gitignore entries): {globs}. Do not create, "
-            "change, delete, rename, chmod or link anything they match, with any tool or command: a change that "
-            "touches one is never pushed, and the run ends without your fix.")
+    return (
+        f"Protected paths (the repository's policy; matched like .gitignore entries): {globs}. Do not create, "
+        "change, delete, rename, chmod or link anything they match, with any tool or command: a change that "
+        "touches one is never pushed, and the run ends without your fix."
+    )
 
 
 def is_protected(path: str, policy: RepoPolicy) -> bool:

@@ -19,8 +19,8 @@ from datetime import UTC, datetime
 from typing import Literal
 
 from pydantic import BaseModel, Field, model_validator
-from shopfloor.agents.untrusted_text import sanitize
 
+from shopfloor.agents.untrusted_text import sanitize
 from shopfloor.models.github_ops import RepoName, comment_marker
 
 MAX_TIMELINE = 20  # entries kept; older ones are counted in `timeline_dropped`
@@ -37,7 +37,7 @@ WAITING_FOR: dict[str, str] = {
     "approval": "a maintainer's approval: comment `/shopfloor approve` on this {subject}",
     # With the head known: the approval names the commit the maintainer reviewed.
     "approval_of": "a maintainer's approval of `{sha}`: review it, then comment `/shopfloor approve {sha}` "
-                   "on this {subject}",
+    "on this {subject}",
     "fix_command": "a maintainer to ask for a fix: comment `/shopfloor fix` on this {subject}",
     "ci": "CI to finish on the pull request",
     "review": "a review of the pull request",
@@ -170,8 +170,16 @@ def status_sentence(view: ProgressView) -> str:
     raise ValueError(f"unknown state {view.state!r}")  # pragma: no cover - Literal guards it
 
 
-_LABELS = {"running": "running", "waiting": "waiting", "merged": "merged", "parked": "needs a human",
-           "failed": "failed", "cancelled": "cancelled", "salvaged": "salvaged", "closed": "closed"}  # fmt: skip
+_LABELS = {
+    "running": "running",
+    "waiting": "waiting",
+    "merged": "merged",
+    "parked": "needs a human",
+    "failed": "failed",
+    "cancelled": "cancelled",
+    "salvaged": "salvaged",
+    "closed": "closed",
+}
 
 
 def render_progress(view: ProgressView) -> str:
@@ -188,12 +196,16 @@ def render_progress(view: ProgressView) -> str:
         lines.append("")
     unpriced = ""
     if view.unpriced_models:
-        unpriced = f" (cost not tracked for {', '.join(untrusted(m, 80) for m in view.unpriced_models)}: no price known)"
+        unpriced = (
+            f" (cost not tracked for {', '.join(untrusted(m, 80) for m in view.unpriced_models)}: no price known)"
+        )
     lines.append(f"Spent: {view.step} steps, {view.tokens:,} tokens, ${view.cost_usd:.2f}{unpriced}.")
     links = [
-        _link("pull request", view.links.pr_url), _link("run in the Temporal UI", view.links.workflow_url),
-        _link("branch", view.links.branch_url), _link("issue", view.links.issue_url),
-    ]  # fmt: skip
+        _link("pull request", view.links.pr_url),
+        _link("run in the Temporal UI", view.links.workflow_url),
+        _link("branch", view.links.branch_url),
+        _link("issue", view.links.issue_url),
+    ]
     shown = [link for link in links if link]
     if shown:
         lines.append("Links: " + " · ".join(shown) + ".")

@@ -26,6 +26,8 @@ _REDIRECT_OPS = ("<<<", "<<-", "&>>", "<<", "<>", "<&", ">>", ">&", ">|", "&>", 
 _WORD_END = frozenset(" \t\n;&|()<>")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|[0-9@*#?$!-]")
 _FD = re.compile(r"[0-9]+(?=[<>])")
+
+
 def parse(text: str, depth: int = 0) -> Script:
     """The pipelines of `text`, in order. Raises ShellParseError."""
     if depth > MAX_DEPTH:

@@ -15,7 +15,6 @@ from pydantic import BaseModel, ValidationError
 
 from shopfloor.agents.command_judge import too_long
 from shopfloor.agents.outputs import MAX_OUTPUT_BYTES, get_output_model
-
 from shopfloor.models.transcript import ToolSpec
 
 SUBMIT = "submit"
@@ -95,9 +94,7 @@ def _norm(command: str) -> str:
 _EXIT = re.compile(r"exit code (-?\d+)")
 
 
-def record_call(
-    record: SubmitRecord, *, edited: bool, ran_required: bool, ok: bool, preview: str
-) -> SubmitRecord:
+def record_call(record: SubmitRecord, *, edited: bool, ran_required: bool, ok: bool, preview: str) -> SubmitRecord:
     """The record after one more tool call (in the order the calls ran)."""
     seq = record.tool_seq + 1
     update: dict[str, Any] = {"tool_seq": seq}

@@ -200,8 +200,15 @@ def parse_text_actions(text: str, known_tools: Collection[str]) -> list[ToolCall
 def _type_name(schema: dict[str, Any]) -> str:
     if "anyOf" in schema:
         return " | ".join(_type_name(s) for s in schema["anyOf"])
-    names = {"string": "str", "integer": "int", "number": "float", "boolean": "bool",
-             "array": "list", "object": "dict", "null": "None"}  # fmt: skip
+    names = {
+        "string": "str",
+        "integer": "int",
+        "number": "float",
+        "boolean": "bool",
+        "array": "list",
+        "object": "dict",
+        "null": "None",
+    }
     kind = schema.get("type")
     if isinstance(kind, list):
         return " | ".join(names.get(k, str(k)) for k in kind)

@@ -30,9 +30,12 @@ class GlobArgs(_Args):
 
 
 class GrepArgs(_Args):
-    pattern: str = Field(description=(
-        "Regular expression to search for, in ripgrep's (Rust) syntax: like Python's re, but without "
-        "look-around ((?=...), (?<=...)) or backreferences (\\1); it matches within one line."))
+    pattern: str = Field(
+        description=(
+            "Regular expression to search for, in ripgrep's (Rust) syntax: like Python's re, but without "
+            "look-around ((?=...), (?<=...)) or backreferences (\\1); it matches within one line."
+        )
+    )
     path: str = Field(default=".", description="File or directory to search in.")
     glob: str | None = Field(default=None, description="Only search files matching this glob, e.g. '*.py'.")
     ignore_case: bool = False
@@ -104,8 +107,10 @@ TOOLS: dict[str, ToolDef] = {
         ),
         ToolDef(
             name="grep",
-            description=("Search file contents with a regular expression (ripgrep's syntax: no look-around or "
-                         "backreferences; matches within one line); prints path:line: text."),
+            description=(
+                "Search file contents with a regular expression (ripgrep's syntax: no look-around or "
+                "backreferences; matches within one line); prints path:line: text."
+            ),
             args=GrepArgs,
         ),
         ToolDef(

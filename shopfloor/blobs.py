@@ -319,9 +319,12 @@ class S3BlobStore:
         # memory stays at a few parts whatever the file's size.
         transfer = TransferConfig(multipart_chunksize=8 * 1024 * 1024, max_concurrency=2)
         self._client.upload_file(
-            str(path), self.bucket, key, Config=transfer,
+            str(path),
+            self.bucket,
+            key,
+            Config=transfer,
             ExtraArgs={"ContentType": "application/octet-stream", "Metadata": {"sha256": digest}},
-        )  # fmt: skip
+        )
         return digest
 
     def _get_file_sync(self, digest: str, key: str, dest: Path) -> int:
@@ -443,6 +446,5 @@ def open_blob_store(*, url: str | None, data_dir: Path, s3_endpoint_url: str | N
             )
         return S3BlobStore(parts.netloc, unquote(parts.path), endpoint_url=s3_endpoint_url)
     raise UsageError(
-        f"unsupported blob store URL {url!r}: use a directory path, file:///absolute/path "
-        "or s3://bucket/prefix"
+        f"unsupported blob store URL {url!r}: use a directory path, file:///absolute/path or s3://bucket/prefix"
     )

@@ -96,11 +96,18 @@ class DevServer:
 
     def command(self) -> list[str]:
         cmd = [
-            temporal_binary(), "server", "start-dev",
-            "--ip", self.ip, "--port", str(self.port),
-            "--namespace", self.namespace,
-            "--log-level", "warn",
-        ]  # fmt: skip
+            temporal_binary(),
+            "server",
+            "start-dev",
+            "--ip",
+            self.ip,
+            "--port",
+            str(self.port),
+            "--namespace",
+            self.namespace,
+            "--log-level",
+            "warn",
+        ]
         if self.ui_port is None:
             cmd.append("--headless")
         else:

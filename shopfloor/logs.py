@@ -45,11 +45,24 @@ _DROPPED_EXTRAS = ("color_message", "message", "asctime", *_TEMPORAL_EXTRAS)
 # word keeps counters such as "input_tokens" or "token_count" visible.
 _SECRET_WORDS = frozenset(
     {
-        "apikey", "auth", "authorization", "bearer", "cookie", "cookies", "credential",
-        "credentials", "dsn", "passphrase", "passwd", "password", "pwd", "secret", "secrets",
+        "apikey",
+        "auth",
+        "authorization",
+        "bearer",
+        "cookie",
+        "cookies",
+        "credential",
+        "credentials",
+        "dsn",
+        "passphrase",
+        "passwd",
+        "password",
+        "pwd",
+        "secret",
+        "secrets",
         "token",
     }
-)  # fmt: skip
+)
 _KEY_QUALIFIERS = frozenset({"access", "api", "client", "encryption", "private", "secret", "session", "signing"})
 _WORD_RE = re.compile(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])")
 
@@ -175,11 +188,7 @@ def configure_logging(*, level: str = "INFO", json: bool | None = None, secrets:
         cache_logger_on_first_use=False,
     )
 
-    renderer: Processor = (
-        structlog.processors.JSONRenderer()
-        if json
-        else structlog.dev.ConsoleRenderer(colors=tty)
-    )
+    renderer: Processor = structlog.processors.JSONRenderer() if json else structlog.dev.ConsoleRenderer(colors=tty)
     formatter = structlog.stdlib.ProcessorFormatter(
         # Records from `logging` (temporalio, uvicorn, botocore ...) get the same keys as ours.
         foreign_pre_chain=[

@@ -66,14 +66,20 @@ async def ensure_reconcile_schedule(client: Client, settings: Settings, repos: l
     if not repos and settings.github_app_id is None:
         # An existing schedule is left as it is: a missing SHOPFLOOR_REPOS on one machine must not
         # silently switch reconciling off for everyone. `temporal schedule delete` removes it.
-        log.info("no repositories configured (SHOPFLOOR_REPOS): the reconcile schedule is not created",
-                 schedule_id=SCHEDULE_ID)  # fmt: skip
+        log.info(
+            "no repositories configured (SHOPFLOOR_REPOS): the reconcile schedule is not created",
+            schedule_id=SCHEDULE_ID,
+        )
         return "not configured"
     schedule = reconcile_schedule(settings, repos)
     try:
         await client.create_schedule(SCHEDULE_ID, schedule)
-        log.info("reconcile schedule created", schedule_id=SCHEDULE_ID, every_minutes=settings.reconcile_every_minutes,
-                 repos=repos)  # fmt: skip
+        log.info(
+            "reconcile schedule created",
+            schedule_id=SCHEDULE_ID,
+            every_minutes=settings.reconcile_every_minutes,
+            repos=repos,
+        )
         return "created"
     except ScheduleAlreadyRunningError:
         pass
@@ -86,6 +92,10 @@ async def ensure_reconcile_schedule(client: Client, settings: Settings, repos: l
         return ScheduleUpdate(schedule=schedule)
 
     await client.get_schedule_handle(SCHEDULE_ID).update(replace)
-    log.info("reconcile schedule updated", schedule_id=SCHEDULE_ID, every_minutes=settings.reconcile_every_minutes,
-             repos=repos)  # fmt: skip
+    log.info(
+        "reconcile schedule updated",
+        schedule_id=SCHEDULE_ID,
+        every_minutes=settings.reconcile_every_minutes,
+        repos=repos,
+    )
     return "updated"

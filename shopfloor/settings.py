@@ -119,12 +119,8 @@ class Settings(BaseSettings):
     # Provider credentials keep the providers' own variable names.
     openai_api_key: SecretStr | None = Field(default=None, validation_alias=AliasChoices("OPENAI_API_KEY"))
     openai_base_url: str | None = Field(default=None, validation_alias=AliasChoices("OPENAI_BASE_URL"))
-    anthropic_api_key: SecretStr | None = Field(
-        default=None, validation_alias=AliasChoices("ANTHROPIC_API_KEY")
-    )
-    anthropic_base_url: str | None = Field(
-        default=None, validation_alias=AliasChoices("ANTHROPIC_BASE_URL")
-    )
+    anthropic_api_key: SecretStr | None = Field(default=None, validation_alias=AliasChoices("ANTHROPIC_API_KEY"))
+    anthropic_base_url: str | None = Field(default=None, validation_alias=AliasChoices("ANTHROPIC_BASE_URL"))
 
     @property
     def github_configured(self) -> bool:

@@ -8,7 +8,12 @@ from datetime import timedelta
 from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest, ListSearchAttributesRequest
 from temporalio.client import Client
-from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDConflictPolicy, WorkflowIDReusePolicy
+from temporalio.common import (
+    SearchAttributePair,
+    TypedSearchAttributes,
+    WorkflowIDConflictPolicy,
+    WorkflowIDReusePolicy,
+)
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.runtime import LogForwardingConfig, LoggingConfig, Runtime, TelemetryConfig, TelemetryFilter
 from temporalio.service import RPCError
@@ -17,7 +22,6 @@ from shopfloor.errors import TemporalUnreachable
 from shopfloor.models.inbox import GITHUB_EVENT_SIGNAL, ISSUE_WORKFLOW, IssueWorkflowInput, RepoEvent, issue_workflow_id
 from shopfloor.search_attributes import ALL_KEYS, SHOPFLOOR_ISSUE, SHOPFLOOR_REPO
 from shopfloor.settings import Settings
-
 
 _runtime: Runtime | None = None
 
@@ -37,9 +41,7 @@ def _runtime_with_forwarded_logs() -> Runtime:
     return _runtime
 
 
-async def connect(
-    settings: Settings, *, address: str | None = None, timeout_s: float = 10.0
-) -> Client:
+async def connect(settings: Settings, *, address: str | None = None, timeout_s: float = 10.0) -> Client:
     """Connect with shopfloor's data converter, or raise TemporalUnreachable saying what to do."""
     target = address or settings.effective_temporal_address
     try:
@@ -66,14 +68,10 @@ async def ensure_search_attributes(client: Client, namespace: str) -> list[str]:
 
     Idempotent: attributes already present are left alone, so it is safe on every start.
     """
-    listed = await client.operator_service.list_search_attributes(
-        ListSearchAttributesRequest(namespace=namespace)
-    )
+    listed = await client.operator_service.list_search_attributes(ListSearchAttributesRequest(namespace=namespace))
     present = set(listed.custom_attributes) | set(listed.system_attributes)
     wanted = {
-        key.name: IndexedValueType.ValueType(key.indexed_value_type)
-        for key in ALL_KEYS
-        if key.name not in present
+        key.name: IndexedValueType.ValueType(key.indexed_value_type) for key in ALL_KEYS if key.name not in present
     }
     if not wanted:
         return []
@@ -88,8 +86,9 @@ async def ensure_search_attributes(client: Client, namespace: str) -> list[str]:
     return sorted(wanted)
 
 
-async def start_issue_workflow(client: Client, task_queue: str, event: RepoEvent, *, new_run: bool,
-                               started_by: str) -> None:  # fmt: skip
+async def start_issue_workflow(
+    client: Client, task_queue: str, event: RepoEvent, *, new_run: bool, started_by: str
+) -> None:
     """Signal-with-start `issue/<repo>/<n>` with `event`, as shopfloor's own starters do (the
     reconciler, AlertWorkflow, `shopfloor run issue`). `new_run`: a finished run may be followed by
     a new one; else WorkflowAlreadyStartedError says it finished. RPCError passes through."""

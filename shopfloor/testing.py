@@ -152,9 +152,13 @@ class FakeModelServer:
         sock.bind((self.host, 0))  # our own socket: the port is known before serving, no race
         self.url = f"http://{self.host}:{sock.getsockname()[1]}"
         config = uvicorn.Config(
-            self._asgi, interface="asgi3", lifespan="off", access_log=False, log_config=None,  # leave logging (levels included) to the host
+            self._asgi,
+            interface="asgi3",
+            lifespan="off",
+            access_log=False,
+            log_config=None,  # leave logging (levels included) to the host
             timeout_graceful_shutdown=1,
-        )  # fmt: skip
+        )
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(
             target=self._server.run, kwargs={"sockets": [sock]}, name="fake-model-server", daemon=True
@@ -215,9 +219,14 @@ class FakeModelServer:
         turn = sum(1 for m in messages if isinstance(m, dict) and m.get("role") == "assistant")
         stream = bool(body.get("stream"))
         logged = LoggedRequest(
-            api=api, turn=turn, body=body, key=messages_key(messages), started=time.time(),
-            stream=stream, headers=headers,
-        )  # fmt: skip
+            api=api,
+            turn=turn,
+            body=body,
+            key=messages_key(messages),
+            started=time.time(),
+            stream=stream,
+            headers=headers,
+        )
         with self._lock:
             self._requests.append(logged)
             fault = self._faults.popleft() if self._faults else None
@@ -326,9 +335,7 @@ def _openai_frames(turn: ScriptTurn, n: int, request: dict[str, Any]) -> Iterato
     finish = turn.finish_reason or ("tool_calls" if turn.tool_calls else "stop")
     calls = [(f"call_{n}_{i}", c.name, _arguments_text(c)) for i, c in enumerate(turn.tool_calls)]
     total = usage.input_tokens + usage.output_tokens
-    wire_usage = {
-        "prompt_tokens": usage.input_tokens, "completion_tokens": usage.output_tokens, "total_tokens": total
-    }  # fmt: skip
+    wire_usage = {"prompt_tokens": usage.input_tokens, "completion_tokens": usage.output_tokens, "total_tokens": total}
     model = str(request.get("model", "fake"))
     head = {"id": f"chatcmpl-fake-{n}", "created": int(time.time()), "model": model}
     if not request.get("stream"):
@@ -372,10 +379,15 @@ def _anthropic_frames(turn: ScriptTurn, n: int, request: dict[str, Any]) -> Iter
     ]
     wire_usage = {"input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens}
     message = {
-        "id": f"msg_fake_{n}", "type": "message", "role": "assistant",
-        "model": str(request.get("model", "fake")), "content": blocks,
-        "stop_reason": stop, "stop_sequence": None, "usage": wire_usage,
-    }  # fmt: skip
+        "id": f"msg_fake_{n}",
+        "type": "message",
+        "role": "assistant",
+        "model": str(request.get("model", "fake")),
+        "content": blocks,
+        "stop_reason": stop,
+        "stop_sequence": None,
+        "usage": wire_usage,
+    }
     if not request.get("stream"):
         yield json.dumps(message).encode()
         return

@@ -18,18 +18,18 @@ from shopfloor.activities.alert_goal import AlertGoalActivities
 from shopfloor.activities.factory import FactoryActivities
 from shopfloor.activities.factory_config import FactoryConfigActivity
 from shopfloor.activities.git_remote import GitRemoteActivities
-from shopfloor.activities.pull_requests import PullRequestActivities
 from shopfloor.activities.github.alert_issues import AlertIssueActivities
 from shopfloor.activities.github.clients import GitHubClients
 from shopfloor.activities.github.deliveries import DeliveryActivities
 from shopfloor.activities.github.operations import GitHubActivities
 from shopfloor.activities.model_step import ModelStepActivities
+from shopfloor.activities.providers.base import ModelProvider
+from shopfloor.activities.providers.registry import open_provider
+from shopfloor.activities.pull_requests import PullRequestActivities
+from shopfloor.activities.reconcile import ReconcileActivities
 from shopfloor.activities.sandbox import SandboxConfig, resolve_mode
 from shopfloor.activities.sandbox_limits import check_cgroup_setting, enforcement
 from shopfloor.activities.sandbox_network import SandboxNetwork
-from shopfloor.activities.providers.base import ModelProvider
-from shopfloor.activities.providers.registry import open_provider
-from shopfloor.activities.reconcile import ReconcileActivities
 from shopfloor.activities.tools.activities import ToolActivities
 from shopfloor.activities.transcript_store import TranscriptStore
 from shopfloor.activities.workspace import Workspaces
@@ -151,7 +151,9 @@ def build_worker(
     task_queue: str | None = None,
     graceful_shutdown: timedelta = timedelta(),
 ) -> Worker:
-    blobs = blobs or open_blob_store(url=settings.blob_url, data_dir=settings.data_dir, s3_endpoint_url=settings.s3_endpoint_url)
+    blobs = blobs or open_blob_store(
+        url=settings.blob_url, data_dir=settings.data_dir, s3_endpoint_url=settings.s3_endpoint_url
+    )
     # One GitHub client set per worker: one token cache and one write lock per installation.
     github = GitHubClients(settings)
     return Worker(
@@ -184,7 +186,9 @@ async def run_worker(client: Client, settings: Settings, *, graceful: bool = Tru
     log.info("command limits", sandbox=mode, **enforcement(sandbox.cgroup, sandbox.scratch_dir))
     providers = ProviderCache(settings)
     # Beside the start, not before it: a replacement for a crashed worker polls seconds sooner.
-    warming = asyncio.create_task(asyncio.to_thread(providers.prewarm, [settings.model, *settings.agent_models.values()]))
+    warming = asyncio.create_task(
+        asyncio.to_thread(providers.prewarm, [settings.model, *settings.agent_models.values()])
+    )
     grace = timedelta(seconds=settings.worker_shutdown_grace_seconds if graceful else 0)
     worker = build_worker(client, settings, providers=providers, graceful_shutdown=grace)
     log.info("worker started", task_queue=settings.task_queue, namespace=settings.temporal_namespace, sandbox=mode)

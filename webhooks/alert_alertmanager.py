@@ -36,7 +36,7 @@ def parse_alertmanager(body: bytes, *, now: datetime) -> list[Alert]:
     payload = require_object(load_json(body), "Alertmanager payload")
     version = payload.get("version")
     if version is not None and str(version) not in ("4", "1"):
-        raise AlertPayloadError(f"unsupported Alertmanager payload version {str(version)[:16]!r} (expected \"4\")")
+        raise AlertPayloadError(f'unsupported Alertmanager payload version {str(version)[:16]!r} (expected "4")')
     entries = payload.get("alerts")
     if not isinstance(entries, list):
         raise AlertPayloadError("Alertmanager payload has no 'alerts' list")
@@ -72,9 +72,7 @@ def _one(entry: Any, index: int, group_status: Any, digest: str, now: datetime) 
     summary = one_line(annotations.get("summary") or annotations.get("title") or labels.get("alertname") or "")
     if not summary:
         summary = one_line(f"Alert {fingerprint}")
-    description = clean_text(
-        annotations.get("description") or annotations.get("message") or "", DESCRIPTION_MAX
-    )
+    description = clean_text(annotations.get("description") or annotations.get("message") or "", DESCRIPTION_MAX)
     links = clean_links(entry.get("generatorURL"), *(annotations.get(k) for k in _LINK_ANNOTATIONS))
 
     alert = Alert(

@@ -9,7 +9,7 @@ Unknown keys are ignored (senders add their own); the core keys are required and
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -94,4 +94,4 @@ def _one(item: object, index: int | None, digest: str, now: datetime) -> Alert:
 def _utc(when: datetime | None) -> datetime | None:
     if when is None:
         return None
-    return when.replace(tzinfo=timezone.utc) if when.tzinfo is None else when
+    return when.replace(tzinfo=UTC) if when.tzinfo is None else when

@@ -164,14 +164,20 @@ def _metric_alert(action: str, data: dict[str, Any], now: datetime) -> Alert:
         # Sentry's documented example holds a literal backslash-n; shown as the line break it means.
         description=clean_text(_str(data.get("description_text")).replace("\\n", "\n"), DESCRIPTION_MAX),
         links=clean_links(data.get("web_url")),
-        first_seen=parse_time(metric.get("date_started") or metric.get("date_detected"), "data.metric_alert.date_started"),
+        first_seen=parse_time(
+            metric.get("date_started") or metric.get("date_detected"), "data.metric_alert.date_started"
+        ),
         last_seen=(closed or now) if resolved else now,
         occurrences=1,
     )
 
 
 def _str(value: Any) -> str:
-    return value if isinstance(value, str) else (str(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else "")
+    return (
+        value
+        if isinstance(value, str)
+        else (str(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else "")
+    )
 
 
 def _field(name: str, value: Any) -> str:

@@ -14,7 +14,7 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from shopfloor.agents.untrusted_text import sanitize
@@ -121,7 +121,7 @@ def parse_time(value: Any, what: str) -> datetime | None:
         raise AlertPayloadError(f"{what} is not an RFC 3339 time")
     try:
         if isinstance(value, (int, float)):
-            when = datetime.fromtimestamp(value, tz=timezone.utc)
+            when = datetime.fromtimestamp(value, tz=UTC)
         elif isinstance(value, str):
             text = value.strip()
             if text.endswith(("Z", "z")):
@@ -133,7 +133,7 @@ def parse_time(value: Any, what: str) -> datetime | None:
         # The value is not echoed: error messages are logged, and bodies never are.
         raise AlertPayloadError(f"{what} is not an RFC 3339 time") from None
     if when.tzinfo is None:
-        when = when.replace(tzinfo=timezone.utc)
+        when = when.replace(tzinfo=UTC)
     # Alertmanager's Go zero time (0001-01-01T00:00:00Z) means "unset".
     return None if when.year <= 1 else when
 
@@ -185,13 +185,9 @@ def validate_routes(routes: Mapping[str, str]) -> dict[str, str]:
     checked: dict[str, str] = {}
     for key, repo in routes.items():
         if key != "*" and ("=" not in key or not key.split("=", 1)[0].strip()):
-            raise AlertRoutesError(
-                f"SHOPFLOOR_ALERT_ROUTES: key {key!r} must be '<label>=<value>' or '*'"
-            )
+            raise AlertRoutesError(f"SHOPFLOOR_ALERT_ROUTES: key {key!r} must be '<label>=<value>' or '*'")
         if not isinstance(repo, str) or not _REPO_RE.match(repo):
-            raise AlertRoutesError(
-                f"SHOPFLOOR_ALERT_ROUTES: {key!r} routes to {repo!r}, which is not 'owner/repo'"
-            )
+            raise AlertRoutesError(f"SHOPFLOOR_ALERT_ROUTES: {key!r} routes to {repo!r}, which is not 'owner/repo'")
         checked[key] = repo
     return checked
 
@@ -211,9 +207,7 @@ def route_repo(alert_labels: Mapping[str, str], routes: Mapping[str, str]) -> st
 # --- dispatch ---------------------------------------------------------------------------------
 
 
-def parse_alerts(
-    source: str, body: bytes, *, now: datetime, sentry_resource: str | None = None
-) -> ParsedDelivery:
+def parse_alerts(source: str, body: bytes, *, now: datetime, sentry_resource: str | None = None) -> ParsedDelivery:
     """Parse one delivery of `source`. Raises AlertPayloadError (a ValueError) on bad input."""
     # Imported here: the source modules import the helpers above.
     from shopfloor.webhooks import alert_alertmanager, alert_generic, alert_sentry

@@ -14,7 +14,7 @@ import hashlib
 import hmac
 import json
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import structlog
@@ -22,6 +22,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
 from shopfloor.models.inbox import ALERT_SIGNAL, ALERT_WORKFLOW, AlertWorkflowInput, alert_workflow_id
+from shopfloor.webhooks.alert_sentry import RESOURCES as SENTRY_RESOURCES
 from shopfloor.webhooks.alert_sources import (
     SOURCES,
     AlertPayloadError,
@@ -30,7 +31,6 @@ from shopfloor.webhooks.alert_sources import (
     validate_routes,
 )
 from shopfloor.webhooks.deps import EdgeDeps
-from shopfloor.webhooks.alert_sentry import RESOURCES as SENTRY_RESOURCES
 from shopfloor.webhooks.starting import TemporalUnavailable, WorkflowClosed
 
 log = structlog.get_logger(__name__)
@@ -57,10 +57,12 @@ def alerts_router(deps: EdgeDeps) -> APIRouter:
         event = (resource if resource in _SENTRY_EVENTS else "other") if source == "sentry" else "alert"
         try:
             if source not in SOURCES:
-                raise _Reject(404, f"unknown alert source {source[:40]!r}; expected one of {', '.join(SOURCES)}", "unknown_source")
+                raise _Reject(
+                    404, f"unknown alert source {source[:40]!r}; expected one of {', '.join(SOURCES)}", "unknown_source"
+                )
             body = await _read_body(request, settings.webhook_max_body_bytes)
             _authenticate(source, request, body, deps)
-            parsed = parse_alerts(source, body, now=datetime.now(timezone.utc), sentry_resource=resource or None)
+            parsed = parse_alerts(source, body, now=datetime.now(UTC), sentry_resource=resource or None)
         except _Reject as exc:
             return _refuse(deps, source, event, exc.status, exc.message, exc.outcome, started)
         except AlertPayloadError as exc:
@@ -69,7 +71,9 @@ def alerts_router(deps: EdgeDeps) -> APIRouter:
         if parsed.ignored:
             elapsed = time.monotonic() - started
             deps.metrics.observe(source=source, event=event, outcome="ignored", seconds=elapsed)
-            log.info("alert delivery", source=source, count=0, ignored=parsed.ignored, latency_ms=round(elapsed * 1000, 1))
+            log.info(
+                "alert delivery", source=source, count=0, ignored=parsed.ignored, latency_ms=round(elapsed * 1000, 1)
+            )
             return JSONResponse({"alerts": [], "ignored": parsed.ignored}, status_code=202)
 
         results: list[dict[str, Any]] = []
@@ -78,9 +82,18 @@ def alerts_router(deps: EdgeDeps) -> APIRouter:
             if repo is None:
                 log.warning(
                     "alert unrouted: no SHOPFLOOR_ALERT_ROUTES entry matches its labels",
-                    source=source, fingerprint=alert.fingerprint, labels=alert.labels,
+                    source=source,
+                    fingerprint=alert.fingerprint,
+                    labels=alert.labels,
                 )
-                results.append({"fingerprint": alert.fingerprint, "workflow_id": None, "outcome": "unrouted", "status": alert.status})
+                results.append(
+                    {
+                        "fingerprint": alert.fingerprint,
+                        "workflow_id": None,
+                        "outcome": "unrouted",
+                        "status": alert.status,
+                    }
+                )
                 continue
             alert = alert.model_copy(update={"repo": repo})
             workflow_id = alert_workflow_id(source, alert.fingerprint)
@@ -105,17 +118,32 @@ def alerts_router(deps: EdgeDeps) -> APIRouter:
                 # alerts Temporal already took are dropped as duplicates (delivery ids).
                 elapsed = time.monotonic() - started
                 deps.metrics.observe(source=source, event=event, outcome="unavailable", seconds=elapsed)
-                log.warning("alert delivery not accepted: Temporal unavailable", source=source,
-                            count=len(parsed.alerts), error=str(exc)[:200], latency_ms=round(elapsed * 1000, 1))
+                log.warning(
+                    "alert delivery not accepted: Temporal unavailable",
+                    source=source,
+                    count=len(parsed.alerts),
+                    error=str(exc)[:200],
+                    latency_ms=round(elapsed * 1000, 1),
+                )
                 return JSONResponse({"detail": "Temporal is unavailable; retry later"}, status_code=503)
-            results.append({"fingerprint": alert.fingerprint, "workflow_id": workflow_id, "outcome": outcome, "status": alert.status})
+            results.append(
+                {
+                    "fingerprint": alert.fingerprint,
+                    "workflow_id": workflow_id,
+                    "outcome": outcome,
+                    "status": alert.status,
+                }
+            )
 
         elapsed = time.monotonic() - started
         for result in results:
             deps.metrics.observe(source=source, event=result["status"], outcome=result["outcome"], seconds=elapsed)
         log.info(
-            "alert delivery", source=source, count=len(results),
-            outcomes=_tally(r["outcome"] for r in results), latency_ms=round(elapsed * 1000, 1),
+            "alert delivery",
+            source=source,
+            count=len(results),
+            outcomes=_tally(r["outcome"] for r in results),
+            latency_ms=round(elapsed * 1000, 1),
         )
         return JSONResponse(
             {"alerts": [{k: r[k] for k in ("fingerprint", "workflow_id", "outcome")} for r in results]},
@@ -173,12 +201,20 @@ def _sentry_signature_ok(secret: bytes, body: bytes, header: str | None) -> bool
     return hmac.compare_digest(hmac.new(secret, reserialized, hashlib.sha256).hexdigest().encode(), given)
 
 
-def _refuse(deps: EdgeDeps, source: str, event: str, status: int, message: str, outcome: str, started: float) -> JSONResponse:
+def _refuse(
+    deps: EdgeDeps, source: str, event: str, status: int, message: str, outcome: str, started: float
+) -> JSONResponse:
     elapsed = time.monotonic() - started
     known = source if source in SOURCES else "unknown"
     deps.metrics.observe(source=known, event=event or "unknown", outcome=outcome, seconds=elapsed)
-    log.info("alert delivery refused", source=known, status=status, outcome=outcome, reason=message[:200],
-             latency_ms=round(elapsed * 1000, 1))
+    log.info(
+        "alert delivery refused",
+        source=known,
+        status=status,
+        outcome=outcome,
+        reason=message[:200],
+        latency_ms=round(elapsed * 1000, 1),
+    )
     return JSONResponse({"detail": message}, status_code=status)
 
 

@@ -7,15 +7,15 @@ from collections.abc import Awaitable, Callable
 import structlog
 from fastapi import FastAPI, Request, Response
 from fastapi.responses import JSONResponse
+from temporalio.client import Client
+
+from shopfloor.blobs import BlobStore
+from shopfloor.settings import Settings
 from shopfloor.webhooks.alerts import alerts_router
 from shopfloor.webhooks.deps import EdgeDeps
 from shopfloor.webhooks.github import github_router
 from shopfloor.webhooks.metrics import EdgeMetrics
 from shopfloor.webhooks.starting import Starter
-from temporalio.client import Client
-
-from shopfloor.blobs import BlobStore
-from shopfloor.settings import Settings
 
 ClientGetter = Callable[[], Awaitable[Client]]
 log = structlog.get_logger(__name__)
@@ -53,7 +53,10 @@ def create_app(
             await client.service_client.check_health()
         except Exception as exc:  # noqa: BLE001 - any failure to reach Temporal means not ready
             response.status_code = 503
-            return {"status": "unavailable", "temporal": str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__}
+            return {
+                "status": "unavailable",
+                "temporal": str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__,
+            }
         return {"status": "ok", "temporal": "reachable"}
 
     @app.get("/metrics")

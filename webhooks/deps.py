@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from shopfloor.webhooks.metrics import EdgeMetrics
-from shopfloor.webhooks.starting import Starter
-
 from shopfloor.blobs import BlobStore
 from shopfloor.settings import Settings
+from shopfloor.webhooks.metrics import EdgeMetrics
+from shopfloor.webhooks.starting import Starter
 
 
 @dataclass

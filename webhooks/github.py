@@ -16,6 +16,17 @@ from typing import Any
 import structlog
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
+from temporalio.common import SearchAttributePair, TypedSearchAttributes
+
+from shopfloor.github_signature import verify
+from shopfloor.models.github_events import MalformedEvent, PingEvent, parse_event
+from shopfloor.models.inbox import (
+    GITHUB_EVENT_SIGNAL,
+    ISSUE_WORKFLOW,
+    IssueWorkflowInput,
+    PullRequestWorkflowInput,
+)
+from shopfloor.search_attributes import SHOPFLOOR_ISSUE, SHOPFLOOR_REPO
 from shopfloor.webhooks.delivered_bodies import body_digest, remember_accepted, was_accepted
 from shopfloor.webhooks.deps import EdgeDeps
 from shopfloor.webhooks.github_body import (
@@ -29,17 +40,6 @@ from shopfloor.webhooks.github_body import (
 from shopfloor.webhooks.github_repo_event import repo_event
 from shopfloor.webhooks.github_routing import route
 from shopfloor.webhooks.starting import Delivered, TemporalUnavailable, WorkflowClosed
-from temporalio.common import SearchAttributePair, TypedSearchAttributes
-
-from shopfloor.github_signature import verify
-from shopfloor.models.github_events import MalformedEvent, PingEvent, parse_event
-from shopfloor.models.inbox import (
-    GITHUB_EVENT_SIGNAL,
-    ISSUE_WORKFLOW,
-    IssueWorkflowInput,
-    PullRequestWorkflowInput,
-)
-from shopfloor.search_attributes import SHOPFLOOR_ISSUE, SHOPFLOOR_REPO
 
 log = structlog.get_logger(__name__)
 
@@ -86,12 +86,19 @@ def github_router(deps: EdgeDeps) -> APIRouter:
 
         def answer(status: int, outcome: str, **body: Any) -> JSONResponse:
             seconds = time.monotonic() - started_at
-            deps.metrics.observe(source="github", event=info["event"] or "unknown", outcome=outcome,
-                                 seconds=seconds)
-            log.info("github delivery", github_event=info["event"], delivery=info["delivery"],
-                     action=info["action"], repo=info["repo"], outcome=outcome, status=status,
-                     workflow_id=body.get("workflow_id"), reason=body.get("reason") or body.get("detail"),
-                     latency_ms=round(seconds * 1000, 1))
+            deps.metrics.observe(source="github", event=info["event"] or "unknown", outcome=outcome, seconds=seconds)
+            log.info(
+                "github delivery",
+                github_event=info["event"],
+                delivery=info["delivery"],
+                action=info["action"],
+                repo=info["repo"],
+                outcome=outcome,
+                status=status,
+                workflow_id=body.get("workflow_id"),
+                reason=body.get("reason") or body.get("detail"),
+                latency_ms=round(seconds * 1000, 1),
+            )
             return JSONResponse({"outcome": outcome, **body}, status_code=status)
 
         try:
@@ -143,30 +150,35 @@ def github_router(deps: EdgeDeps) -> APIRouter:
             for target in plan.targets:
                 model = IssueWorkflowInput if target.workflow == ISSUE_WORKFLOW else PullRequestWorkflowInput
                 try:
-                    results.append(await deps.starter.signal_with_start(
-                        workflow=target.workflow,
-                        workflow_id=target.workflow_id,
-                        arg=model(repo=signal_arg.repo, number=target.number),
-                        signal=GITHUB_EVENT_SIGNAL,
-                        signal_arg=signal_arg,
-                        # The body, not the delivery id: a redelivery and a replay are both this body.
-                        dedupe_key=f"github:{digest}:{target.workflow_id}",
-                        search_attributes=TypedSearchAttributes([
-                            SearchAttributePair(SHOPFLOOR_REPO, signal_arg.repo),
-                            SearchAttributePair(SHOPFLOOR_ISSUE, target.number),
-                        ]),
-                        restart_closed=target.restart_closed,
-                        static_summary=f"{target.workflow} for {signal_arg.repo}#{target.number}, started by "
-                                       f"{signal_arg.event}.{signal_arg.action or ''} from @{signal_arg.sender}",
-                    ))
+                    results.append(
+                        await deps.starter.signal_with_start(
+                            workflow=target.workflow,
+                            workflow_id=target.workflow_id,
+                            arg=model(repo=signal_arg.repo, number=target.number),
+                            signal=GITHUB_EVENT_SIGNAL,
+                            signal_arg=signal_arg,
+                            # The body, not the delivery id: a redelivery and a replay are both this body.
+                            dedupe_key=f"github:{digest}:{target.workflow_id}",
+                            search_attributes=TypedSearchAttributes(
+                                [
+                                    SearchAttributePair(SHOPFLOOR_REPO, signal_arg.repo),
+                                    SearchAttributePair(SHOPFLOOR_ISSUE, target.number),
+                                ]
+                            ),
+                            restart_closed=target.restart_closed,
+                            static_summary=f"{target.workflow} for {signal_arg.repo}#{target.number}, started by "
+                            f"{signal_arg.event}.{signal_arg.action or ''} from @{signal_arg.sender}",
+                        )
+                    )
                 except WorkflowClosed as exc:
                     closed.append(exc.workflow_id)
         except TemporalUnavailable as exc:
             return answer(503, "unavailable", detail=f"{exc}; deliver again later"[:500])
         await remember_accepted(deps.blobs, digest)
         if not results:
-            return answer(202, "ignored", reason=f"workflow already finished: {', '.join(closed)}",
-                          workflow_id=closed[0])
+            return answer(
+                202, "ignored", reason=f"workflow already finished: {', '.join(closed)}", workflow_id=closed[0]
+            )
         first = results[0]
         extra = {"workflow_ids": [r.workflow_id for r in results]} if len(plan.targets) > 1 else {}
         return answer(202, first.outcome, workflow_id=first.workflow_id, **extra)

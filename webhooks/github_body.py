@@ -33,9 +33,7 @@ def check_content_type(content_type: str | None) -> str:
     kind = media_type(content_type)
     if kind in JSON_TYPES or kind == FORM_TYPE:
         return kind
-    raise BodyError(
-        415, f"unsupported content type {kind or '(none)'!r}: send application/json or {FORM_TYPE}"
-    )
+    raise BodyError(415, f"unsupported content type {kind or '(none)'!r}: send application/json or {FORM_TYPE}")
 
 
 def check_declared_length(content_length: str | None, limit: int) -> None:

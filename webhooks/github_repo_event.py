@@ -14,7 +14,6 @@ from typing import Any
 from shopfloor.agents.comment_commands import parse_command
 from shopfloor.agents.untrusted_snapshot import snapshot_text
 from shopfloor.agents.untrusted_text import sanitize
-
 from shopfloor.blobs import BlobStore, put_json
 from shopfloor.models.github_events import (
     CheckRunEvent,
@@ -109,19 +108,34 @@ async def repo_event(event: Any, raw: dict[str, Any], delivery_id: str, blobs: B
     elif isinstance(event, CheckRunEvent):
         run = event.check_run
         number = _pr_number(run.pull_requests)
-        fields.update(number=number, is_pull_request=number is not None, head_sha=run.head_sha,
-                      state=run.conclusion or run.status, check_name=run.name)
+        fields.update(
+            number=number,
+            is_pull_request=number is not None,
+            head_sha=run.head_sha,
+            state=run.conclusion or run.status,
+            check_name=run.name,
+        )
     elif isinstance(event, CheckSuiteEvent):
         suite = event.check_suite
         number = _pr_number(suite.pull_requests)
         name = suite.app.slug or suite.app.name if suite.app else None
-        fields.update(number=number, is_pull_request=number is not None, head_sha=suite.head_sha,
-                      state=suite.conclusion or suite.status, check_name=name)
+        fields.update(
+            number=number,
+            is_pull_request=number is not None,
+            head_sha=suite.head_sha,
+            state=suite.conclusion or suite.status,
+            check_name=name,
+        )
     elif isinstance(event, WorkflowRunEvent):
         run = event.workflow_run
         number = _pr_number(run.pull_requests)
-        fields.update(number=number, is_pull_request=number is not None, head_sha=run.head_sha,
-                      state=run.conclusion or run.status, check_name=run.name)
+        fields.update(
+            number=number,
+            is_pull_request=number is not None,
+            head_sha=run.head_sha,
+            state=run.conclusion or run.status,
+            check_name=run.name,
+        )
     elif isinstance(event, StatusEvent):
         fields.update(head_sha=event.sha, state=event.state, check_name=event.context)
     return RepoEvent(**fields)

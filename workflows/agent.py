@@ -17,11 +17,11 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError, is_cancelled_exception
 
 with workflow.unsafe.imports_passed_through():
+    from shopfloor.agents import submission
     from shopfloor.agents.budget import cost_usd, limit_reached
     from shopfloor.agents.definition import AgentDefinition
     from shopfloor.agents.doom_loop import observe
     from shopfloor.agents.registry import get_agent
-    from shopfloor.agents import submission
     from shopfloor.agents.run_state import AgentCarry
     from shopfloor.models.agent_run import (
         AgentInput,
@@ -96,7 +96,9 @@ class AgentWorkflow(AgentControls):
                 return self._finish("cancelled", reason="the run was cancelled")
             reason = _cause(exc)
             self._finish("failed", reason=reason)
-            raise ApplicationError(f"{inp.agent} run failed: {reason}", type="AgentRunFailed", non_retryable=True) from exc
+            raise ApplicationError(
+                f"{inp.agent} run failed: {reason}", type="AgentRunFailed", non_retryable=True
+            ) from exc
 
     async def _loop(self, inp: AgentInput, agent: AgentDefinition) -> AgentResult:
         c = self.carry

@@ -132,10 +132,17 @@ class AlertWorkflow(AlertIssueFlow):
         workflow.upsert_search_attributes([SHOPFLOOR_STAGE.value_set(s.phase)])
         self.publish()
         return AlertRunOutcome(
-            state=state, phase=s.phase, occurrences=s.occurrences, notifications=s.notifications,  # type: ignore[arg-type]
-            last_status=s.last_status, issue_number=s.issue_number, issue_url=s.issue_url,
-            issues_filed=s.issues_filed, reopened=s.reopened, reason=reason,
-        )  # fmt: skip
+            state=state,
+            phase=s.phase,
+            occurrences=s.occurrences,
+            notifications=s.notifications,  # type: ignore[arg-type]
+            last_status=s.last_status,
+            issue_number=s.issue_number,
+            issue_url=s.issue_url,
+            issues_filed=s.issues_filed,
+            reopened=s.reopened,
+            reason=reason,
+        )
 
     async def _count_only(self, inp: AlertRunInput) -> AlertRunOutcome:
         """The loop of runs recorded before issues were filed: count until idle (kept for replay)."""

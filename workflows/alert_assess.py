@@ -20,9 +20,9 @@ from temporalio.exceptions import ApplicationError, ChildWorkflowError, Workflow
 
 with workflow.unsafe.imports_passed_through():
     from pydantic import ValidationError
+
     from shopfloor.agents.outputs import AlertAssessment
     from shopfloor.agents.registry import get_agent
-
     from shopfloor.models.agent_run import AgentInput, AgentResult, Limits, Timeouts, WorkspaceRef
     from shopfloor.models.alert_issue import AlertGoalInput, AlertRunInput, AlertWatch
     from shopfloor.models.factory_config import FactoryConfig
@@ -113,8 +113,9 @@ class AlertAssessing:
             self._config = await self._act("factory_config", None, FactoryConfig, "factory settings", attempts=3)
             if self._config is None:
                 return None, s.last_error
-        info = await self._act("factory_repo_info", RepoInfoInput(repo=s.repo), RepoInfo, f"repository {s.repo}",
-                               attempts=3)  # fmt: skip
+        info = await self._act(
+            "factory_repo_info", RepoInfoInput(repo=s.repo), RepoInfo, f"repository {s.repo}", attempts=3
+        )
         if info is None:
             return None, s.last_error
         if not info.head_sha or not info.clone_url:
@@ -127,10 +128,14 @@ class AlertAssessing:
             result: AgentResult = await workflow.execute_child_workflow(
                 "AgentWorkflow",
                 AgentInput(
-                    agent=ASSESSOR, model=model, goal=goal.goal, stage="assess",
+                    agent=ASSESSOR,
+                    model=model,
+                    goal=goal.goal,
+                    stage="assess",
                     workspace=WorkspaceRef(repo=s.repo, clone_url=info.clone_url, base_sha=info.head_sha),
-                    limits=Limits(max_steps=get_agent(ASSESSOR).limits.max_steps,
-                                  max_wall_s=ASSESS_WALL.total_seconds()),
+                    limits=Limits(
+                        max_steps=get_agent(ASSESSOR).limits.max_steps, max_wall_s=ASSESS_WALL.total_seconds()
+                    ),
                     timeouts=Timeouts(model_heartbeat_s=config.model_heartbeat_s),
                 ),
                 id=child_id,
@@ -157,7 +162,16 @@ class AlertAssessing:
                 non_retryable=True,
             )
         return AlertGoalInput(
-            repo=s.repo, source=s.source, fingerprint=s.fingerprint, status=a.status, summary=a.summary or s.summary,
-            description=a.description, labels=a.labels, links=a.links, occurrences=max(s.occurrences, 1),
-            notifications=max(s.notifications, 1), first_seen=s.first_seen, last_seen=s.last_seen,
-        )  # fmt: skip
+            repo=s.repo,
+            source=s.source,
+            fingerprint=s.fingerprint,
+            status=a.status,
+            summary=a.summary or s.summary,
+            description=a.description,
+            labels=a.labels,
+            links=a.links,
+            occurrences=max(s.occurrences, 1),
+            notifications=max(s.notifications, 1),
+            first_seen=s.first_seen,
+            last_seen=s.last_seen,
+        )

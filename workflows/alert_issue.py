@@ -45,8 +45,11 @@ with workflow.unsafe.imports_passed_through():
     from shopfloor.workflows.alert_assess import ASSESS_AGENT, AlertAssessing, assessment_comment, when_text
 
 QUIET = {"info", "informational", "debug", "none", "ok", "low"}
-GITHUB_RETRY = RetryPolicy(initial_interval=timedelta(seconds=2), maximum_interval=timedelta(seconds=60), maximum_attempts=5)
+GITHUB_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=2), maximum_interval=timedelta(seconds=60), maximum_attempts=5
+)
 ACT_TIMEOUT = timedelta(seconds=60)
+
 
 def assess(a: Alert, repo: str | None) -> tuple[bool, str]:
     """(actionable, why) for a notification while no issue exists."""
@@ -150,9 +153,12 @@ class AlertIssueFlow(AlertAssessing):
             reopening = s.reopened > 0 and s.starts_wanted > 1
             delivery = f"alert:{self.wf_id.removeprefix('alert/')}#{s.issue_number}"
             start = StartAlertIssueInput(
-                repo=s.repo, number=s.issue_number, action="reopened" if reopening else "opened",
-                delivery_id=f"{delivery}:reopened-{s.reopened}" if reopening else delivery, new_run=reopening,
-            )  # fmt: skip
+                repo=s.repo,
+                number=s.issue_number,
+                action="reopened" if reopening else "opened",
+                delivery_id=f"{delivery}:reopened-{s.reopened}" if reopening else delivery,
+                new_run=reopening,
+            )
             if await self._act("alert_start_issue_workflow", start, None, "start the issue workflow") is None:
                 return
             s.starts_done = s.starts_wanted
@@ -211,11 +217,19 @@ class AlertIssueFlow(AlertAssessing):
                 non_retryable=True,
             )
         return FileAlertIssueInput(
-            repo=s.repo, workflow_id=self.wf_id, source=s.source, fingerprint=s.fingerprint,
-            summary=a.summary if a else s.summary, description=a.description if a else "",
-            labels=a.labels if a else {}, links=a.links if a else [], occurrences=s.issue_occurrences,
-            first_seen=s.first_seen, last_seen=s.last_seen, title=s.filing_verdict.title if s.filing_verdict else "",
-        )  # fmt: skip
+            repo=s.repo,
+            workflow_id=self.wf_id,
+            source=s.source,
+            fingerprint=s.fingerprint,
+            summary=a.summary if a else s.summary,
+            description=a.description if a else "",
+            labels=a.labels if a else {},
+            links=a.links if a else [],
+            occurrences=s.issue_occurrences,
+            first_seen=s.first_seen,
+            last_seen=s.last_seen,
+            title=s.filing_verdict.title if s.filing_verdict else "",
+        )
 
     # -- how the issue stands --------------------------------------------------------------------
 
@@ -248,14 +262,22 @@ class AlertIssueFlow(AlertAssessing):
     # -- plumbing --------------------------------------------------------------------------------
 
     async def _act(self, name: str, arg: object, result_type: type | None, what: str, attempts: int = 5):
-        retry = GITHUB_RETRY if attempts == 5 else RetryPolicy(
-            initial_interval=timedelta(seconds=2), maximum_interval=timedelta(seconds=30), maximum_attempts=attempts
-        )  # fmt: skip
+        retry = (
+            GITHUB_RETRY
+            if attempts == 5
+            else RetryPolicy(
+                initial_interval=timedelta(seconds=2), maximum_interval=timedelta(seconds=30), maximum_attempts=attempts
+            )
+        )
         try:
             out = await workflow.execute_activity(
-                name, args=[] if arg is None else [arg], start_to_close_timeout=ACT_TIMEOUT, retry_policy=retry,
-                result_type=result_type, summary=f"alert: {what}",
-            )  # fmt: skip
+                name,
+                args=[] if arg is None else [arg],
+                start_to_close_timeout=ACT_TIMEOUT,
+                retry_policy=retry,
+                result_type=result_type,
+                summary=f"alert: {what}",
+            )
         except ActivityError as exc:
             cause = getattr(exc.cause, "message", None) or str(exc.cause or exc)
             self.s.last_error = f"{what}: {cause}"[:300]

@@ -72,8 +72,11 @@ class CommandHandling:
                 non_retryable=True,
             )
         c, name = self.c, e.command.name
-        if e.number is not None and e.number not in (self.number, self.own_pull_request()) \
-                and workflow.patched(OWN_PULL_REQUEST_PATCH):  # fmt: skip
+        if (
+            e.number is not None
+            and e.number not in (self.number, self.own_pull_request())
+            and workflow.patched(OWN_PULL_REQUEST_PATCH)
+        ):
             workflow.logger.warning("/shopfloor %s on #%s ignored: not this run's pull request", name, e.number)
             return f"ignored: command from #{e.number}, which is not this run's pull request"
         if e.comment_id is not None:
@@ -83,9 +86,14 @@ class CommandHandling:
             del c.handled_comments[:-COMMENTS_KEPT]
         permission = await self.permission_of(e.sender)
         record = CommandRecord(
-            name=name, sender=e.sender, comment_id=e.comment_id, delivery_id=e.delivery_id,
-            permission=permission, text=e.text, at=workflow.now(),
-        )  # fmt: skip
+            name=name,
+            sender=e.sender,
+            comment_id=e.comment_id,
+            delivery_id=e.delivery_id,
+            permission=permission,
+            text=e.text,
+            at=workflow.now(),
+        )
         if permission not in WRITE_LEVELS:
             record.reason = (
                 "could not check the sender's permission" if permission == "unknown" else "needs write access"

@@ -59,8 +59,16 @@ class AgentStages:
         out = await act("factory_goal", inp, GoalOutput, f"{inp.kind} goal for #{inp.number} (round {inp.round})")
         return out.goal
 
-    async def agent(self, agent: str, suffix: str, stage: str, goal: str, ws: WorkspaceRef, round_: int,
-                    required_command: str | None = None) -> AgentResult:  # fmt: skip
+    async def agent(
+        self,
+        agent: str,
+        suffix: str,
+        stage: str,
+        goal: str,
+        ws: WorkspaceRef,
+        round_: int,
+        required_command: str | None = None,
+    ) -> AgentResult:
         run, s, policy = self.run, self.run.s, self.run.policy
         defaults = get_agent(agent).limits
         steps = getattr(policy.budgets.max_steps, agent, None) or defaults.max_steps
@@ -81,14 +89,22 @@ class AgentStages:
         result: AgentResult = await workflow.execute_child_workflow(
             "AgentWorkflow",
             AgentInput(
-                agent=agent, model=model, goal=goal, workspace=ws, stage=stage, issue=run.number,
+                agent=agent,
+                model=model,
+                goal=goal,
+                workspace=ws,
+                stage=stage,
+                issue=run.number,
                 limits=Limits(max_steps=steps, max_cost_usd=left),
-                commands=CommandPolicy(network=policy.network_for_commands, network_allow=list(policy.network_allow),
-                                       test_command=policy.test_command),
+                commands=CommandPolicy(
+                    network=policy.network_for_commands,
+                    network_allow=list(policy.network_allow),
+                    test_command=policy.test_command,
+                ),
                 permissions=PermissionRules(protected_paths=protected_globs(policy.protected_paths)),
                 required_command=required_command,
                 timeouts=Timeouts(model_heartbeat_s=run.config.model_heartbeat_s),
-            ),  # fmt: skip
+            ),
             id=child_id,
             result_type=AgentResult,
             static_summary=f"{agent} for {run.repo}#{run.number} (round {round_}) with {model}",
@@ -99,8 +115,11 @@ class AgentStages:
         outcome = result.state if result.state != "completed" else "done"
         if not run.config.is_priced(model) and model not in run.progress.view.unpriced_models:
             run.progress.view.unpriced_models = [*run.progress.view.unpriced_models, model][-10:]
-        run.progress.outcome(f"{agent}: {outcome}" + (f" ({result.reason})" if result.reason else ""),
-                             steps=result.steps, cost=result.cost_usd)  # fmt: skip
+        run.progress.outcome(
+            f"{agent}: {outcome}" + (f" ({result.reason})" if result.reason else ""),
+            steps=result.steps,
+            cost=result.cost_usd,
+        )
         return result
 
     async def push(self, ws: WorkspaceRef, title: str) -> PushOutput:
@@ -108,11 +127,20 @@ class AgentStages:
         s.branch = f"shopfloor/issue-{run.number}"
         out = await act(
             "git_push_workspace",
-            PushInput(workspace=ws, branch=s.branch, message=f"{title}\n\nFixes #{run.number}",
-                      committed_at=workflow.now(), expected_remote_sha=s.head_sha,
-                      protected_paths=list(run.policy.protected_paths)),  # fmt: skip
-            PushOutput, f"push {s.branch}", timeout_s=900, heartbeat_s=120, retry=GIT_RETRY,
-        )  # fmt: skip
+            PushInput(
+                workspace=ws,
+                branch=s.branch,
+                message=f"{title}\n\nFixes #{run.number}",
+                committed_at=workflow.now(),
+                expected_remote_sha=s.head_sha,
+                protected_paths=list(run.policy.protected_paths),
+            ),
+            PushOutput,
+            f"push {s.branch}",
+            timeout_s=900,
+            heartbeat_s=120,
+            retry=GIT_RETRY,
+        )
         if s.head_sha != out.head_sha:
             s.head_sha, s.ci_state = out.head_sha, None
         record_head(s.heads, out.head_sha, workflow.now())  # pushed by now at the latest: approvals name heads
@@ -130,9 +158,17 @@ class AgentStages:
         # body with this workflow's marker, which routes comments on the pull request here.
         pr = await act(
             "github_find_or_create_pr",
-            FindOrCreatePrInput(repo=run.repo, head=s.branch or "", base=run.base_branch, title=title[:120],
-                                body=body, draft=draft, workflow_id=workflow.info().workflow_id),  # fmt: skip
-            PrOutput, f"{'draft ' if draft else ''}PR for {s.branch}",
+            FindOrCreatePrInput(
+                repo=run.repo,
+                head=s.branch or "",
+                base=run.base_branch,
+                title=title[:120],
+                body=body,
+                draft=draft,
+                workflow_id=workflow.info().workflow_id,
+            ),
+            PrOutput,
+            f"{'draft ' if draft else ''}PR for {s.branch}",
         )
         s.pr_number, s.pr_url = pr.number, pr.url  # found by our branch: the PR whose comments command this run
         run.progress.links(pr_url=pr.url)
@@ -148,8 +184,16 @@ class AgentStages:
             )
         body = f"**shopfloor review (round {s.review_round}): {review.verdict.replace('_', ' ')}**\n\n{review.summary}"
         comments = [ReviewComment(path=c.path, line=c.line, body=c.body) for c in review.comments]
-        inp = SubmitReviewInput(repo=run.repo, pr_number=s.pr_number, workflow_id=workflow.info().workflow_id,
-                                round=s.review_round, event="COMMENT", body=body, comments=comments, commit_id=head)  # fmt: skip
+        inp = SubmitReviewInput(
+            repo=run.repo,
+            pr_number=s.pr_number,
+            workflow_id=workflow.info().workflow_id,
+            round=s.review_round,
+            event="COMMENT",
+            body=body,
+            comments=comments,
+            commit_id=head,
+        )
         try:
             await act("github_submit_review", inp, ReviewOutput, f"post review {s.review_round} on PR #{s.pr_number}")
         except ActivityError:

@@ -13,14 +13,26 @@ from temporalio.exceptions import ApplicationError
 T = TypeVar("T")
 
 GITHUB_RETRY = RetryPolicy(
-    initial_interval=timedelta(seconds=1), backoff_coefficient=2.0, maximum_interval=timedelta(seconds=60),
+    initial_interval=timedelta(seconds=1),
+    backoff_coefficient=2.0,
+    maximum_interval=timedelta(seconds=60),
     maximum_attempts=6,
-)  # fmt: skip
-GIT_RETRY = RetryPolicy(initial_interval=timedelta(seconds=2), maximum_interval=timedelta(seconds=60), maximum_attempts=5)
+)
+GIT_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=2), maximum_interval=timedelta(seconds=60), maximum_attempts=5
+)
 
 
-async def act(name: str, arg: Any, result_type: type[T], summary: str, *, timeout_s: float = 60,
-              heartbeat_s: float | None = None, retry: RetryPolicy = GITHUB_RETRY) -> T:  # fmt: skip
+async def act(
+    name: str,
+    arg: Any,
+    result_type: type[T],
+    summary: str,
+    *,
+    timeout_s: float = 60,
+    heartbeat_s: float | None = None,
+    retry: RetryPolicy = GITHUB_RETRY,
+) -> T:
     args = [] if arg is None else [arg]
     return await workflow.execute_activity(
         name,

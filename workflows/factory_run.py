@@ -86,8 +86,11 @@ class FactoryRun:
                 if head and head not in s.approved_heads:
                     s.approved_heads.append(head)
         elif e.event == "pull_request_review" and (e.state or "").lower() == "approved" and e.head_sha:
-            if e.number == s.pr_number and e.head_sha not in s.approved_heads \
-                    and await self.wf.permission_of(e.sender) in WRITE_LEVELS:  # fmt: skip
+            if (
+                e.number == s.pr_number
+                and e.head_sha not in s.approved_heads
+                and await self.wf.permission_of(e.sender) in WRITE_LEVELS
+            ):
                 s.approved_heads.append(e.head_sha)
         elif e.event == "issues" and e.action == "labeled" and e.label == self.policy.labels.trigger:
             self.trigger_labeled = True  # the label the gate looks for, added after it looked
@@ -135,8 +138,10 @@ class FactoryRun:
         wid = workflow.info().workflow_id
         self.text.enable()
         info = await act("factory_repo_info", RepoInfoInput(repo=self.repo), RepoInfo, f"repository {self.repo}")
-        self.progress.links(workflow_url=self.config.workflow_url(wid),
-                            issue_url=f"{info.html_url}/issues/{self.number}" if info.html_url else None)  # fmt: skip
+        self.progress.links(
+            workflow_url=self.config.workflow_url(wid),
+            issue_url=f"{info.html_url}/issues/{self.number}" if info.html_url else None,
+        )
         while True:
             load = await act("github_load_policy", PolicyInput(repo=self.repo), PolicyLoad, f"policy of {self.repo}")
             if load.ok:
@@ -186,8 +191,12 @@ class FactoryRun:
         read = self.text.for_agent("triage")
         title = (read.title if read else None) if self.text.enabled else c.trigger_title
         if title:
-            similar = await act("github_similar_issues", SimilarIssuesInput(repo=self.repo, number=self.number,
-                                title=title), SimilarIssuesOutput, f"issues similar to #{self.number}")  # fmt: skip
+            similar = await act(
+                "github_similar_issues",
+                SimilarIssuesInput(repo=self.repo, number=self.number, title=title),
+                SimilarIssuesOutput,
+                f"issues similar to #{self.number}",
+            )
         goal = await self.agents.goal(self._goal("triage", similar=[i.model_dump() for i in similar.issues]))
         suffix = "triage" if self.triages == 1 else f"triage-{self.triages}"
         res = await self.agents.agent("triage", suffix, "triage", goal, self.base_ws, self.triages)
@@ -195,8 +204,12 @@ class FactoryRun:
         s.kind, s.fixability = t.kind, t.fixability
         labels = list(dict.fromkeys(t.labels))
         if labels:
-            out = await act("github_add_labels", LabelsInput(repo=self.repo, issue_number=self.number, labels=labels),
-                            LabelsOutput, f"label #{self.number}: {', '.join(labels)}")  # fmt: skip
+            out = await act(
+                "github_add_labels",
+                LabelsInput(repo=self.repo, issue_number=self.number, labels=labels),
+                LabelsOutput,
+                f"label #{self.number}: {', '.join(labels)}",
+            )
             s.labels = out.labels
         self.progress.outcome(f"{t.kind}, {t.severity}, fixability {t.fixability:.2f}")
         return t
@@ -210,8 +223,12 @@ class FactoryRun:
         if p.auto_fix == "never":
             reasons.append("the repository's policy is auto_fix: never")
         elif p.auto_fix == "label":
-            issue = await act("github_get_issue", IssueRef(repo=self.repo, number=self.number), IssueOutput,
-                              f"labels of #{self.number}")  # fmt: skip
+            issue = await act(
+                "github_get_issue",
+                IssueRef(repo=self.repo, number=self.number),
+                IssueOutput,
+                f"labels of #{self.number}",
+            )
             if p.labels.trigger not in issue.labels and not self.trigger_labeled:
                 no_label = f"auto_fix is label and the issue has no `{p.labels.trigger}` label"
                 reasons.append(no_label)
@@ -240,8 +257,9 @@ class FactoryRun:
                     self.extra_rounds += 1
                 s.fix_round += 1
                 cmd = self.agents.test_command()
-                goal = await self.agents.goal(self._goal("fix", triage=t.model_dump(), round=s.fix_round,
-                                                         test_command=cmd, **ctx))  # fmt: skip
+                goal = await self.agents.goal(
+                    self._goal("fix", triage=t.model_dump(), round=s.fix_round, test_command=cmd, **ctx)
+                )
                 res = await self.agents.agent("fix", f"fix-{s.fix_round}", "fix", goal, ws, s.fix_round, cmd)
                 if res.state in ("limit_reached", "stuck"):
                     return await self._salvage(res, fix)
@@ -269,15 +287,18 @@ class FactoryRun:
                 if outcome == "timeout":
                     # What resumes the run is a command, not CI itself: the comment must name it.
                     # Only a retry: a fix round would not make CI report on this head.
-                    await self.park("retry", f"no CI result for {head[:12]} within {p.ci_timeout_minutes} minutes",
-                                    ("retry",))  # fmt: skip
+                    await self.park(
+                        "retry", f"no CI result for {head[:12]} within {p.ci_timeout_minutes} minutes", ("retry",)
+                    )
                     continue
                 ctx, step = ({"ci_failed_sha": head}, "fix") if outcome == "failure" else ({}, "review")
             elif step == "review":
                 review = await self._review(t, ws)
                 if review.verdict == "request_changes":
                     if s.review_round >= p.max_review_rounds + self.extra_rounds:
-                        await self.park("fix_command", f"the review still requests changes after {s.review_round} rounds")
+                        await self.park(
+                            "fix_command", f"the review still requests changes after {s.review_round} rounds"
+                        )
                         self.extra_rounds += 1
                     ctx, step = {"review": review.model_dump()}, "fix"
                 else:
@@ -295,20 +316,33 @@ class FactoryRun:
                 await self._unpaused()  # paused while waiting for the approval: hold the merge too
                 if await self.text.changed_on_github():
                     continue  # never merge work done for other text, whatever the events said
-                status, detail = await self.merging.merge(ws, head, fix.pr_title, f"{fix.summary}\n\nFixes #{self.number}")
+                status, detail = await self.merging.merge(
+                    ws, head, fix.pr_title, f"{fix.summary}\n\nFixes #{self.number}"
+                )
                 if status == "merged":
                     raise Final("merged", f"merged as {s.merged_sha}")
                 if status == "blocked":
-                    raise Final("parked", f"the merge was refused: {detail}", waiting_for="a maintainer to merge or close the pull request")
+                    raise Final(
+                        "parked",
+                        f"the merge was refused: {detail}",
+                        waiting_for="a maintainer to merge or close the pull request",
+                    )
                 ws = detail.workspace
                 ctx, step = ({"conflicts": detail.conflicts}, "fix") if status == "conflicts" else ({}, "push")
 
     async def _review(self, t: TriageResult, ws: WorkspaceRef) -> ReviewResult:
         s = self.s
         s.review_round += 1
-        goal = await self.agents.goal(self._goal("review", triage=t.model_dump(), round=s.review_round,
-                                                 patch_digest=ws.patch_digest, pr_number=s.pr_number,
-                                                 ci_summary=f"CI passed on {(s.head_sha or '')[:12]}."))  # fmt: skip
+        goal = await self.agents.goal(
+            self._goal(
+                "review",
+                triage=t.model_dump(),
+                round=s.review_round,
+                patch_digest=ws.patch_digest,
+                pr_number=s.pr_number,
+                ci_summary=f"CI passed on {(s.head_sha or '')[:12]}.",
+            )
+        )
         res = await self.agents.agent("review", f"review-{s.review_round}", "review", goal, ws, s.review_round)
         review = ReviewResult.model_validate(self._output(res, f"review round {s.review_round}"))
         await self.agents.post_review(review, s.head_sha or "")
@@ -323,8 +357,10 @@ class FactoryRun:
         done = FixResult.model_validate(res.output) if res.output else None
         left = (done.remaining_work if done else "") or f"finish the fix; the agent stopped ({why})"
         await self.agents.push(ws, f"WIP: fix #{self.number}")
-        note = (f"**Salvaged by shopfloor**: the fix agent stopped before finishing ({why}).\n\n"
-                f"Done so far: {res.steps} steps; this branch holds every edit made.\n\nLeft to do: {left}")  # fmt: skip
+        note = (
+            f"**Salvaged by shopfloor**: the fix agent stopped before finishing ({why}).\n\n"
+            f"Done so far: {res.steps} steps; this branch holds every edit made.\n\nLeft to do: {left}"
+        )
         await self.agents.open_pr(fix, draft=True, salvage_note=note)
         raise Final("salvaged", left)
 
@@ -337,8 +373,15 @@ class FactoryRun:
             digest, title = (read.text.digest, read.title) if read else (None, None)
         else:
             digest, title = (c.trigger_text.digest if c.trigger_text else None), c.trigger_title
-        return GoalInput(kind=kind, repo=self.repo, number=self.number, issue_digest=digest, title=title,
-                         base_branch=self.base_branch, **fields)  # type: ignore[arg-type]  # fmt: skip
+        return GoalInput(
+            kind=kind,
+            repo=self.repo,
+            number=self.number,
+            issue_digest=digest,
+            title=title,
+            base_branch=self.base_branch,
+            **fields,
+        )  # type: ignore[arg-type]
 
     async def _unless_edited(self, wait: Coroutine[Any, Any, None]) -> bool:
         """Run `wait` (for people); False, with `wait` cancelled, as soon as an edit of the issue
@@ -348,7 +391,9 @@ class FactoryRun:
             return True
         task = asyncio.ensure_future(wait)
         # Never cancel a progress upsert half-way: its failure is swallowed, so the cancel would be too.
-        await workflow.wait_condition(lambda: task.done() or (self.text.edited is not None and not self.progress.updating()))
+        await workflow.wait_condition(
+            lambda: task.done() or (self.text.edited is not None and not self.progress.updating())
+        )
         if task.done():
             task.result()
             return True
@@ -370,8 +415,13 @@ class FactoryRun:
             await self.progress.show("waiting", waiting_for="resume")
             await workflow.wait_condition(lambda: not self.wf.c.paused)
 
-    async def park(self, waiting_for: str, reason: str, resume_on: Iterable[str] = ("fix", "retry"),
-                   or_when: Callable[[], bool] | None = None) -> None:  # fmt: skip
+    async def park(
+        self,
+        waiting_for: str,
+        reason: str,
+        resume_on: Iterable[str] = ("fix", "retry"),
+        or_when: Callable[[], bool] | None = None,
+    ) -> None:
         """Wait for a human: the comment says for what; a writer's command in `resume_on` resumes
         (as does `or_when()` turning true)."""
         s, wanted, mark = self.s, set(resume_on), len(self.commands)
@@ -379,8 +429,9 @@ class FactoryRun:
         self.progress.stage("parked")
         await self._label(self.policy.labels.needs_human)
         await self.progress.show("parked", waiting_for=waiting_for, reason=reason)
-        await workflow.wait_condition(lambda: any(n in wanted for n in self.commands[mark:])
-                                      or bool(or_when and or_when()))  # fmt: skip
+        await workflow.wait_condition(
+            lambda: any(n in wanted for n in self.commands[mark:]) or bool(or_when and or_when())
+        )
         s.result, s.reason = "", ""
         self.progress.outcome("resumed by a maintainer")
 
@@ -398,7 +449,11 @@ class FactoryRun:
         if not name:
             return
         try:
-            await act("github_add_labels", LabelsInput(repo=self.repo, issue_number=self.number, labels=[name]),
-                      LabelsOutput, f"label #{self.number}: {name}")  # fmt: skip
+            await act(
+                "github_add_labels",
+                LabelsInput(repo=self.repo, issue_number=self.number, labels=[name]),
+                LabelsOutput,
+                f"label #{self.number}: {name}",
+            )
         except ActivityError as exc:
             workflow.logger.warning("label %s not added: %s", name, exc)

@@ -145,8 +145,10 @@ class GitHubInbox(CommandHandling):
             c.last_activity = workflow.now().timestamp()
         self.publish()
         while c.state == "received":
-            if not self.busy() and self.may_continue_as_new() and (
-                self._handled_this_run >= continue_after_events or workflow.info().is_continue_as_new_suggested()
+            if (
+                not self.busy()
+                and self.may_continue_as_new()
+                and (self._handled_this_run >= continue_after_events or workflow.info().is_continue_as_new_suggested())
             ):
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 c.pending, c.runs = list(self._queue), c.runs + 1

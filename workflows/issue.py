@@ -19,7 +19,6 @@ again. Nothing is posted then: the events are recorded as ignored, and the run e
 from __future__ import annotations
 
 import asyncio
-
 from datetime import timedelta
 
 from temporalio import workflow
@@ -118,11 +117,26 @@ class IssueWorkflow(GitHubInbox):
     def _nothing_to_do(self, why: str) -> IssueOutcome:
         c = self.c
         c.state = "closed"
-        workflow.upsert_search_attributes([SHOPFLOOR_REPO.value_set(self.repo), SHOPFLOOR_ISSUE.value_set(self.number),
-                                           SHOPFLOOR_STAGE.value_set("closed")])  # fmt: skip
+        workflow.upsert_search_attributes(
+            [
+                SHOPFLOOR_REPO.value_set(self.repo),
+                SHOPFLOOR_ISSUE.value_set(self.number),
+                SHOPFLOOR_STAGE.value_set("closed"),
+            ]
+        )
         for e in self._queue:
-            remember(c.events, EventRecord(delivery_id=e.delivery_id, event=e.event, action=e.action, sender=e.sender,
-                                           at=workflow.now(), note=f"ignored: {why}"), EVENTS_KEPT)  # fmt: skip
+            remember(
+                c.events,
+                EventRecord(
+                    delivery_id=e.delivery_id,
+                    event=e.event,
+                    action=e.action,
+                    sender=e.sender,
+                    at=workflow.now(),
+                    note=f"ignored: {why}",
+                ),
+                EVENTS_KEPT,
+            )
         self._queue.clear()
         workflow.logger.info("issue %s#%s: new run ended at once: %s", self.repo, self.number, why)
         self.publish()

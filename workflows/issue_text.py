@@ -56,8 +56,12 @@ class IssueTextWatch:
         """The issue as GitHub shows it now, stored in the blob store; `cause` says who asked ("": a
         check for edits, which needs no quote for people)."""
         run = self.run
-        text = await act("factory_issue_text", IssueTextInput(repo=run.repo, number=run.number, quote=bool(cause)),
-                         IssueText, f"text of #{run.number} ({cause or 'edit check'})")  # fmt: skip
+        text = await act(
+            "factory_issue_text",
+            IssueTextInput(repo=run.repo, number=run.number, quote=bool(cause)),
+            IssueText,
+            f"text of #{run.number} ({cause or 'edit check'})",
+        )
         self._link = link if cause else self._link
         return text.model_copy(update={"cause": cause})
 

@@ -32,9 +32,9 @@ with workflow.unsafe.imports_passed_through():
         CiStatusOutput,
         CloseIssueInput,
         CloseIssueOutput,
+        CommentOutput,
         DeleteBranchInput,
         DeleteBranchOutput,
-        CommentOutput,
         MergeOutput,
         MergePrInput,
         UpsertCommentInput,
@@ -63,11 +63,22 @@ async def protected_changes(run: Any, clone_url: str, base_ref: str, head: str, 
     before this check skip it."""
     if not workflow.patched("protected-paths-before-merge"):
         return None
-    check = await act("git_protected_changes",
-                      ProtectedCheckInput(repo=run.repo, clone_url=clone_url, base_ref=base_ref, head_sha=head,
-                                          number=number, protected_paths=list(run.policy.protected_paths)),
-                      ProtectedCheckOutput, f"protected paths in PR #{number} at {head[:12]}", timeout_s=900,
-                      heartbeat_s=120, retry=GIT_RETRY)  # fmt: skip
+    check = await act(
+        "git_protected_changes",
+        ProtectedCheckInput(
+            repo=run.repo,
+            clone_url=clone_url,
+            base_ref=base_ref,
+            head_sha=head,
+            number=number,
+            protected_paths=list(run.policy.protected_paths),
+        ),
+        ProtectedCheckOutput,
+        f"protected paths in PR #{number} at {head[:12]}",
+        timeout_s=900,
+        heartbeat_s=120,
+        retry=GIT_RETRY,
+    )
     return check.message or None
 
 
@@ -83,8 +94,9 @@ class MergeStage:
         deadline = workflow.now() + timedelta(minutes=run.policy.ci_timeout_minutes)
         while True:
             seen = run.ci_events
-            st = await act("github_ci_status", CiStatusInput(repo=run.repo, sha=head), CiStatusOutput,
-                           f"CI status of {head[:12]}")  # fmt: skip
+            st = await act(
+                "github_ci_status", CiStatusInput(repo=run.repo, sha=head), CiStatusOutput, f"CI status of {head[:12]}"
+            )
             s.ci_state = st.state
             if st.state != "pending":
                 run.progress.outcome(f"CI {st.state}" + (f": {', '.join(st.failing)}" if st.failing else ""))
@@ -94,8 +106,9 @@ class MergeStage:
                 run.progress.outcome("CI timed out")
                 return "timeout"
             try:
-                await workflow.wait_condition(lambda: run.ci_events > seen or bool(until and until()),
-                                              timeout=min(CI_POLL, left))  # fmt: skip
+                await workflow.wait_condition(
+                    lambda seen=seen: run.ci_events > seen or bool(until and until()), timeout=min(CI_POLL, left)
+                )
             except TimeoutError:
                 pass
             if until is not None and until():
@@ -118,10 +131,18 @@ class MergeStage:
         ref = str(e.comment_id) if e.comment_id is not None else re.sub(r"[^A-Za-z0-9_.-]", "", e.delivery_id)[:64]
         body = f"@{safe_login(e.sender)} `/shopfloor approve` was not applied: {reason} Nothing was merged."
         try:
-            await act("github_upsert_comment",
-                      UpsertCommentInput(repo=run.repo, issue_number=e.number or run.number,
-                                         workflow_id=workflow.info().workflow_id, kind=f"approval-{ref}", body=body),
-                      CommentOutput, f"refuse an approval by {safe_login(e.sender)}")  # fmt: skip
+            await act(
+                "github_upsert_comment",
+                UpsertCommentInput(
+                    repo=run.repo,
+                    issue_number=e.number or run.number,
+                    workflow_id=workflow.info().workflow_id,
+                    kind=f"approval-{ref}",
+                    body=body,
+                ),
+                CommentOutput,
+                f"refuse an approval by {safe_login(e.sender)}",
+            )
         except ActivityError as exc:  # the refusal stands either way; the reply is a courtesy
             workflow.logger.warning("approval refusal not posted: %s", exc)
 
@@ -144,9 +165,15 @@ class MergeStage:
         run, s = self.run, self.run.s
         run.progress.stage("merge")
         await run.progress.show("running")
-        up = await act("git_update_from_base", UpdateInput(workspace=ws, base_branch=run.base_branch), UpdateOutput,
-                       f"update {s.branch} from {run.base_branch}", timeout_s=900, heartbeat_s=120,
-                       retry=GIT_RETRY)  # fmt: skip
+        up = await act(
+            "git_update_from_base",
+            UpdateInput(workspace=ws, base_branch=run.base_branch),
+            UpdateOutput,
+            f"update {s.branch} from {run.base_branch}",
+            timeout_s=900,
+            heartbeat_s=120,
+            retry=GIT_RETRY,
+        )
         if up.status == "conflicts":
             run.progress.outcome(f"conflicts with {run.base_branch}: {', '.join(up.conflicts)[:150]}")
             return "conflicts", up
@@ -164,9 +191,19 @@ class MergeStage:
             run.progress.outcome("merge refused: protected paths changed")
             return "blocked", refused
         try:
-            out = await act("github_merge_pr", MergePrInput(repo=run.repo, pr_number=s.pr_number, head_sha=head,
-                            method="squash", title=f"{title} (#{s.pr_number})", message=message),
-                            MergeOutput, f"squash-merge PR #{s.pr_number} at {head[:12]}")  # fmt: skip
+            out = await act(
+                "github_merge_pr",
+                MergePrInput(
+                    repo=run.repo,
+                    pr_number=s.pr_number,
+                    head_sha=head,
+                    method="squash",
+                    title=f"{title} (#{s.pr_number})",
+                    message=message,
+                ),
+                MergeOutput,
+                f"squash-merge PR #{s.pr_number} at {head[:12]}",
+            )
         except ActivityError as exc:
             if cause_type(exc) in ("GitHubHeadChanged", "GitHubNotMergeable"):
                 run.progress.outcome("merge blocked")
@@ -175,10 +212,18 @@ class MergeStage:
         s.merged_sha = out.sha
         run.progress.outcome(f"merged as {out.sha[:12]}")
         try:
-            await act("github_delete_branch", DeleteBranchInput(repo=run.repo, branch=s.branch or ""),
-                      DeleteBranchOutput, f"delete branch {s.branch}")  # fmt: skip
+            await act(
+                "github_delete_branch",
+                DeleteBranchInput(repo=run.repo, branch=s.branch or ""),
+                DeleteBranchOutput,
+                f"delete branch {s.branch}",
+            )
         except ActivityError as exc:  # a leftover branch is untidy, not a failure of the merge
             workflow.logger.warning("branch not deleted: %s", exc)
-        await act("github_close_issue", CloseIssueInput(repo=run.repo, issue_number=run.number), CloseIssueOutput,
-                  f"close issue #{run.number}")  # fmt: skip
+        await act(
+            "github_close_issue",
+            CloseIssueInput(repo=run.repo, issue_number=run.number),
+            CloseIssueOutput,
+            f"close issue #{run.number}",
+        )
         return "merged", out

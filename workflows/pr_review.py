@@ -89,9 +89,14 @@ class PullRequestReview:
         return self.in_step
 
     def carry(self) -> PullReviewCarry:
-        return PullReviewCarry(state=self.s, view=self.progress.view.model_dump(mode="json"),
-                               review_requests=self.review_requests, reviewed_head=self.reviewed_head,
-                               auto_reviews=self.auto_reviews, author_permission=self.author_permission)  # fmt: skip
+        return PullReviewCarry(
+            state=self.s,
+            view=self.progress.view.model_dump(mode="json"),
+            review_requests=self.review_requests,
+            reviewed_head=self.reviewed_head,
+            auto_reviews=self.auto_reviews,
+            author_permission=self.author_permission,
+        )
 
     async def on_event(self, e: RepoEvent, note: str) -> None:
         s = self.s
@@ -154,7 +159,10 @@ class PullRequestReview:
             mark = self.wakes
             pull = await act("github_get_pull", PullInput(repo=self.repo, number=n), PullInfo, f"read PR #{n}")
             if pull.state == "closed":
-                raise Final("closed", "the pull request was merged by a person" if pull.merged else "the pull request was closed")
+                raise Final(
+                    "closed",
+                    "the pull request was merged by a person" if pull.merged else "the pull request was closed",
+                )
             self.author, self.base_branch = pull.author, pull.base_ref
             if pull.head_sha != s.head_sha:
                 s.head_sha, s.ci_state = pull.head_sha, None
@@ -178,7 +186,7 @@ class PullRequestReview:
                     await self._merge(pull)
                 elif self.progress.view.state != "waiting":
                     await self.progress.show("waiting", waiting_for="push")
-            await workflow.wait_condition(lambda: self.wakes > mark)
+            await workflow.wait_condition(lambda mark=mark: self.wakes > mark)
 
     async def _why_review(self, pull: PullInfo) -> tuple[str | None, str]:
         """(why this head is reviewed now, or None; and if not, why not)."""
@@ -211,24 +219,45 @@ class PullRequestReview:
             s.review_round += 1
             self.progress.stage("review", "review")
             await self.progress.show("running")
-            change = await act("git_pull_request_change",
-                               PullChangeInput(repo=self.repo, number=self.number, clone_url=self.clone_url,
-                                               base_ref=pull.base_ref, head_sha=head),
-                               PullChange, f"fetch PR #{self.number} at {head[:12]}", timeout_s=900, heartbeat_s=120,
-                               retry=GIT_RETRY)  # fmt: skip
-            ci = await act("github_ci_status", CiStatusInput(repo=self.repo, sha=head), CiStatusOutput,
-                           f"CI status of {head[:12]}")  # fmt: skip
+            change = await act(
+                "git_pull_request_change",
+                PullChangeInput(
+                    repo=self.repo, number=self.number, clone_url=self.clone_url, base_ref=pull.base_ref, head_sha=head
+                ),
+                PullChange,
+                f"fetch PR #{self.number} at {head[:12]}",
+                timeout_s=900,
+                heartbeat_s=120,
+                retry=GIT_RETRY,
+            )
+            ci = await act(
+                "github_ci_status", CiStatusInput(repo=self.repo, sha=head), CiStatusOutput, f"CI status of {head[:12]}"
+            )
             s.ci_state = ci.state
-            goal = await self.agents.goal(GoalInput(
-                kind="pr_review", repo=self.repo, number=self.number, issue_digest=pull.text.digest if pull.text else None,
-                title=pull.title, round=s.review_round, patch_digest=change.diff_digest, pr_number=self.number,
-                ci_summary=_ci_summary(ci, head), base_branch=pull.base_ref, author=pull.author,
-            ))  # fmt: skip
-            res = await self.agents.agent("review", f"review-{s.review_round}", "review", goal, change.workspace,
-                                          s.review_round)  # fmt: skip
+            goal = await self.agents.goal(
+                GoalInput(
+                    kind="pr_review",
+                    repo=self.repo,
+                    number=self.number,
+                    issue_digest=pull.text.digest if pull.text else None,
+                    title=pull.title,
+                    round=s.review_round,
+                    patch_digest=change.diff_digest,
+                    pr_number=self.number,
+                    ci_summary=_ci_summary(ci, head),
+                    base_branch=pull.base_ref,
+                    author=pull.author,
+                )
+            )
+            res = await self.agents.agent(
+                "review", f"review-{s.review_round}", "review", goal, change.workspace, s.review_round
+            )
             if res.state != "completed" or res.output is None:
-                await self.progress.show("waiting", waiting_for="review_command",
-                                         reason=f"review {s.review_round} ended {res.state}: {res.reason or 'no result'}")  # fmt: skip
+                await self.progress.show(
+                    "waiting",
+                    waiting_for="review_command",
+                    reason=f"review {s.review_round} ended {res.state}: {res.reason or 'no result'}",
+                )
                 return
             review = ReviewResult.model_validate(res.output)
             await self.agents.post_review(review, head)
@@ -263,12 +292,19 @@ class PullRequestReview:
             refused = await protected_changes(self, self.clone_url, pull.base_ref, head, n)
             if refused:
                 self.progress.outcome("not merged: protected paths changed")
-                await self.progress.show("waiting", waiting_for="a maintainer to merge or close the pull request",
-                                         reason=refused)  # fmt: skip
+                await self.progress.show(
+                    "waiting", waiting_for="a maintainer to merge or close the pull request", reason=refused
+                )
                 return
             try:
-                out = await act("github_merge_pr", MergePrInput(repo=self.repo, pr_number=n, head_sha=head, method="squash",
-                                title=f"{pull.title} (#{n})"[:250]), MergeOutput, f"squash-merge PR #{n} at {head[:12]}")  # fmt: skip
+                out = await act(
+                    "github_merge_pr",
+                    MergePrInput(
+                        repo=self.repo, pr_number=n, head_sha=head, method="squash", title=f"{pull.title} (#{n})"[:250]
+                    ),
+                    MergeOutput,
+                    f"squash-merge PR #{n} at {head[:12]}",
+                )
             except ActivityError as exc:
                 if cause_type(exc) not in ("GitHubHeadChanged", "GitHubNotMergeable"):
                     raise
@@ -308,4 +344,3 @@ def _ci_summary(ci: CiStatusOutput, head: str) -> str:
     if ci.state == "failure":
         return f"CI failed on {head[:12]}: {', '.join(ci.failing)[:300]}."
     return f"CI has not finished on {head[:12]}" + ("." if ci.total else " (no checks reported yet).")
-

@@ -30,17 +30,28 @@ with workflow.unsafe.imports_passed_through():
     from shopfloor.models.inbox import IssueText
     from shopfloor.search_attributes import SHOPFLOOR_AGENT, SHOPFLOOR_STAGE
 
-COMMENT_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30),
-                            maximum_attempts=5)  # fmt: skip
+COMMENT_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30), maximum_attempts=5
+)
 
 # ShopfloorStage -> the progress comment's stage.
-_VIEW_STAGE = {"triage": "triage", "policy": "policy", "fix": "fix", "ci": "ci", "review": "review",
-               "merge": "merge", "done": "done", "parked": "policy", "waiting": "triage"}  # fmt: skip
+_VIEW_STAGE = {
+    "triage": "triage",
+    "policy": "policy",
+    "fix": "fix",
+    "ci": "ci",
+    "review": "review",
+    "merge": "merge",
+    "done": "done",
+    "parked": "policy",
+    "waiting": "triage",
+}
 
 
 class ProgressComment:
-    def __init__(self, workflow_id: str, repo: str, number: int, state: FactoryState,
-                 on_change: Callable[[], None] | None = None) -> None:  # fmt: skip
+    def __init__(
+        self, workflow_id: str, repo: str, number: int, state: FactoryState, on_change: Callable[[], None] | None = None
+    ) -> None:
         self.s = state
         self.on_change = on_change
         self.view = ProgressView(workflow_id=workflow_id, repo=repo, number=number)
@@ -54,9 +65,7 @@ class ProgressComment:
     def stage(self, stage: str, agent: str | None = None) -> None:
         """Enter a stage: search attributes, timeline (no comment update: `show` does that)."""
         self.s.stage = stage  # type: ignore[assignment]
-        workflow.upsert_search_attributes(
-            [SHOPFLOOR_STAGE.value_set(stage), SHOPFLOOR_AGENT.value_set(agent or "")]
-        )
+        workflow.upsert_search_attributes([SHOPFLOOR_STAGE.value_set(stage), SHOPFLOOR_AGENT.value_set(agent or "")])
         view_stage = _VIEW_STAGE.get(stage, "done")
         tl = self.view.timeline
         if not tl or tl[-1].stage != view_stage or tl[-1].ended_at is not None:
@@ -95,8 +104,9 @@ class ProgressComment:
             try:
                 out = await workflow.execute_activity(
                     "github_upsert_comment",
-                    UpsertCommentInput(repo=v.repo, issue_number=v.number, workflow_id=v.workflow_id,
-                                       kind="progress", body=self.body()),  # fmt: skip
+                    UpsertCommentInput(
+                        repo=v.repo, issue_number=v.number, workflow_id=v.workflow_id, kind="progress", body=self.body()
+                    ),
                     result_type=CommentOutput,
                     start_to_close_timeout=timedelta(seconds=60),
                     retry_policy=COMMENT_RETRY,
@@ -125,9 +135,12 @@ class ProgressComment:
         cause = f"[{text.cause}]({link})" if link and text.cause and _safe_link(link) else text.cause
         lines = []
         if edited is not None:
-            lines += [f"> [!WARNING]\n> **The issue was edited after work started**: GitHub's text as of "
-                      f"{_at(edited.updated_at)} is not the text below, which the agents work from. The run goes no "
-                      "further with it (it parks); comment `/shopfloor fix` to work on the new text.", ""]  # fmt: skip
+            lines += [
+                f"> [!WARNING]\n> **The issue was edited after work started**: GitHub's text as of "
+                f"{_at(edited.updated_at)} is not the text below, which the agents work from. The run goes no "
+                "further with it (it parks); comment `/shopfloor fix` to work on the new text.",
+                "",
+            ]
         lines += [
             f"**Issue text the agents work from:** as GitHub showed it at {_at(text.updated_at)}"
             + (f", read when {cause} started work." if cause else "."),
@@ -141,13 +154,18 @@ class ProgressComment:
 
     def details(self) -> list[str]:
         s = self.s
-        lines = [f"pipeline: **{s.stage}**" + (f" · {s.result}" if s.result else "")
-                 + (f" · waiting for {s.waiting_for}" if s.waiting_for and not s.result else "")]  # fmt: skip
+        lines = [
+            f"pipeline: **{s.stage}**"
+            + (f" · {s.result}" if s.result else "")
+            + (f" · waiting for {s.waiting_for}" if s.waiting_for and not s.result else "")
+        ]
         if s.kind:
             lines.append(f"triage: {s.kind}, fixability {s.fixability}")
         if s.pr_number:
-            lines.append(f"PR #{s.pr_number} head `{(s.head_sha or '')[:12]}` · CI {s.ci_state or '–'} · "
-                         f"verdict {s.verdict or '–'} · fix round {s.fix_round} · review round {s.review_round}")  # fmt: skip
+            lines.append(
+                f"PR #{s.pr_number} head `{(s.head_sha or '')[:12]}` · CI {s.ci_state or '–'} · "
+                f"verdict {s.verdict or '–'} · fix round {s.fix_round} · review round {s.review_round}"
+            )
         lines.append(f"spent: {s.steps} steps, {s.tokens} tokens, ${s.cost_usd:.2f}")
         if s.reason:
             lines.append(f"reason: {s.reason[:200]!r}")

@@ -52,8 +52,11 @@ class PullRequestWorkflow(GitHubInbox):
                 pass  # cancelled before its first step
         c = self.c
         review = self.review.s if self.review and self.review.s.started else None
-        reason = {"closed": "the pull request was closed", "stopped": f"stopped by @{c.stopped_by}",
-                  "idle": "no events for 30 days"}.get(c.state, "")  # fmt: skip
+        reason = {
+            "closed": "the pull request was closed",
+            "stopped": f"stopped by @{c.stopped_by}",
+            "idle": "no events for 30 days",
+        }.get(c.state, "")
         if review is not None and review.result:
             reason = f"{review.result}: {review.reason}" if review.reason else review.result
         return PullRequestOutcome(

@@ -26,8 +26,8 @@ with workflow.unsafe.imports_passed_through():
         AppRedeliverInput,
         FailedAppDeliveriesInput,
         FailedDeliveriesInput,
-        FailedDelivery,
         FailedDeliveriesOutput,
+        FailedDelivery,
         LabelledIssuesInput,
         LabelledIssuesOutput,
         ReconcileInput,
@@ -43,8 +43,12 @@ with workflow.unsafe.imports_passed_through():
 
 # A short run every few minutes: a few quick retries, then the report says what failed and the
 # next scheduled run tries again. Non-retryable GitHub errors (401, 404 ...) end at once.
-RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), backoff_coefficient=2.0,
-                    maximum_interval=timedelta(seconds=30), maximum_attempts=3)  # fmt: skip
+RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=1),
+    backoff_coefficient=2.0,
+    maximum_interval=timedelta(seconds=30),
+    maximum_attempts=3,
+)
 LISTING_TIMEOUT = timedelta(minutes=2)  # up to 50 pages of deliveries per hook
 CALL_TIMEOUT = timedelta(seconds=30)
 
@@ -64,9 +68,12 @@ class ReconcileWorkflow:
         if inp.app_hook:  # a GitHub App's events arrive through its own webhook
             listing = FailedAppDeliveriesInput(since=since, limit=max(budget, 1))
             budget = await self._redeliver_failed(
-                APP_HOOK, ("github_failed_app_deliveries", listing),
-                lambda d: ("github_redeliver_app", AppRedeliverInput(delivery_id=d.delivery_id)), budget, report,
-            )  # fmt: skip
+                APP_HOOK,
+                ("github_failed_app_deliveries", listing),
+                lambda d: ("github_redeliver_app", AppRedeliverInput(delivery_id=d.delivery_id)),
+                budget,
+                report,
+            )
         for repo in inp.repos:
             budget = await self._redeliver(repo, since, inp, budget, report)
             await self._start_missing(repo, inp.trigger_label, report)
@@ -79,13 +86,16 @@ class ReconcileWorkflow:
     async def _redeliver(
         self, repo: str, since: datetime, inp: ReconcileInput, budget: int, report: ReconcileReport
     ) -> int:
-        listing = FailedDeliveriesInput(repo=repo, since=since, hook_url_contains=inp.hook_url_contains,
-                                        limit=max(budget, 1))  # fmt: skip
+        listing = FailedDeliveriesInput(
+            repo=repo, since=since, hook_url_contains=inp.hook_url_contains, limit=max(budget, 1)
+        )
         return await self._redeliver_failed(
-            repo, ("github_failed_deliveries", listing),
+            repo,
+            ("github_failed_deliveries", listing),
             lambda d: ("github_redeliver", RedeliverInput(repo=repo, hook_id=d.hook_id, delivery_id=d.delivery_id)),
-            budget, report,
-        )  # fmt: skip
+            budget,
+            report,
+        )
 
     async def _redeliver_failed(
         self,

@@ -21,17 +21,16 @@ import asyncio
 from datetime import UTC, datetime
 from typing import Any
 
-from shopfloor.activities.github.api import GitHubApi
-from shopfloor.activities.github.clients import GitHubClients
-from shopfloor.activities.github.operations import GitHubActivities
-from shopfloor.activities.reconcile import TITLE_CHARS, _temporal_failure, snapshot
-from shopfloor.agents.untrusted_text import sanitize
 from temporalio import activity
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
-from shopfloor.temporal import start_issue_workflow
+from shopfloor.activities.github.api import GitHubApi
+from shopfloor.activities.github.clients import GitHubClients
+from shopfloor.activities.github.operations import GitHubActivities
+from shopfloor.activities.reconcile import TITLE_CHARS, _temporal_failure, snapshot
+from shopfloor.agents.untrusted_text import sanitize
 from shopfloor.blobs import BlobStore
 from shopfloor.models.alert_issue import (
     ALERT_ISSUE_LABEL,
@@ -39,8 +38,8 @@ from shopfloor.models.alert_issue import (
     ISSUE_MARKER_KIND,
     AlertIssueStatus,
     AlertIssueStatusInput,
-    FiledAlertIssue,
     FileAlertIssueInput,
+    FiledAlertIssue,
     ReopenIssueInput,
     ReopenIssueOutput,
     StartAlertIssueInput,
@@ -49,6 +48,7 @@ from shopfloor.models.alert_issue import (
 from shopfloor.models.factory import IssueOutcome
 from shopfloor.models.github_ops import comment_marker
 from shopfloor.models.inbox import RepoEvent, issue_workflow_id
+from shopfloor.temporal import start_issue_workflow
 
 
 def _fence(text: str) -> str:
@@ -90,7 +90,11 @@ def render_alert_issue(inp: FileAlertIssueInput) -> tuple[str, str]:
     links = [u for u in inp.links if u.startswith(("https://", "http://"))][:10]
     if links:
         lines += ["", "**Links**", ""] + [f"- <{sanitize(u).replace('>', '%3E').replace(' ', '%20')}>" for u in links]
-    lines += ["", "Further firings are counted in one comment below.", comment_marker(inp.workflow_id, ISSUE_MARKER_KIND)]
+    lines += [
+        "",
+        "Further firings are counted in one comment below.",
+        comment_marker(inp.workflow_id, ISSUE_MARKER_KIND),
+    ]
     return title, "\n".join(lines)
 
 
@@ -141,17 +145,30 @@ class AlertIssueActivities:
         user = issue.get("user") or {}
         title, body = str(issue.get("title") or ""), str(issue.get("body") or "")
         event = RepoEvent(
-            delivery_id=inp.delivery_id, event="issues", action=inp.action, repo=inp.repo, number=inp.number,
-            sender=str(user.get("login") or "shopfloor[bot]"), sender_type=str(user.get("type") or "Bot"),
-            title=sanitize(title)[:TITLE_CHARS], text=await snapshot(self._blobs, title, body),
+            delivery_id=inp.delivery_id,
+            event="issues",
+            action=inp.action,
+            repo=inp.repo,
+            number=inp.number,
+            sender=str(user.get("login") or "shopfloor[bot]"),
+            sender_type=str(user.get("type") or "Bot"),
+            title=sanitize(title)[:TITLE_CHARS],
+            text=await snapshot(self._blobs, title, body),
             labels=[str(lab.get("name")) for lab in issue.get("labels") or [] if isinstance(lab, dict)],
-            state=str(issue.get("state") or "open"), received_at=datetime.now(UTC), internal=True,
-        )  # fmt: skip
+            state=str(issue.get("state") or "open"),
+            received_at=datetime.now(UTC),
+            internal=True,
+        )
         workflow_id = issue_workflow_id(inp.repo, inp.number)
         before = await self._status(workflow_id)
         try:
-            await start_issue_workflow(self._client, self._task_queue, event, new_run=inp.new_run,
-                                       started_by=f"an alert ({inp.delivery_id.split('#')[0]})")  # fmt: skip
+            await start_issue_workflow(
+                self._client,
+                self._task_queue,
+                event,
+                new_run=inp.new_run,
+                started_by=f"an alert ({inp.delivery_id.split('#')[0]})",
+            )
         except WorkflowAlreadyStartedError:
             return StartAlertIssueOutput(workflow_id=workflow_id, outcome="finished_before")
         except RPCError as exc:

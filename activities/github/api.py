@@ -17,6 +17,7 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 from urllib.parse import quote
 
 from github import GithubException
+
 from shopfloor.activities.github.clients import PER_PAGE, GitHubClients, Session
 from shopfloor.activities.github.errors import github_failure
 

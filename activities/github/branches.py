@@ -9,9 +9,9 @@ from __future__ import annotations
 from urllib.parse import quote
 
 from github import GithubException
-from shopfloor.activities.github.api import GitHubApi
 from temporalio.exceptions import ApplicationError
 
+from shopfloor.activities.github.api import GitHubApi
 from shopfloor.models.github_ops import (
     BRANCH_PREFIX,
     DeleteBranchInput,

@@ -25,9 +25,9 @@ from typing import Any
 
 import structlog
 from github import Auth, Github, GithubException, GithubIntegration
-from shopfloor.activities.github.errors import github_failure
 from temporalio.exceptions import ApplicationError
 
+from shopfloor.activities.github.errors import github_failure
 from shopfloor.errors import UsageError
 from shopfloor.settings import Settings
 
@@ -165,8 +165,10 @@ class GitHubClients:
                 raise ApplicationError(
                     "calls as the GitHub App (its webhook's deliveries) need SHOPFLOOR_GITHUB_APP_ID and the "
                     f"App's private key; this worker has {self.mode} credentials",
-                    {"status": 401}, type="GitHubBadCredentials", non_retryable=True,
-                )  # fmt: skip
+                    {"status": 401},
+                    type="GitHubBadCredentials",
+                    non_retryable=True,
+                )
             return "app"
         if self.mode != "app":
             return self.mode

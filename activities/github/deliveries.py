@@ -18,10 +18,10 @@ from datetime import datetime
 from typing import Any
 
 import structlog
-from shopfloor.activities.github.api import GitHubApi, read_github, write_github
-from shopfloor.activities.github.clients import APP_SCOPE, GitHubClients
 from temporalio import activity
 
+from shopfloor.activities.github.api import GitHubApi, read_github, write_github
+from shopfloor.activities.github.clients import APP_SCOPE, GitHubClients
 from shopfloor.models.reconcile import (
     APP_HOOK,
     APP_HOOK_ID,
@@ -79,15 +79,23 @@ def latest_failures(hook_id: int, items: list[dict[str, Any]]) -> tuple[list[Fai
         if _in_flight(item):
             in_flight.append(guid)
             continue
-        failed.append(FailedDelivery(
-            hook_id=hook_id, delivery_id=int(item["id"]), guid=guid, event=str(item.get("event") or ""),
-            action=item.get("action"), status_code=int(item.get("status_code") or 0),
-            status=str(item.get("status") or ""),
-        ))  # fmt: skip
+        failed.append(
+            FailedDelivery(
+                hook_id=hook_id,
+                delivery_id=int(item["id"]),
+                guid=guid,
+                event=str(item.get("event") or ""),
+                action=item.get("action"),
+                status_code=int(item.get("status_code") or 0),
+                status=str(item.get("status") or ""),
+            )
+        )
     return failed, in_flight
 
 
-def _hook_failures(api: GitHubApi, path: str, hook_id: int, since: datetime, scope: str, out: FailedDeliveriesOutput) -> None:
+def _hook_failures(
+    api: GitHubApi, path: str, hook_id: int, since: datetime, scope: str, out: FailedDeliveriesOutput
+) -> None:
     """Add the failures (and in-flight redeliveries) of one hook's deliveries listing at `path`."""
     items: list[dict[str, Any]] = []
     for item in api.paginate(path):
@@ -189,5 +197,10 @@ class DeliveryActivities:
         return await read_github(self._clients, inp.repo, open_issues_with_label, inp)
 
     def all(self) -> list[Callable[..., Any]]:
-        return [self.failed_deliveries, self.redeliver, self.failed_app_deliveries, self.redeliver_app,
-                self.open_issues_with_label]  # fmt: skip
+        return [
+            self.failed_deliveries,
+            self.redeliver,
+            self.failed_app_deliveries,
+            self.redeliver_app,
+            self.open_issues_with_label,
+        ]

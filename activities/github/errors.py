@@ -28,10 +28,20 @@ SECONDARY_LIMIT_DEFAULT_WAIT_S = 60.0  # GitHub: "wait for at least one minute"
 _MAX_DETAIL_CHARS = 300
 
 _REASONS = {
-    400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found", 405: "Method Not Allowed",
-    409: "Conflict", 410: "Gone", 422: "Unprocessable Entity", 429: "Too Many Requests",
-    500: "Internal Server Error", 502: "Bad Gateway", 503: "Service Unavailable", 504: "Gateway Timeout",
-}  # fmt: skip
+    400: "Bad Request",
+    401: "Unauthorized",
+    403: "Forbidden",
+    404: "Not Found",
+    405: "Method Not Allowed",
+    409: "Conflict",
+    410: "Gone",
+    422: "Unprocessable Entity",
+    429: "Too Many Requests",
+    500: "Internal Server Error",
+    502: "Bad Gateway",
+    503: "Service Unavailable",
+    504: "Gateway Timeout",
+}
 
 
 def _header(headers: Any, name: str) -> str | None:
@@ -134,9 +144,13 @@ def _status_failure(
     delay = rate_limit_delay(status, headers, message, now=now)
     if delay is not None:
         return _failure(
-            what, status, f"{status} rate limited by GitHub{detail}; retrying in {delay:.0f} s",
-            "GitHubRateLimited", retryable=True, delay=delay,
-        )  # fmt: skip
+            what,
+            status,
+            f"{status} rate limited by GitHub{detail}; retrying in {delay:.0f} s",
+            "GitHubRateLimited",
+            retryable=True,
+            delay=delay,
+        )
     if status == 429 or status == 408 or status >= 500:
         return _failure(what, status, f"{status} {reason}{detail}", "GitHubServerError", retryable=True)
     is_merge = what.startswith("PUT ") and what.endswith("/merge")
@@ -145,16 +159,22 @@ def _status_failure(
         return _failure(what, status, f"401 Bad credentials{hint}", "GitHubBadCredentials", retryable=False)
     if status == 404:
         return _failure(
-            what, status, f"404 Not Found{detail}: the repository or number is wrong, or the credentials cannot see it",
-            "GitHubNotFound", retryable=False,
-        )  # fmt: skip
+            what,
+            status,
+            f"404 Not Found{detail}: the repository or number is wrong, or the credentials cannot see it",
+            "GitHubNotFound",
+            retryable=False,
+        )
     if status == 422:
         return _failure(what, status, f"422 {validation_summary(data)}", "GitHubValidation", retryable=False)
     if status == 409 and is_merge:
         return _failure(
-            what, status, f"409 the pull request's head moved since it was reviewed{detail}", "GitHubHeadChanged",
+            what,
+            status,
+            f"409 the pull request's head moved since it was reviewed{detail}",
+            "GitHubHeadChanged",
             retryable=False,
-        )  # fmt: skip
+        )
     if status == 405 and is_merge:
         text = f"405 the pull request is not mergeable{detail}"
         return _failure(what, status, text, "GitHubNotMergeable", retryable=False)

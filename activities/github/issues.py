@@ -10,9 +10,9 @@ from __future__ import annotations
 from typing import Any
 
 from github import GithubException
+
 from shopfloor.activities.github.api import GitHubApi, q
 from shopfloor.agents.github_text import with_own_marker_kept
-
 from shopfloor.models.github_ops import (
     CloseIssueInput,
     CloseIssueOutput,

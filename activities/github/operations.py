@@ -12,12 +12,12 @@ from typing import Any, TypeVar
 
 import structlog
 from pydantic import BaseModel
+from temporalio import activity
+
 from shopfloor.activities.github import branches, issues, policy, pulls, reads, similar
 from shopfloor.activities.github.api import GitHubApi, read_github, write_github
 from shopfloor.activities.github.clients import GitHubClients
 from shopfloor.agents.policy import PolicyLoad
-from temporalio import activity
-
 from shopfloor.models.github_ops import (
     CiStatusInput,
     CiStatusOutput,
@@ -132,14 +132,27 @@ class GitHubActivities:
 
     def all(self) -> list[Callable[..., Any]]:
         return [
-            self.ensure_branch, self.delete_branch, self.find_or_create_pr, self.submit_review, self.merge_pr,
-            self.upsert_comment, self.add_labels, self.remove_label, self.close_issue,
-            self.get_issue, self.permission, self.read_file, self.ci_status, self.load_policy, self.similar_issues,
-        ]  # fmt: skip
+            self.ensure_branch,
+            self.delete_branch,
+            self.find_or_create_pr,
+            self.submit_review,
+            self.merge_pr,
+            self.upsert_comment,
+            self.add_labels,
+            self.remove_label,
+            self.close_issue,
+            self.get_issue,
+            self.permission,
+            self.read_file,
+            self.ci_status,
+            self.load_policy,
+            self.similar_issues,
+        ]
 
 
 def _brief(out: BaseModel) -> dict[str, Any]:
     """What a log line needs of a result: short scalars only (never bodies or file contents)."""
+
     def short(v: Any) -> bool:
         return isinstance(v, (bool, int)) or (isinstance(v, str) and len(v) <= 80)
 

@@ -9,11 +9,11 @@ GitHub being unreachable or refusing still fails the activity, so Temporal retri
 
 from __future__ import annotations
 
+from temporalio.exceptions import ApplicationError
+
 from shopfloor.activities.github.api import GitHubApi, q
 from shopfloor.activities.github.reads import read_file
 from shopfloor.agents.policy import PolicyLoad, parse_policy
-from temporalio.exceptions import ApplicationError
-
 from shopfloor.models.github_ops import ReadFileInput
 from shopfloor.models.github_reads import PolicyInput
 
@@ -35,9 +35,12 @@ def load_policy(api: GitHubApi, inp: PolicyInput) -> PolicyLoad:
             raise
         problem = "is too large" if exc.type == "GitHubFileTooLarge" else "is not a UTF-8 text file"
         return PolicyLoad(
-            source="file", path=inp.path, ref=branch, commit=sha,
+            source="file",
+            path=inp.path,
+            ref=branch,
+            commit=sha,
             errors=[f"`{inp.path}` on `{branch}` {problem} (at most {MAX_POLICY_BYTES:,} bytes of YAML)"],
-        )  # fmt: skip
+        )
     if not found.found:
         return PolicyLoad(path=inp.path, ref=branch, commit=sha)
     where = {"path": inp.path, "ref": branch, "commit": sha, "sha": found.sha}

@@ -12,10 +12,10 @@ from __future__ import annotations
 from typing import Any
 
 from github import GithubException
-from shopfloor.activities.github.api import GitHubApi
-from shopfloor.agents.github_text import for_github
 from temporalio.exceptions import ApplicationError
 
+from shopfloor.activities.github.api import GitHubApi
+from shopfloor.agents.github_text import for_github
 from shopfloor.models.github_ops import (
     FindOrCreatePrInput,
     MergeOutput,

@@ -7,9 +7,9 @@ import binascii
 from typing import get_args
 from urllib.parse import quote
 
-from shopfloor.activities.github.api import GitHubApi, q
 from temporalio.exceptions import ApplicationError
 
+from shopfloor.activities.github.api import GitHubApi, q
 from shopfloor.models.github_ops import (
     CiCheck,
     CiState,
@@ -24,8 +24,11 @@ from shopfloor.models.github_ops import (
 
 _PERMISSIONS = set(get_args(Permission))
 _STATUS_STATES: dict[str, CiState] = {
-    "success": "success", "pending": "pending", "failure": "failure", "error": "failure",
-}  # fmt: skip
+    "success": "success",
+    "pending": "pending",
+    "failure": "failure",
+    "error": "failure",
+}
 _PASSING_CONCLUSIONS = {"success", "neutral", "skipped"}
 
 

@@ -14,7 +14,6 @@ import re
 from typing import Any
 
 from shopfloor.activities.github.api import GitHubApi
-
 from shopfloor.models.github_reads import (
     SimilarIssue,
     SimilarIssuesInput,
@@ -25,10 +24,118 @@ MAX_KEYWORDS = 6
 MAX_SEARCHES = 3  # one for all keywords, then one each for the two leading ones
 _WORD = re.compile(r"[^\W_]{2,40}")
 _STOP = frozenset(
-    ["a", "an", "and", "are", "as", "at", "be", "been", "but", "by", "can", "cannot", "could", "did", "do", "does", "doesn", "don", "for", "from", "has", "have", "how", "if", "in", "into", "is", "isn", "it", "its", "not", "of", "on", "or", "our", "should", "so", "that", "the", "their", "then", "there", "these", "this", "to", "was", "we", "were", "what", "when", "where", "which", "while", "why", "will", "with", "without", "won", "would", "you", "your", "after", "before", "again", "all", "also", "any", "no", "nor", "only", "same", "some", "such", "than", "too", "very", "just", "get", "gets", "got", "use", "using", "used", "via", "per"]
+    [
+        "a",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "be",
+        "been",
+        "but",
+        "by",
+        "can",
+        "cannot",
+        "could",
+        "did",
+        "do",
+        "does",
+        "doesn",
+        "don",
+        "for",
+        "from",
+        "has",
+        "have",
+        "how",
+        "if",
+        "in",
+        "into",
+        "is",
+        "isn",
+        "it",
+        "its",
+        "not",
+        "of",
+        "on",
+        "or",
+        "our",
+        "should",
+        "so",
+        "that",
+        "the",
+        "their",
+        "then",
+        "there",
+        "these",
+        "this",
+        "to",
+        "was",
+        "we",
+        "were",
+        "what",
+        "when",
+        "where",
+        "which",
+        "while",
+        "why",
+        "will",
+        "with",
+        "without",
+        "won",
+        "would",
+        "you",
+        "your",
+        "after",
+        "before",
+        "again",
+        "all",
+        "also",
+        "any",
+        "no",
+        "nor",
+        "only",
+        "same",
+        "some",
+        "such",
+        "than",
+        "too",
+        "very",
+        "just",
+        "get",
+        "gets",
+        "got",
+        "use",
+        "using",
+        "used",
+        "via",
+        "per",
+    ]
 )
 # Words every bug report uses: kept, but searched for last.
-_GENERIC = frozenset(["error", "errors", "bug", "bugs", "issue", "problem", "fail", "fails", "failed", "failing", "broken", "crash", "crashes", "wrong", "work", "works", "working", "unable", "cant"])  # fmt: skip
+_GENERIC = frozenset(
+    [
+        "error",
+        "errors",
+        "bug",
+        "bugs",
+        "issue",
+        "problem",
+        "fail",
+        "fails",
+        "failed",
+        "failing",
+        "broken",
+        "crash",
+        "crashes",
+        "wrong",
+        "work",
+        "works",
+        "working",
+        "unable",
+        "cant",
+    ]
+)
 
 
 def keywords(title: str) -> list[str]:
@@ -73,8 +180,12 @@ def similar_issues(api: GitHubApi, inp: SimilarIssuesInput) -> SimilarIssuesOutp
     return SimilarIssuesOutput(
         keywords=words,
         issues=[
-            SimilarIssue(number=number, title=(item.get("title") or "")[:256], state=item.get("state") or "",
-                         url=item.get("html_url") or "")
+            SimilarIssue(
+                number=number,
+                title=(item.get("title") or "")[:256],
+                state=item.get("state") or "",
+                url=item.get("html_url") or "",
+            )
             for _, number, item in ranked[: inp.limit]
         ],
     )

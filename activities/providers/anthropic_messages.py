@@ -33,9 +33,7 @@ _STOP: dict[str, FinishReason] = {
 
 
 class AnthropicMessagesProvider:
-    def __init__(
-        self, model: str, api_key: str | None, base_url: str | None, timeout_s: float = 600
-    ) -> None:
+    def __init__(self, model: str, api_key: str | None, base_url: str | None, timeout_s: float = 600) -> None:
         self.model = model
         self.label = f"anthropic:{model}"
         # Passed explicitly so the SDK never falls back to environment variables or profiles.

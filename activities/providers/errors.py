@@ -99,9 +99,7 @@ def _status_hint(status: int, *, model: str, base_url: str, key_env: str) -> str
     }.get(status, "")
 
 
-def to_model_call_error(
-    exc: BaseException, *, label: str, model: str, base_url: str, key_env: str
-) -> ModelCallError:
+def to_model_call_error(exc: BaseException, *, label: str, model: str, base_url: str, key_env: str) -> ModelCallError:
     """Translate one SDK (or unexpected) exception into a ModelCallError.
 
     `label` prefixes every message ("openai:gpt-4o"); `base_url` and `key_env` make 401/404
@@ -138,6 +136,4 @@ def to_model_call_error(
         return ModelCallError(f"{label}: {type(exc).__name__}: {exc}", retryable=False)
     # Anything else is a bug on our side (or a reply we cannot read): the same input would fail
     # the same way, so retrying only burns time.
-    return ModelCallError(
-        f"{label}: unexpected {type(exc).__name__} while calling the model: {exc}", retryable=False
-    )
+    return ModelCallError(f"{label}: unexpected {type(exc).__name__} while calling the model: {exc}", retryable=False)

@@ -37,9 +37,7 @@ _FINISH: dict[str, FinishReason] = {
 
 
 class OpenAIChatProvider:
-    def __init__(
-        self, model: str, api_key: str | None, base_url: str | None, timeout_s: float = 600
-    ) -> None:
+    def __init__(self, model: str, api_key: str | None, base_url: str | None, timeout_s: float = 600) -> None:
         self.model = model
         self.label = f"openai:{model}"
         # Passed explicitly so the SDK never falls back to environment variables.

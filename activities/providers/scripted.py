@@ -109,9 +109,7 @@ class ScriptedProvider:
         if request.purpose == "compaction":
             return ModelReply(message=Message(role="assistant", content=self.cassette.compaction))
         # Replies folded into a compaction summary still count, so the script stays in step.
-        turn = 1 + sum(
-            1 if m.role == "assistant" else folded_model_turns(m) for m in request.messages
-        )
+        turn = 1 + sum(1 if m.role == "assistant" else folded_model_turns(m) for m in request.messages)
         turns = self.cassette.turns
         if turn > len(turns):
             raise ModelCallError(

@@ -35,7 +35,7 @@ from shopfloor.activities.sandbox import (
 )
 from shopfloor.activities.sandbox_network import SandboxNetwork
 from shopfloor.activities.tools import editing, read_only
-from shopfloor.activities.workspace import CheckpointTooLarge, PatchError, Workspaces, WorkspaceError
+from shopfloor.activities.workspace import CheckpointTooLarge, PatchError, WorkspaceError, Workspaces
 from shopfloor.agents.tools import TOOLS, GitDiffArgs, ReadOutputArgs, RunCommandArgs, RunTestsArgs
 from shopfloor.blobs import BlobStore, get_json
 from shopfloor.errors import BlobNotFound, ToolError
@@ -92,9 +92,7 @@ class ToolActivities:
         self._hide = tuple(hide)
         self._network = network or SandboxNetwork()  # the egress rules of commands that may use the network
 
-    async def _result(
-        self, inp: ToolInput, ok: bool, output: str, workspace: WorkspaceRef | None = None
-    ) -> ToolResult:
+    async def _result(self, inp: ToolInput, ok: bool, output: str, workspace: WorkspaceRef | None = None) -> ToolResult:
         data = output.encode("utf-8", errors="replace")
         if len(data) > MAX_OUTPUT_BYTES:
             note = f"\n[output cut at {MAX_OUTPUT_BYTES:,} of {len(data):,} bytes]"
@@ -254,6 +252,14 @@ class ToolActivities:
 
     def all(self) -> list[Callable[..., Any]]:
         return [
-            self.read_file, self.list_dir, self.glob, self.grep, self.git_diff, self.read_output,
-            self.edit_file, self.write_file, self.run_command, self.run_tests,
-        ]  # fmt: skip
+            self.read_file,
+            self.list_dir,
+            self.glob,
+            self.grep,
+            self.git_diff,
+            self.read_output,
+            self.edit_file,
+            self.write_file,
+            self.run_command,
+            self.run_tests,
+        ]

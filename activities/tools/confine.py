@@ -73,9 +73,7 @@ def resolve_in_workspace(root: Path, relative: str) -> Path:
     if len(encoded) > MAX_PATH_BYTES:
         raise ToolError(f"path is too long ({len(encoded)} bytes; at most {MAX_PATH_BYTES})")
     if any(len(part) > MAX_NAME_BYTES for part in encoded.split(b"/")):
-        raise ToolError(
-            f"path {shown(relative)} has a component longer than {MAX_NAME_BYTES} bytes"
-        )
+        raise ToolError(f"path {shown(relative)} has a component longer than {MAX_NAME_BYTES} bytes")
 
     # An absolute `relative` replaces the root in join(), so it is checked like any other path.
     candidate = os.path.join(real_root, relative)

@@ -380,7 +380,9 @@ def _check_pattern(pattern: str, ignore_case: bool) -> None:
     which models know (it is parsed here, never matched); what only ripgrep refuses (look-around,
     backreferences) is reported by _Search."""
     if len(pattern) > MAX_PATTERN_CHARS:
-        raise ToolError(f"the pattern is {len(pattern)} characters long; grep patterns are limited to {MAX_PATTERN_CHARS}")
+        raise ToolError(
+            f"the pattern is {len(pattern)} characters long; grep patterns are limited to {MAX_PATTERN_CHARS}"
+        )
     try:
         re.compile(pattern, re.IGNORECASE if ignore_case else 0)
     except re.error as e:
@@ -437,8 +439,10 @@ def ripgrep() -> str:
         return str(beside)
     found = shutil.which("rg")
     if found is None:
-        log.error("ripgrep (rg) is missing, so the grep tool cannot run; install the ripgrep package",
-                  looked_in=[str(beside.parent), "PATH"])  # fmt: skip
+        log.error(
+            "ripgrep (rg) is missing, so the grep tool cannot run; install the ripgrep package",
+            looked_in=[str(beside.parent), "PATH"],
+        )
         raise ToolError("grep is unavailable on this worker (ripgrep is not installed); use glob and read_file instead")
     return found
 
@@ -462,15 +466,31 @@ class _Search:
             self.stopped = f"it took over {GREP_TIME_LIMIT_S:.0f} s"
             return
         command = [
-            ripgrep(), "--no-config", "--text", "--crlf", "--null", "--line-number", "--with-filename",
-            "--no-heading", "--color=never", "--threads=1", "--ignore-case" if self.args.ignore_case else "--case-sensitive",
-            "--regexp", self.args.pattern, "--", *(names or ["-"]),  # no file: an empty stdin, to check the pattern
-        ]  # fmt: skip
+            ripgrep(),
+            "--no-config",
+            "--text",
+            "--crlf",
+            "--null",
+            "--line-number",
+            "--with-filename",
+            "--no-heading",
+            "--color=never",
+            "--threads=1",
+            "--ignore-case" if self.args.ignore_case else "--case-sensitive",
+            "--regexp",
+            self.args.pattern,
+            "--",
+            *(names or ["-"]),  # no file: an empty stdin, to check the pattern
+        ]
         with tempfile.TemporaryFile() as errors:
             proc = subprocess.Popen(
-                command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=errors,
-                pass_fds=[fd for _, fd in batch], env={"PATH": os.environ.get("PATH", "")},
-            )  # fmt: skip
+                command,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=errors,
+                pass_fds=[fd for _, fd in batch],
+                env={"PATH": os.environ.get("PATH", "")},
+            )
             timer = threading.Timer(remaining, proc.kill)
             timer.start()
             try:
@@ -512,8 +532,10 @@ def _rg_error(pattern: str, stderr: str) -> str:
     detail = next((line.removeprefix("error: ") for line in lines if line.startswith("error: ")), None)
     if detail is None:
         detail = lines[0].removeprefix("rg: ") if lines else "ripgrep could not run it"
-    return (f"invalid regular expression {shown(pattern)}: {detail}. grep uses ripgrep's regex syntax: like "
-            "Python's re, but without look-around or backreferences, and a match never spans lines")
+    return (
+        f"invalid regular expression {shown(pattern)}: {detail}. grep uses ripgrep's regex syntax: like "
+        "Python's re, but without look-around or backreferences, and a match never spans lines"
+    )
 
 
 # --- shared ------------------------------------------------------------------------------------

@@ -30,12 +30,16 @@ class ConcurrencyReport(BaseModel):
     steps_per_s: float
 
     def markdown(self) -> str:
-        return "\n".join([
-            "| runs at once | steps a run | model latency | completion s | ideal s | slowest run s | steps/s |",
-            "|---:|---:|---:|---:|---:|---:|---:|",
-            (f"| {self.runs} | {self.steps} | {self.model_latency_ms} ms | {self.seconds:.1f} | {self.ideal_seconds:.1f} "
-             f"| {self.slowest_run_seconds:.1f} | {self.steps_per_s:.1f} |"),
-        ])  # fmt: skip
+        return "\n".join(
+            [
+                "| runs at once | steps a run | model latency | completion s | ideal s | slowest run s | steps/s |",
+                "|---:|---:|---:|---:|---:|---:|---:|",
+                (
+                    f"| {self.runs} | {self.steps} | {self.model_latency_ms} ms | {self.seconds:.1f} | {self.ideal_seconds:.1f} "
+                    f"| {self.slowest_run_seconds:.1f} | {self.steps_per_s:.1f} |"
+                ),
+            ]
+        )
 
 
 async def bench_concurrency(*, runs: int = 100, steps: int = 20, latency_ms: int = 1000) -> ConcurrencyReport:
@@ -50,7 +54,13 @@ async def bench_concurrency(*, runs: int = 100, steps: int = 20, latency_ms: int
         seconds = time.perf_counter() - start
     each = [r.seconds for r in results]
     return ConcurrencyReport(
-        runs=runs, steps=steps, model_latency_ms=latency_ms, seconds=seconds,
-        ideal_seconds=steps * latency_ms / 1000 + memory_s, memory_ms_per_step_0ms=memory_s * 1000 / steps,
-        mean_run_seconds=sum(each) / len(each), slowest_run_seconds=max(each), steps_per_s=runs * steps / seconds,
-    )  # fmt: skip
+        runs=runs,
+        steps=steps,
+        model_latency_ms=latency_ms,
+        seconds=seconds,
+        ideal_seconds=steps * latency_ms / 1000 + memory_s,
+        memory_ms_per_step_0ms=memory_s * 1000 / steps,
+        mean_run_seconds=sum(each) / len(each),
+        slowest_run_seconds=max(each),
+        steps_per_s=runs * steps / seconds,
+    )

@@ -55,9 +55,13 @@ async def bench_history(*, steps: tuple[int, ...] = (10, 100, 500)) -> HistoryRe
                 raise RuntimeError("no history fetched")
             rows.append(
                 HistoryRow(
-                    steps=n, runs=chain.runs, events=len(chain.events), history_bytes=chain.bytes,
-                    bytes_per_step=chain.bytes / n, activity_payload_bytes_per_step=chain.activity_payload_bytes / n,
+                    steps=n,
+                    runs=chain.runs,
+                    events=len(chain.events),
+                    history_bytes=chain.bytes,
+                    bytes_per_step=chain.bytes / n,
+                    activity_payload_bytes_per_step=chain.activity_payload_bytes / n,
                     seconds=run.seconds,
                 )
-            )  # fmt: skip
+            )
     return HistoryReport(rows=rows)

@@ -56,9 +56,7 @@ class LoopReport(BaseModel):
         return "\n".join(lines)
 
 
-async def bench_loop(
-    *, steps: int = 20, latencies_ms: tuple[int, ...] = (0, 500), concurrent: int = 50
-) -> LoopReport:
+async def bench_loop(*, steps: int = 20, latencies_ms: tuple[int, ...] = (0, 500), concurrent: int = 50) -> LoopReport:
     rows: list[LoopRow] = []
     concurrency: ConcurrencyRow | None = None
     async with agent_bench() as bench:
@@ -89,7 +87,9 @@ async def bench_loop(
             memory_s = time.perf_counter() - start
             total = concurrent * steps
             concurrency = ConcurrencyRow(
-                runs=concurrent, steps=steps,
-                durable_steps_per_s=total / durable_s, memory_steps_per_s=total / memory_s,
-            )  # fmt: skip
+                runs=concurrent,
+                steps=steps,
+                durable_steps_per_s=total / durable_s,
+                memory_steps_per_s=total / memory_s,
+            )
     return LoopReport(rows=rows, concurrency=concurrency)

@@ -58,14 +58,20 @@ class ResumeReport(BaseModel):
     state: str
 
     def markdown(self) -> str:
-        return "\n".join([
-            ("| model latency | heartbeat timeout | killed in step | replacement polling s | call retried s "
-             "| call done s | step recorded s |"),
-            "|---:|---:|---:|---:|---:|---:|---:|",
-            (f"| {self.model_latency_ms} ms | {self.heartbeat_timeout_s:g} s | {self.killed_in_step} of {self.steps} "
-             f"| {self.replacement_polling_s:.2f} | {self.retried_call_s:.2f} | {self.call_completed_s:.2f} "
-             f"| {self.resume_s:.2f} |"),
-        ])  # fmt: skip
+        return "\n".join(
+            [
+                (
+                    "| model latency | heartbeat timeout | killed in step | replacement polling s | call retried s "
+                    "| call done s | step recorded s |"
+                ),
+                "|---:|---:|---:|---:|---:|---:|---:|",
+                (
+                    f"| {self.model_latency_ms} ms | {self.heartbeat_timeout_s:g} s | {self.killed_in_step} of {self.steps} "
+                    f"| {self.replacement_polling_s:.2f} | {self.retried_call_s:.2f} | {self.call_completed_s:.2f} "
+                    f"| {self.resume_s:.2f} |"
+                ),
+            ]
+        )
 
 
 def _at(event: HistoryEvent) -> float:
@@ -76,14 +82,24 @@ async def _wait(what: str, predicate, worker: WorkerProcess, timeout_s: float) -
     deadline = time.monotonic() + timeout_s
     while not await predicate():
         if not worker.alive():
-            raise ShopfloorError(f"the bench's worker exited ({worker.proc.returncode}) waiting for {what}:\n{worker.log_tail()}")
+            raise ShopfloorError(
+                f"the bench's worker exited ({worker.proc.returncode}) waiting for {what}:\n{worker.log_tail()}"
+            )
         if time.monotonic() > deadline:
-            raise ShopfloorError(f"timed out after {timeout_s:.0f} s waiting for {what}; worker log:\n{worker.log_tail()}")
+            raise ShopfloorError(
+                f"timed out after {timeout_s:.0f} s waiting for {what}; worker log:\n{worker.log_tail()}"
+            )
         await asyncio.sleep(0.02)
 
 
-async def bench_resume(*, latency_ms: int = 2000, heartbeat_s: float = 5.0, steps: int = 5, kill_in_step: int = 3,
-                       worker_settings: dict[str, str] | None = None) -> ResumeReport:  # fmt: skip
+async def bench_resume(
+    *,
+    latency_ms: int = 2000,
+    heartbeat_s: float = 5.0,
+    steps: int = 5,
+    kill_in_step: int = 3,
+    worker_settings: dict[str, str] | None = None,
+) -> ResumeReport:
     """`worker_settings`: more environment for both workers (SHOPFLOOR_*), to compare settings."""
     if not 1 <= kill_in_step < steps:
         raise ValueError(f"kill_in_step must be in 1..{steps - 1}, not {kill_in_step}")
@@ -102,11 +118,16 @@ async def bench_resume(*, latency_ms: int = 2000, heartbeat_s: float = 5.0, step
                 settings = Settings(temporal_address=server.address, task_queue=queue, data_dir=base / "data")
                 # Configured as a deployed worker is: its model named, so it opens the provider at start.
                 env = worker_env(
-                    SHOPFLOOR_TEMPORAL_ADDRESS=server.address, SHOPFLOOR_TASK_QUEUE=queue,
-                    SHOPFLOOR_DATA_DIR=str(base / "data"), SHOPFLOOR_LOG_LEVEL="WARNING", SHOPFLOOR_LOG_JSON="true",
-                    SHOPFLOOR_MODEL=MODEL, OPENAI_BASE_URL=fake.openai_base_url, OPENAI_API_KEY="bench-not-a-secret",
+                    SHOPFLOOR_TEMPORAL_ADDRESS=server.address,
+                    SHOPFLOOR_TASK_QUEUE=queue,
+                    SHOPFLOOR_DATA_DIR=str(base / "data"),
+                    SHOPFLOOR_LOG_LEVEL="WARNING",
+                    SHOPFLOOR_LOG_JSON="true",
+                    SHOPFLOOR_MODEL=MODEL,
+                    OPENAI_BASE_URL=fake.openai_base_url,
+                    OPENAI_API_KEY="bench-not-a-secret",
                     **(worker_settings or {}),
-                )  # fmt: skip
+                )
                 client = await connect(settings)
 
                 def spawn() -> WorkerProcess:
@@ -122,23 +143,30 @@ async def bench_resume(*, latency_ms: int = 2000, heartbeat_s: float = 5.0, step
                 # A warm-up run: the worker's first model call imports the provider SDK and opens its
                 # connection pool, which the steps before the kill should not include.
                 warm = await client.execute_workflow(
-                    AgentWorkflow.run, agent_input(workspace, 2, heartbeat_s=max(heartbeat_s, 30)),
-                    id=f"bench/resume-warm-{uuid.uuid4().hex[:8]}", task_queue=queue,
-                )  # fmt: skip
+                    AgentWorkflow.run,
+                    agent_input(workspace, 2, heartbeat_s=max(heartbeat_s, 30)),
+                    id=f"bench/resume-warm-{uuid.uuid4().hex[:8]}",
+                    task_queue=queue,
+                )
                 if warm.state != "completed":
                     raise ShopfloorError(f"the warm-up run ended {warm.state}: {warm.reason}")
                 fake_seen = len(fake.requests)
                 handle = await client.start_workflow(
-                    AgentWorkflow.run, agent_input(workspace, steps, heartbeat_s=heartbeat_s),
-                    id=f"bench/resume-{uuid.uuid4().hex[:8]}", task_queue=queue,
-                )  # fmt: skip
+                    AgentWorkflow.run,
+                    agent_input(workspace, steps, heartbeat_s=heartbeat_s),
+                    id=f"bench/resume-{uuid.uuid4().hex[:8]}",
+                    task_queue=queue,
+                )
 
                 # Kill while the step's model call is well inside its latency.
                 in_flight_for = min(0.5, latency_s / 4)
 
                 async def call_in_flight() -> bool:
                     now = time.time()
-                    return any(r.turn == kill_turn and not r.completed and now - r.started >= in_flight_for for r in fake.requests[fake_seen:])
+                    return any(
+                        r.turn == kill_turn and not r.completed and now - r.started >= in_flight_for
+                        for r in fake.requests[fake_seen:]
+                    )
 
                 await _wait(f"step {kill_in_step}'s model call", call_in_flight, first, 120)
                 request = next(r for r in fake.requests[fake_seen:] if r.turn == kill_turn)
@@ -172,26 +200,45 @@ async def bench_resume(*, latency_ms: int = 2000, heartbeat_s: float = 5.0, step
 
     # The killed step's model_step activity, and the workflow task that took in its result.
     events = chain.events
-    scheduled = [e for e in events if e.HasField("activity_task_scheduled_event_attributes")
-                 and e.activity_task_scheduled_event_attributes.activity_type.name == "model_step"]  # fmt: skip
+    scheduled = [
+        e
+        for e in events
+        if e.HasField("activity_task_scheduled_event_attributes")
+        and e.activity_task_scheduled_event_attributes.activity_type.name == "model_step"
+    ]
     target = scheduled[kill_in_step - 1].event_id
-    done_i = next(i for i, e in enumerate(events) if e.HasField("activity_task_completed_event_attributes")
-                  and e.activity_task_completed_event_attributes.scheduled_event_id == target)  # fmt: skip
-    started = next(e for e in events if e.HasField("activity_task_started_event_attributes")
-                   and e.activity_task_started_event_attributes.scheduled_event_id == target)  # fmt: skip
+    done_i = next(
+        i
+        for i, e in enumerate(events)
+        if e.HasField("activity_task_completed_event_attributes")
+        and e.activity_task_completed_event_attributes.scheduled_event_id == target
+    )
+    started = next(
+        e
+        for e in events
+        if e.HasField("activity_task_started_event_attributes")
+        and e.activity_task_started_event_attributes.scheduled_event_id == target
+    )
     recorded = next(e for e in events[done_i:] if e.HasField("workflow_task_completed_event_attributes"))
     retried = [r for r in requests if r.turn == kill_turn][1:]
     turns = [r.turn for r in requests]
     return ResumeReport(
-        model_latency_ms=latency_ms, heartbeat_timeout_s=heartbeat_s, steps=steps, killed_in_step=kill_in_step,
-        sticky_timeout_s=float((worker_settings or {}).get(
-            "SHOPFLOOR_STICKY_QUEUE_TIMEOUT_SECONDS", Settings.model_fields["sticky_queue_timeout_seconds"].default)),
+        model_latency_ms=latency_ms,
+        heartbeat_timeout_s=heartbeat_s,
+        steps=steps,
+        killed_in_step=kill_in_step,
+        sticky_timeout_s=float(
+            (worker_settings or {}).get(
+                "SHOPFLOOR_STICKY_QUEUE_TIMEOUT_SECONDS", Settings.model_fields["sticky_queue_timeout_seconds"].default
+            )
+        ),
         killed_after_s=killed_after,
         replacement_polling_s=polling_at - killed_at,
-        retry_started_s=_at(started) - killed_at, retry_attempt=started.activity_task_started_event_attributes.attempt,
+        retry_started_s=_at(started) - killed_at,
+        retry_attempt=started.activity_task_started_event_attributes.attempt,
         retried_call_s=(retried[0].started - killed_at) if retried else float("nan"),
         call_completed_s=_at(events[done_i]) - killed_at,
         resume_s=_at(recorded) - killed_at,
         model_calls_repeated=len(turns) - len(set(turns)),
         state=result.state,
-    )  # fmt: skip
+    )

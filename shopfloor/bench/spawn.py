@@ -32,8 +32,11 @@ class WorkerProcess:
         self._out = open(log, "ab")
         self.proc = subprocess.Popen(
             [sys.executable, "-c", _MAIN, "worker"],
-            env=env, stdout=self._out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-        )  # fmt: skip
+            env=env,
+            stdout=self._out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )
 
     @property
     def identity_prefix(self) -> str:
@@ -68,6 +71,8 @@ class WorkerProcess:
     async def polling(self, client: Client, task_queue: str, kind: TaskQueueType.ValueType) -> bool:
         """Whether this process polls `task_queue` for tasks of `kind` (workflow or activity)."""
         resp = await client.workflow_service.describe_task_queue(
-            DescribeTaskQueueRequest(namespace=client.namespace, task_queue=TaskQueue(name=task_queue), task_queue_type=kind)
+            DescribeTaskQueueRequest(
+                namespace=client.namespace, task_queue=TaskQueue(name=task_queue), task_queue_type=kind
+            )
         )
         return any(p.identity.startswith(self.identity_prefix) for p in resp.pollers)

@@ -48,9 +48,15 @@ class SuiteParams(BaseModel):
 
 # CI-sized: every row, in a minute or two on a small machine.
 QUICK = SuiteParams(
-    loop_steps=3, history_steps=[3, 6, 12], concurrent_runs=5, concurrent_steps=3, concurrent_latency_ms=200,
-    webhook_requests=30, webhook_concurrency=4, resume_latency_ms=500,
-)  # fmt: skip
+    loop_steps=3,
+    history_steps=[3, 6, 12],
+    concurrent_runs=5,
+    concurrent_steps=3,
+    concurrent_latency_ms=200,
+    webhook_requests=30,
+    webhook_concurrency=4,
+    resume_latency_ms=500,
+)
 
 
 class BenchRow(BaseModel):
@@ -120,8 +126,11 @@ def loop_rows(report: LoopReport) -> list[BenchRow]:
         BenchRow.of(
             key=f"loop_{r.model_latency_ms}ms",
             what=f"agent loop time per step, {r.model_latency_ms} ms model latency ({r.steps} steps)",
-            unit="ms/step", measured_label="durable, Temporal", measured=r.durable_ms_per_step,
-            reference_label="in memory", reference=r.memory_ms_per_step,
+            unit="ms/step",
+            measured_label="durable, Temporal",
+            measured=r.durable_ms_per_step,
+            reference_label="in memory",
+            reference=r.memory_ms_per_step,
             detail=f"history {r.history_bytes_per_step} bytes/step",
         )
         for r in report.rows
@@ -134,12 +143,18 @@ def history_rows(report: HistoryReport) -> list[BenchRow]:
         BenchRow.of(
             key=f"history_{r.steps}_steps",
             what=f"history bytes per step, {r.steps}-step run",
-            unit="bytes/step", measured_label=f"{r.steps} steps", measured=r.bytes_per_step,
-            reference_label=f"{base.steps} steps", reference=base.bytes_per_step, digits=0,
-            detail=(f"{r.history_bytes} bytes in {r.events} events, "
-                    + ("one execution" if r.runs == 1 else f"{r.runs} executions (continued as new {r.runs - 1}×)")
-                    + f"; of which activity inputs and results {r.activity_payload_bytes_per_step:.0f} bytes/step; "
-                    f"the run took {r.seconds:.1f} s"),
+            unit="bytes/step",
+            measured_label=f"{r.steps} steps",
+            measured=r.bytes_per_step,
+            reference_label=f"{base.steps} steps",
+            reference=base.bytes_per_step,
+            digits=0,
+            detail=(
+                f"{r.history_bytes} bytes in {r.events} events, "
+                + ("one execution" if r.runs == 1 else f"{r.runs} executions (continued as new {r.runs - 1}×)")
+                + f"; of which activity inputs and results {r.activity_payload_bytes_per_step:.0f} bytes/step; "
+                f"the run took {r.seconds:.1f} s"
+            ),
         )
         for r in report.rows
     ]
@@ -150,11 +165,16 @@ def concurrency_rows(r: ConcurrencyReport) -> list[BenchRow]:
         BenchRow.of(
             key="concurrent_runs",
             what=f"{r.runs} concurrent runs of {r.steps} steps, {r.model_latency_ms} ms model latency: completion time",
-            unit="s", measured_label="first start to last result", measured=r.seconds,
-            reference_label="ideal", reference=r.ideal_seconds,
-            detail=(f"ideal = {r.steps} × {r.model_latency_ms} ms + {r.steps} × {r.memory_ms_per_step_0ms:.1f} ms "
-                    f"(the in-memory step cost at 0 ms latency); mean run {r.mean_run_seconds:.1f} s, slowest "
-                    f"{r.slowest_run_seconds:.1f} s; {r.steps_per_s:.1f} steps/s on one worker"),
+            unit="s",
+            measured_label="first start to last result",
+            measured=r.seconds,
+            reference_label="ideal",
+            reference=r.ideal_seconds,
+            detail=(
+                f"ideal = {r.steps} × {r.model_latency_ms} ms + {r.steps} × {r.memory_ms_per_step_0ms:.1f} ms "
+                f"(the in-memory step cost at 0 ms latency); mean run {r.mean_run_seconds:.1f} s, slowest "
+                f"{r.slowest_run_seconds:.1f} s; {r.steps_per_s:.1f} steps/s on one worker"
+            ),
         )
     ]
 
@@ -166,11 +186,17 @@ def webhook_rows(r: WebhookBenchReport) -> list[BenchRow]:
         BenchRow.of(
             key="webhooks",
             what=f"webhook throughput, {edge.requests} requests at concurrency {edge.concurrency}",
-            unit="requests/s", measured_label="edge: signed deliveries over HTTP", measured=edge.rps,
-            reference_label="bare start_workflow loop", reference=ceiling.rps, digits=0,
-            detail=(f"edge p50 {edge.p50_ms:.0f} ms, p99 {edge.p99_ms:.0f} ms; bare loop p50 {ceiling.p50_ms:.0f} ms, "
-                    f"p99 {ceiling.p99_ms:.0f} ms; rejected by signature {rejected.rps:.0f} requests/s; "
-                    f"{errors} unexpected answers"),
+            unit="requests/s",
+            measured_label="edge: signed deliveries over HTTP",
+            measured=edge.rps,
+            reference_label="bare start_workflow loop",
+            reference=ceiling.rps,
+            digits=0,
+            detail=(
+                f"edge p50 {edge.p50_ms:.0f} ms, p99 {edge.p99_ms:.0f} ms; bare loop p50 {ceiling.p50_ms:.0f} ms, "
+                f"p99 {ceiling.p99_ms:.0f} ms; rejected by signature {rejected.rps:.0f} requests/s; "
+                f"{errors} unexpected answers"
+            ),
         )
     ]
 
@@ -178,7 +204,8 @@ def webhook_rows(r: WebhookBenchReport) -> list[BenchRow]:
 def resume_rows(r: ResumeReport) -> list[BenchRow]:
     extra = r.retry_attempt - 2
     attempts = (
-        "the retry's first attempt did it" if extra <= 0
+        "the retry's first attempt did it"
+        if extra <= 0
         else f"{extra} more attempt{'s' if extra > 1 else ''} timed out first (attempt {r.retry_attempt} did it)"
     )
     only_that = " (the call in flight at the kill)" if r.model_calls_repeated == 1 else ""
@@ -186,39 +213,56 @@ def resume_rows(r: ResumeReport) -> list[BenchRow]:
         BenchRow.of(
             key="resume_after_kill",
             what=f"resume after the worker is SIGKILLed mid model call ({r.model_latency_ms} ms model latency)",
-            unit="s", measured_label="kill to step recorded", measured=r.resume_s,
-            reference_label="model heartbeat timeout", reference=r.heartbeat_timeout_s, digits=2,
-            detail=(f"from the kill: replacement worker polling {r.replacement_polling_s:.2f} s, retried call taken "
-                    f"{r.retry_started_s:.2f} s ({attempts}), model called again {r.retried_call_s:.2f} s (the new "
-                    f"worker's first model call), call done {r.call_completed_s:.2f} s, step recorded "
-                    f"{r.resume_s:.2f} s; bound when the first retry succeeds: heartbeat {r.heartbeat_timeout_s:g} s "
-                    f"+ retry interval {MODEL_RETRY_INTERVAL_S:g} s + one model call {r.model_latency_ms / 1000:g} s "
-                    f"+ up to the sticky-queue timeout {r.sticky_timeout_s:g} s (the result's workflow task is first "
-                    f"offered to the dead worker); model calls repeated: {r.model_calls_repeated}{only_that}"),
+            unit="s",
+            measured_label="kill to step recorded",
+            measured=r.resume_s,
+            reference_label="model heartbeat timeout",
+            reference=r.heartbeat_timeout_s,
+            digits=2,
+            detail=(
+                f"from the kill: replacement worker polling {r.replacement_polling_s:.2f} s, retried call taken "
+                f"{r.retry_started_s:.2f} s ({attempts}), model called again {r.retried_call_s:.2f} s (the new "
+                f"worker's first model call), call done {r.call_completed_s:.2f} s, step recorded "
+                f"{r.resume_s:.2f} s; bound when the first retry succeeds: heartbeat {r.heartbeat_timeout_s:g} s "
+                f"+ retry interval {MODEL_RETRY_INTERVAL_S:g} s + one model call {r.model_latency_ms / 1000:g} s "
+                f"+ up to the sticky-queue timeout {r.sticky_timeout_s:g} s (the result's workflow task is first "
+                f"offered to the dead worker); model calls repeated: {r.model_calls_repeated}{only_that}"
+            ),
         )
     ]
 
 
 NOTES = [
-    ("Agent rows run the explore agent against an OpenAI-wire fake model server (shopfloor.testing, in the "
-     "bench's process) that reads a 10-line file slice a step and answers at the last step; both sides call "
-     "the same activities. Compaction is off, so a step is one model call and one tool call."),
-    ("Durable rows use a Temporal dev server (in memory) and, except for resume, a worker in the bench's own "
-     "process; the resume row runs `shopfloor worker` processes, SIGKILLs the one holding the model call "
-     "and starts a replacement at once."),
-    ("History counts every execution of a run: AgentWorkflow continues as new when Temporal suggests it, so "
-     "long runs span several. The reference is the shortest run's per-step figure: a flat ratio means the "
-     "history holds references, not the growing transcript."),
-    ("Webhooks: the real edge app served by uvicorn in the bench's process (the load generator shares its "
-     "CPU), no worker; the reference makes the same signal-with-start directly."),
+    (
+        "Agent rows run the explore agent against an OpenAI-wire fake model server (shopfloor.testing, in the "
+        "bench's process) that reads a 10-line file slice a step and answers at the last step; both sides call "
+        "the same activities. Compaction is off, so a step is one model call and one tool call."
+    ),
+    (
+        "Durable rows use a Temporal dev server (in memory) and, except for resume, a worker in the bench's own "
+        "process; the resume row runs `shopfloor worker` processes, SIGKILLs the one holding the model call "
+        "and starts a replacement at once."
+    ),
+    (
+        "History counts every execution of a run: AgentWorkflow continues as new when Temporal suggests it, so "
+        "long runs span several. The reference is the shortest run's per-step figure: a flat ratio means the "
+        "history holds references, not the growing transcript."
+    ),
+    (
+        "Webhooks: the real edge app served by uvicorn in the bench's process (the load generator shares its "
+        "CPU), no worker; the reference makes the same signal-with-start directly."
+    ),
     "Figures are for reading, not asserting: they move with the machine's other load (see the load average).",
 ]
 
 
 async def run_suite(
-    params: SuiteParams, *, quick: bool = False, only: tuple[str, ...] = GROUPS,
+    params: SuiteParams,
+    *,
+    quick: bool = False,
+    only: tuple[str, ...] = GROUPS,
     progress: Callable[[str], None] = lambda _: None,
-) -> SuiteReport:  # fmt: skip
+) -> SuiteReport:
     unknown = sorted(set(only) - set(GROUPS))
     if unknown:
         raise ValueError(f"unknown benchmark {', '.join(unknown)}; choose from {', '.join(GROUPS)}")
@@ -231,14 +275,19 @@ async def run_suite(
         ),
         "webhooks": lambda: bench_webhooks(requests=p.webhook_requests, concurrency=p.webhook_concurrency),
         "resume": lambda: bench_resume(
-            latency_ms=p.resume_latency_ms, heartbeat_s=p.resume_heartbeat_s, steps=p.resume_steps,
+            latency_ms=p.resume_latency_ms,
+            heartbeat_s=p.resume_heartbeat_s,
+            steps=p.resume_steps,
             kill_in_step=p.resume_kill_in_step,
         ),
-    }  # fmt: skip
+    }
     to_rows: dict[str, Callable[[Any], list[BenchRow]]] = {
-        "loop": loop_rows, "history": history_rows, "concurrency": concurrency_rows,
-        "webhooks": webhook_rows, "resume": resume_rows,
-    }  # fmt: skip
+        "loop": loop_rows,
+        "history": history_rows,
+        "concurrency": concurrency_rows,
+        "webhooks": webhook_rows,
+        "resume": resume_rows,
+    }
     load_start = os.getloadavg()[0]
     rows: list[BenchRow] = []
     seconds: dict[str, float] = {}
@@ -258,8 +307,14 @@ async def run_suite(
         seconds[name] = round(time.perf_counter() - start, 1)
         progress(f"{name} {'failed' if name in errors else 'done'} in {seconds[name]:.0f} s")
     return SuiteReport(
-        machine=machine(), quick=quick, params=params, load_average_start=load_start,
-        load_average_end=os.getloadavg()[0], seconds=seconds, rows=rows, reports=reports, errors=errors,
+        machine=machine(),
+        quick=quick,
+        params=params,
+        load_average_start=load_start,
+        load_average_end=os.getloadavg()[0],
+        seconds=seconds,
+        rows=rows,
+        reports=reports,
+        errors=errors,
         notes=NOTES,
-    )  # fmt: skip
-
+    )

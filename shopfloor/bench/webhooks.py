@@ -61,20 +61,29 @@ SECRET = b"bench-webhook-secret"
 _MINIMAL: dict[str, Any] = {
     "action": "opened",
     "issue": {
-        "id": 444500041, "number": 1, "title": "Spelling error in the README file", "state": "open",
+        "id": 444500041,
+        "number": 1,
+        "title": "Spelling error in the README file",
+        "state": "open",
         "body": "It looks like you accidently spelled 'commit' with two 't's.",
         "user": {"login": "Codertocat", "id": 21031067, "type": "User"},
         "labels": [{"id": 1362934389, "name": "bug", "color": "d73a4a", "default": True}],
         "html_url": "https://github.com/Codertocat/Hello-World/issues/1",
-        "created_at": "2019-05-15T15:20:18Z", "updated_at": "2019-05-15T15:20:18Z", "author_association": "OWNER",
+        "created_at": "2019-05-15T15:20:18Z",
+        "updated_at": "2019-05-15T15:20:18Z",
+        "author_association": "OWNER",
     },
     "repository": {
-        "id": 186853002, "name": "Hello-World", "full_name": "Codertocat/Hello-World", "private": False,
-        "owner": {"login": "Codertocat", "id": 21031067, "type": "User"}, "default_branch": "master",
+        "id": 186853002,
+        "name": "Hello-World",
+        "full_name": "Codertocat/Hello-World",
+        "private": False,
+        "owner": {"login": "Codertocat", "id": 21031067, "type": "User"},
+        "default_branch": "master",
         "clone_url": "https://github.com/Codertocat/Hello-World.git",
     },
     "sender": {"login": "Codertocat", "id": 21031067, "type": "User"},
-}  # fmt: skip
+}
 
 
 class WebhookRow(BaseModel):
@@ -125,7 +134,9 @@ def _percentile(sorted_ms: list[float], q: float) -> float:
     return sorted_ms[max(0, math.ceil(q * len(sorted_ms)) - 1)]
 
 
-async def _drive(n: int, concurrency: int, one: Callable[[int], Awaitable[str | None]]) -> tuple[float, list[float], Counter[str]]:
+async def _drive(
+    n: int, concurrency: int, one: Callable[[int], Awaitable[str | None]]
+) -> tuple[float, list[float], Counter[str]]:
     """Call `one(i)` for i in 0..n-1 with `concurrency` in flight; `one` returns None when the
     answer was the expected one, else a short label of what came back instead."""
     latencies: list[float] = []
@@ -148,14 +159,22 @@ async def _drive(n: int, concurrency: int, one: Callable[[int], Awaitable[str | 
     return time.perf_counter() - start, sorted(latencies), errors
 
 
-def _row(name: str, n: int, concurrency: int, expected: int | None, result: tuple[float, list[float], Counter[str]]) -> WebhookRow:
+def _row(
+    name: str, n: int, concurrency: int, expected: int | None, result: tuple[float, list[float], Counter[str]]
+) -> WebhookRow:
     seconds, latencies, errors = result
     return WebhookRow(
-        name=name, requests=n, concurrency=concurrency, expected_status=expected,
-        ok=n - sum(errors.values()), errors=dict(errors), seconds=round(seconds, 3),
+        name=name,
+        requests=n,
+        concurrency=concurrency,
+        expected_status=expected,
+        ok=n - sum(errors.values()),
+        errors=dict(errors),
+        seconds=round(seconds, 3),
         rps=n / seconds if seconds else 0.0,
-        p50_ms=_percentile(latencies, 0.50), p99_ms=_percentile(latencies, 0.99),
-    )  # fmt: skip
+        p50_ms=_percentile(latencies, 0.50),
+        p99_ms=_percentile(latencies, 0.99),
+    )
 
 
 def _payload(template: dict[str, Any], owner: str, number: int) -> bytes:
@@ -180,7 +199,9 @@ async def _serve(app: Any, port: int) -> tuple[EmbeddedServer, asyncio.Task[None
     return server, task
 
 
-async def bench_webhooks(*, requests: int = 500, concurrency: int = 32, payload_path: Path | None = None) -> WebhookBenchReport:
+async def bench_webhooks(
+    *, requests: int = 500, concurrency: int = 32, payload_path: Path | None = None
+) -> WebhookBenchReport:
     if payload_path is not None and not payload_path.is_file():
         raise UsageError(f"--payload {payload_path}: no such file")
     path = payload_path or FIXTURE
@@ -196,9 +217,11 @@ async def bench_webhooks(*, requests: int = 500, concurrency: int = 32, payload_
         try:
             await temporal.wait_ready()
             settings = Settings(
-                temporal_address=temporal.address, task_queue=f"bench-{run}", data_dir=base / "data",
+                temporal_address=temporal.address,
+                task_queue=f"bench-{run}",
+                data_dir=base / "data",
                 webhook_secret=SECRET.decode(),
-            )  # fmt: skip
+            )
             client = await connect(settings)
             await ensure_search_attributes(client, settings.temporal_namespace)
             blobs = FileBlobStore(base / "blobs")
@@ -214,15 +237,23 @@ async def bench_webhooks(*, requests: int = 500, concurrency: int = 32, payload_
             try:
                 async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", limits=limits, timeout=30) as http:
 
-                    def deliver(owner: str, expected: int, wrong_signature: bool = False) -> Callable[[int], Awaitable[str | None]]:
+                    def deliver(
+                        owner: str, expected: int, wrong_signature: bool = False
+                    ) -> Callable[[int], Awaitable[str | None]]:
                         async def one(i: int) -> str | None:
                             body = _payload(template, owner, i + 1)
                             signature = sign(b"not-" + SECRET if wrong_signature else SECRET, body)
-                            response = await http.post("/webhooks/github", content=body, headers={
-                                "X-GitHub-Event": "issues", "X-GitHub-Delivery": str(uuid.uuid4()),
-                                "X-Hub-Signature-256": signature, "Content-Type": "application/json",
-                                "User-Agent": "GitHub-Hookshot/bench",
-                            })  # fmt: skip
+                            response = await http.post(
+                                "/webhooks/github",
+                                content=body,
+                                headers={
+                                    "X-GitHub-Event": "issues",
+                                    "X-GitHub-Delivery": str(uuid.uuid4()),
+                                    "X-Hub-Signature-256": signature,
+                                    "Content-Type": "application/json",
+                                    "User-Agent": "GitHub-Hookshot/bench",
+                                },
+                            )
                             if response.status_code != expected:
                                 return str(response.status_code)
                             if expected == 202 and response.json().get("outcome") != "started":
@@ -238,18 +269,26 @@ async def bench_webhooks(*, requests: int = 500, concurrency: int = 32, payload_
                     def start_directly(owner: str) -> Callable[[int], Awaitable[str | None]]:
                         async def one(i: int) -> str | None:
                             repo = f"{owner}/{signal.repo.split('/')[1]}"
-                            arg = signal.model_copy(update={"delivery_id": str(uuid.uuid4()), "repo": repo, "number": i + 1})
+                            arg = signal.model_copy(
+                                update={"delivery_id": str(uuid.uuid4()), "repo": repo, "number": i + 1}
+                            )
                             handle = await client.start_workflow(
-                                ISSUE_WORKFLOW, IssueWorkflowInput(repo=repo, number=i + 1),
-                                id=issue_workflow_id(repo, i + 1), task_queue=settings.task_queue,
-                                start_signal=GITHUB_EVENT_SIGNAL, start_signal_args=[arg],
+                                ISSUE_WORKFLOW,
+                                IssueWorkflowInput(repo=repo, number=i + 1),
+                                id=issue_workflow_id(repo, i + 1),
+                                task_queue=settings.task_queue,
+                                start_signal=GITHUB_EVENT_SIGNAL,
+                                start_signal_args=[arg],
                                 # What the edge's Starter sends for issues.opened.
                                 id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
                                 id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
-                                search_attributes=TypedSearchAttributes([
-                                    SearchAttributePair(SHOPFLOOR_REPO, repo), SearchAttributePair(SHOPFLOOR_ISSUE, i + 1),
-                                ]),
-                            )  # fmt: skip
+                                search_attributes=TypedSearchAttributes(
+                                    [
+                                        SearchAttributePair(SHOPFLOOR_REPO, repo),
+                                        SearchAttributePair(SHOPFLOOR_ISSUE, i + 1),
+                                    ]
+                                ),
+                            )
                             started = getattr(getattr(handle, "_start_workflow_response", None), "started", True)
                             return None if started else "signalled"  # an existing run: not a new workflow
 
@@ -261,29 +300,60 @@ async def bench_webhooks(*, requests: int = 500, concurrency: int = 32, payload_
                     await _drive(warm, concurrency, start_directly(f"w{run}c"))
                     await _drive(warm, concurrency, deliver(f"w{run}r", 401, wrong_signature=True))
 
-                    rows.append(_row("signed deliveries that start workflows (edge, HTTP)", requests, concurrency, 202,
-                                     await _drive(requests, concurrency, deliver(f"b{run}e", 202))))
-                    rows.append(_row("bare start_workflow loop (ceiling, no HTTP)", requests, concurrency, None,
-                                     await _drive(requests, concurrency, start_directly(f"b{run}c"))))
-                    rows.append(_row("deliveries rejected by signature (edge, HTTP)", requests, concurrency, 401,
-                                     await _drive(requests, concurrency,
-                                                  deliver(f"b{run}r", 401, wrong_signature=True))))
+                    rows.append(
+                        _row(
+                            "signed deliveries that start workflows (edge, HTTP)",
+                            requests,
+                            concurrency,
+                            202,
+                            await _drive(requests, concurrency, deliver(f"b{run}e", 202)),
+                        )
+                    )
+                    rows.append(
+                        _row(
+                            "bare start_workflow loop (ceiling, no HTTP)",
+                            requests,
+                            concurrency,
+                            None,
+                            await _drive(requests, concurrency, start_directly(f"b{run}c")),
+                        )
+                    )
+                    rows.append(
+                        _row(
+                            "deliveries rejected by signature (edge, HTTP)",
+                            requests,
+                            concurrency,
+                            401,
+                            await _drive(requests, concurrency, deliver(f"b{run}r", 401, wrong_signature=True)),
+                        )
+                    )
             finally:
                 server.should_exit = True
                 await serving
         finally:
             temporal.stop()
     notes = [
-        ("One Temporal dev server (in memory, no UI) started by the bench; no worker runs: "
-         "signal-with-start creates each workflow and its first task waits on the task queue."),
-        ("The edge is the real app (create_app) served by uvicorn in the bench's own process and event loop, "
-         "so the load generator (httpx) shares its CPU: edge figures are a lower bound."),
-        ("Each delivery is a distinct issue (own workflow id, own delivery id); 'answered as expected' counts 202 "
-         "with outcome 'started', the ceiling counts starts that created a workflow, rejections count 401."),
-        ("Rows run one after another (edge, ceiling, rejected), each after an unmeasured warm-up of one "
-         "concurrency's worth of requests; requests/s is requests over the row's wall time."),
-        (f"The edge logs every delivery (log level {settings.log_level}); "
-         f"Temporal, edge and load generator share the machine (1-minute load average at start: {load_before:.2f})."),
+        (
+            "One Temporal dev server (in memory, no UI) started by the bench; no worker runs: "
+            "signal-with-start creates each workflow and its first task waits on the task queue."
+        ),
+        (
+            "The edge is the real app (create_app) served by uvicorn in the bench's own process and event loop, "
+            "so the load generator (httpx) shares its CPU: edge figures are a lower bound."
+        ),
+        (
+            "Each delivery is a distinct issue (own workflow id, own delivery id); 'answered as expected' counts 202 "
+            "with outcome 'started', the ceiling counts starts that created a workflow, rejections count 401."
+        ),
+        (
+            "Rows run one after another (edge, ceiling, rejected), each after an unmeasured warm-up of one "
+            "concurrency's worth of requests; requests/s is requests over the row's wall time."
+        ),
+        (
+            f"The edge logs every delivery (log level {settings.log_level}); "
+            f"Temporal, edge and load generator share the machine (1-minute load average at start: {load_before:.2f})."
+        ),
     ]
-    return WebhookBenchReport(machine=machine(), payload=source, payload_bytes=len(_payload(template, f"b{run}e", 1)),
-                              rows=rows, notes=notes)
+    return WebhookBenchReport(
+        machine=machine(), payload=source, payload_bytes=len(_payload(template, f"b{run}e", 1)), rows=rows, notes=notes
+    )

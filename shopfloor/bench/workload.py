@@ -58,7 +58,9 @@ NO_COMPACTION = 10**12  # tokens: no run gets there
 def make_workspace(root: Path) -> Path:
     root.mkdir(parents=True)
     for i in range(FILES):
-        (root / f"module_{i}.py").write_text("".join(f"def f{i}_{n}():\n    return {n}\n" for n in range(FILE_LINES // 2)))
+        (root / f"module_{i}.py").write_text(
+            "".join(f"def f{i}_{n}():\n    return {n}\n" for n in range(FILE_LINES // 2))
+        )
     return root
 
 
@@ -81,9 +83,14 @@ def script(turn: int, body: dict[str, Any]) -> ScriptTurn:
 def agent_input(workspace: WorkspaceRef, steps: int, *, heartbeat_s: float | None = None) -> AgentInput:
     timeouts = Timeouts() if heartbeat_s is None else Timeouts(model_heartbeat_s=heartbeat_s)
     return AgentInput(
-        agent=AGENT, model=MODEL, goal=goal(steps), workspace=workspace, limits=Limits(max_steps=steps),
-        timeouts=timeouts, compaction_budget_tokens=NO_COMPACTION,
-    )  # fmt: skip
+        agent=AGENT,
+        model=MODEL,
+        goal=goal(steps),
+        workspace=workspace,
+        limits=Limits(max_steps=steps),
+        timeouts=timeouts,
+        compaction_budget_tokens=NO_COMPACTION,
+    )
 
 
 @dataclass
@@ -141,14 +148,20 @@ class AgentBench:
     async def durable(self, steps: int, *, history: bool = True) -> DurableRun:
         start = time.perf_counter()
         handle = await self.client.start_workflow(
-            AgentWorkflow.run, agent_input(self.workspace, steps),
-            id=f"bench/agent-{uuid.uuid4().hex[:10]}", task_queue=self.settings.task_queue,
-        )  # fmt: skip
+            AgentWorkflow.run,
+            agent_input(self.workspace, steps),
+            id=f"bench/agent-{uuid.uuid4().hex[:10]}",
+            task_queue=self.settings.task_queue,
+        )
         result = await handle.result()
         elapsed = time.perf_counter() - start
         if result.state != "completed" or result.steps != steps:
             raise RuntimeError(f"bench run ended {result.state} after {result.steps} of {steps} steps: {result.reason}")
-        chain = await chain_history(self.client, handle.id, handle.first_execution_run_id or handle.run_id or "") if history else None
+        chain = (
+            await chain_history(self.client, handle.id, handle.first_execution_run_id or handle.run_id or "")
+            if history
+            else None
+        )
         return DurableRun(seconds=elapsed, history=chain)
 
     async def in_memory(self, steps: int) -> float:
@@ -164,17 +177,26 @@ class AgentBench:
             out = await env.run(
                 model.model_step,
                 ModelStepInput(
-                    agent=AGENT, model=MODEL, step=step, transcript=transcript,
-                    goal=goal(steps) if transcript is None else None, append=append,
+                    agent=AGENT,
+                    model=MODEL,
+                    step=step,
+                    transcript=transcript,
+                    goal=goal(steps) if transcript is None else None,
+                    append=append,
                 ),
-            )  # fmt: skip
+            )
             transcript = out.transcript
             if not out.tool_calls:
                 break
             append = list(
                 await asyncio.gather(
                     *(
-                        env.run(by_name[c.name], ToolInput(workspace=self.workspace, reply_digest=out.reply_digest, call_id=c.id, name=c.name))
+                        env.run(
+                            by_name[c.name],
+                            ToolInput(
+                                workspace=self.workspace, reply_digest=out.reply_digest, call_id=c.id, name=c.name
+                            ),
+                        )
                         for c in out.tool_calls
                     )
                 )

@@ -181,9 +181,7 @@ def register(app: typer.Typer) -> None:
             typer.echo(answer or "(no answer)")
         else:
             typer.echo(f"ended: {result.state}: {result.reason}")
-        typer.echo(
-            f"\n{result.steps} steps · tokens in {result.usage.input_tokens} / out {result.usage.output_tokens}"
-        )
+        typer.echo(f"\n{result.steps} steps · tokens in {result.usage.input_tokens} / out {result.usage.output_tokens}")
         if result.workspace is not None:
             patch = await _save_patch(settings, workflow_id, result.workspace)
             typer.echo(f"changes: git -C {root} apply {patch}" if patch else "changes: none")
@@ -210,7 +208,11 @@ def register(app: typer.Typer) -> None:
             query_error = str(exc).splitlines()[0]
         temporal_state = desc.status.name if desc.status else "UNKNOWN"
         if as_json:
-            data = {"workflow_id": workflow_id, "temporal_status": temporal_state, "url": settings.workflow_url(workflow_id)}
+            data = {
+                "workflow_id": workflow_id,
+                "temporal_status": temporal_state,
+                "url": settings.workflow_url(workflow_id),
+            }
             if st is not None:
                 data |= st.model_dump(mode="json")
             typer.echo(json.dumps(data, indent=2))

@@ -46,9 +46,11 @@ def register(app: typer.Typer) -> None:
         if unknown:
             raise UsageError(f"--only: unknown benchmark {', '.join(unknown)}; choose from {', '.join(GROUPS)}")
         report = await run_suite(
-            QUICK if quick else SuiteParams(), quick=quick, only=chosen,
+            QUICK if quick else SuiteParams(),
+            quick=quick,
+            only=chosen,
             progress=lambda line: typer.echo(f"bench: {line}", err=True),
-        )  # fmt: skip
+        )
         typer.echo(report.model_dump_json(indent=2) if as_json else report.markdown())
         if report.errors:
             raise typer.Exit(1)
@@ -57,7 +59,9 @@ def register(app: typer.Typer) -> None:
     @command
     async def loop(
         steps: int = typer.Option(20, "--steps", min=2, help="Steps per run."),
-        concurrent: int = typer.Option(50, "--concurrent", min=0, help="Concurrent runs for the throughput row (0: skip)."),
+        concurrent: int = typer.Option(
+            50, "--concurrent", min=0, help="Concurrent runs for the throughput row (0: skip)."
+        ),
         as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a markdown table."),
     ) -> None:
         """Durable agent loop vs the same loop in memory: time per step and history bytes per step."""
@@ -76,7 +80,9 @@ def register(app: typer.Typer) -> None:
     async def webhooks(
         requests: int = typer.Option(500, "--requests", min=1, help="Requests per row."),
         concurrency: int = typer.Option(32, "--concurrency", min=1, help="Requests in flight at once."),
-        payload: Path | None = typer.Option(None, "--payload", help="An issues.opened payload to send (default: the real fixture)."),
+        payload: Path | None = typer.Option(
+            None, "--payload", help="An issues.opened payload to send (default: the real fixture)."
+        ),
         as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a markdown table."),
     ) -> None:
         """Webhook edge vs a bare start_workflow loop (the ceiling), and rejected deliveries: requests/s, p50/p99."""

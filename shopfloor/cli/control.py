@@ -94,7 +94,9 @@ def register(app: typer.Typer) -> None:
 
     @app.command()
     @command
-    async def steer(workflow_id: str = WORKFLOW_ID, text: str = typer.Argument(..., help="Message for the model.")) -> None:
+    async def steer(
+        workflow_id: str = WORKFLOW_ID, text: str = typer.Argument(..., help="Message for the model.")
+    ) -> None:
         """Give the model a message before its next step."""
         if not text.strip():
             fail("the message is empty")

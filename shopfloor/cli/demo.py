@@ -104,17 +104,35 @@ def _demo_settings(base: Settings, data_dir: Path, model: str | None) -> Setting
     temporal_port, ui_port, webhook_port, simulator_port = ports
     return base.model_copy(
         update={
-            "temporal_address": None, "temporal_namespace": "default", "temporal_api_key": None,
-            "temporal_tls": False, "temporal_port": temporal_port, "temporal_ui_port": ui_port,
-            "task_queue": "shopfloor", "data_dir": data_dir, "blob_url": None, "s3_endpoint_url": None,
-            "model": model or "scripted:explore-demo", "agent_models": {} if model else _cassettes(),
-            "webhook_host": "127.0.0.1", "webhook_port": webhook_port, "webhook_secret": None,
-            "factory_pipeline": True, "repos": [], "alert_routes": {}, "alert_token": None,
-            "github_api_url": "https://api.github.com", "github_token": None, "github_app_id": None,
-            "github_app_private_key": None, "github_app_private_key_file": None,
-            "github_bot_login": "shopfloor[bot]", "simulator_host": "127.0.0.1", "simulator_port": simulator_port,
+            "temporal_address": None,
+            "temporal_namespace": "default",
+            "temporal_api_key": None,
+            "temporal_tls": False,
+            "temporal_port": temporal_port,
+            "temporal_ui_port": ui_port,
+            "task_queue": "shopfloor",
+            "data_dir": data_dir,
+            "blob_url": None,
+            "s3_endpoint_url": None,
+            "model": model or "scripted:explore-demo",
+            "agent_models": {} if model else _cassettes(),
+            "webhook_host": "127.0.0.1",
+            "webhook_port": webhook_port,
+            "webhook_secret": None,
+            "factory_pipeline": True,
+            "repos": [],
+            "alert_routes": {},
+            "alert_token": None,
+            "github_api_url": "https://api.github.com",
+            "github_token": None,
+            "github_app_id": None,
+            "github_app_private_key": None,
+            "github_app_private_key_file": None,
+            "github_bot_login": "shopfloor[bot]",
+            "simulator_host": "127.0.0.1",
+            "simulator_port": simulator_port,
         }
-    )  # fmt: skip
+    )
 
 
 class Clock:
@@ -174,8 +192,10 @@ async def _create_repo_and_issue(stack: Stack, clock: Clock) -> int:
         if resp.status_code != 201:
             raise DemoFailed(f"the simulator did not create {REPO}: HTTP {resp.status_code} {resp.text[:200]}")
         clock.say(f"created {REPO} on the simulator: a small Python package whose bulk discount starts one item late")
-        clock.more(f"(tests/test_cart.py fails on main; CI runs `{TEST_COMMAND}`; .github/shopfloor.yml: "
-                   "auto_fix always, auto_merge, no human approval)")  # fmt: skip
+        clock.more(
+            f"(tests/test_cart.py fails on main; CI runs `{TEST_COMMAND}`; .github/shopfloor.yml: "
+            "auto_fix always, auto_merge, no human approval)"
+        )
         resp = await http.post(
             f"/api/v3/repos/{REPO}/issues",
             json={"title": ISSUE_TITLE, "body": ISSUE_BODY},
@@ -184,7 +204,7 @@ async def _create_repo_and_issue(stack: Stack, clock: Clock) -> int:
         if resp.status_code != 201:
             raise DemoFailed(f"{REPORTER} could not open the issue: HTTP {resp.status_code} {resp.text[:200]}")
         issue = resp.json()
-    clock.say(f"@{REPORTER} opened issue #{issue['number']}: \"{ISSUE_TITLE}\"  {issue['html_url']}")
+    clock.say(f'@{REPORTER} opened issue #{issue["number"]}: "{ISSUE_TITLE}"  {issue["html_url"]}')
     clock.more("GitHub (the simulator) sends the `issues` webhook to shopfloor's webhook server, which starts the run")
     return int(issue["number"])
 
@@ -378,7 +398,9 @@ async def _report(client: Client, settings: Settings, follower: Follower, script
     assert view is not None
     tokens_of = await _agent_tokens(client, state.children)
     typer.echo("")
-    typer.echo(f"Timeline of {follower.workflow_id}" + (" (scripted model: no model was called, cost $0)" if scripted else ""))
+    typer.echo(
+        f"Timeline of {follower.workflow_id}" + (" (scripted model: no model was called, cost $0)" if scripted else "")
+    )
     for row in timeline_rows(view, state.children, tokens_of):
         typer.echo(row)
     typer.echo("")
@@ -390,13 +412,17 @@ async def _report(client: Client, settings: Settings, follower: Follower, script
     typer.echo("")
     if view.state == "merged":
         sha = f" as {state.merged_sha[:7]}" if state.merged_sha else ""
-        typer.echo(f"merged: pull request #{state.pr_number} {state.pr_url} was squash-merged{sha}; "
-                   f"issue #{view.number} is closed")  # fmt: skip
+        typer.echo(
+            f"merged: pull request #{state.pr_number} {state.pr_url} was squash-merged{sha}; "
+            f"issue #{view.number} is closed"
+        )
         return True
     reason = _flat(view.reason or state.reason, 300) or "no reason given"
     if view.state == "parked":
         waiting = WAITING_FOR.get(view.waiting_for or "", view.waiting_for or "a human").format(subject="issue")
-        typer.echo(f"not merged: the run is parked at {view.stage}, waiting for {waiting.replace('`', '')}; why: {reason}")
+        typer.echo(
+            f"not merged: the run is parked at {view.stage}, waiting for {waiting.replace('`', '')}; why: {reason}"
+        )
     else:
         typer.echo(f"not merged: the run ended {view.state} at {view.stage}; why: {reason}")
     return False
@@ -426,8 +452,10 @@ def register(app: typer.Typer) -> None:
         clock = Clock()
         typer.echo("shopfloor demo: a bug report goes from issue to merged fix, on this machine")
         if chosen is None:
-            typer.echo("  model  the scripted demo model: it replays shopfloor/demo/cassettes/{triage,fix,review}.json "
-                       "and calls no LLM (set SHOPFLOOR_MODEL=openai:<model> or anthropic:<model> for a real one)")  # fmt: skip
+            typer.echo(
+                "  model  the scripted demo model: it replays shopfloor/demo/cassettes/{triage,fix,review}.json "
+                "and calls no LLM (set SHOPFLOOR_MODEL=openai:<model> or anthropic:<model> for a real one)"
+            )
         else:
             typer.echo(f"  model  {chosen} for every agent (a real model: this run calls it and may cost money)")
         outcome = "failed"  # merged | failed | interrupted

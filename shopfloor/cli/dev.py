@@ -144,9 +144,7 @@ async def _serve_webhooks(client: Client, settings: Settings, stop: asyncio.Even
     async def get_client() -> Client:
         return client
 
-    blobs = open_blob_store(
-        url=settings.blob_url, data_dir=settings.data_dir, s3_endpoint_url=settings.s3_endpoint_url
-    )
+    blobs = open_blob_store(url=settings.blob_url, data_dir=settings.data_dir, s3_endpoint_url=settings.s3_endpoint_url)
     app = create_app(get_client, settings, blobs)
     await serve_as_job(app, settings.webhook_host, settings.webhook_port, stop)
 

@@ -21,16 +21,17 @@ from temporalio.service import RPCError
 from shopfloor.activities.github.api import call_github
 from shopfloor.activities.github.clients import GitHubClients
 from shopfloor.activities.reconcile import get_issue, synthetic_labeled_event
-from shopfloor.temporal import start_issue_workflow
 from shopfloor.blobs import open_blob_store
 from shopfloor.cli.common import EXIT_FAILURE, command, fail, load_settings
 from shopfloor.cli.simulator import github_or_simulator
 from shopfloor.errors import UsageError
 from shopfloor.models.inbox import issue_workflow_id
 from shopfloor.settings import Settings
-from shopfloor.temporal import connect
+from shopfloor.temporal import connect, start_issue_workflow
 
-_ISSUE_REF = re.compile(r"^(?P<repo>[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})/[A-Za-z0-9._-]{1,100})#(?P<number>[1-9][0-9]{0,9})$")
+_ISSUE_REF = re.compile(
+    r"^(?P<repo>[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})/[A-Za-z0-9._-]{1,100})#(?P<number>[1-9][0-9]{0,9})$"
+)
 
 
 def parse_issue_ref(ref: str) -> tuple[str, int]:
@@ -72,7 +73,9 @@ def register(app: typer.Typer) -> None:
 
     @run_app.command("issue")
     @command
-    async def issue(ref: str = typer.Argument(..., metavar="OWNER/REPO#N", help="The issue, like acme/shop#12.")) -> None:
+    async def issue(
+        ref: str = typer.Argument(..., metavar="OWNER/REPO#N", help="The issue, like acme/shop#12."),
+    ) -> None:
         """Put an issue to work: start (or signal) its IssueWorkflow as if it had been labelled."""
         settings = github_or_simulator(load_settings())
         repo, number = parse_issue_ref(ref)

@@ -46,7 +46,6 @@ AlertPhase = Literal["assessing", "filed", "fixing", "watching", "reopened", "cl
 AlertEnd = Literal["watching", "idle", "closed", "unrouted"]
 
 
-
 class AlertAssessment(BaseModel):
     """Whether a monitoring alert is worth an issue: the `assess_alert` agent's result (registered
     in agents/outputs.py), kept in AlertWorkflow's state."""

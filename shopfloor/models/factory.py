@@ -14,7 +14,6 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from shopfloor.models.factory_run import FactoryState
-from shopfloor.models.pull_request_review import PullReviewCarry
 from shopfloor.models.inbox import (
     AlertWorkflowInput,
     IssueText,
@@ -23,6 +22,7 @@ from shopfloor.models.inbox import (
     RepoEvent,
     TextSnapshot,
 )
+from shopfloor.models.pull_request_review import PullReviewCarry
 
 # "received": waiting for events (and, in an IssueWorkflow, running the pipeline); "done": the
 # issue's pipeline ended (merged, salvaged, failed or cancelled; IssueOutcome.factory says which).

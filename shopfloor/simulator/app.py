@@ -29,8 +29,10 @@ _JWT_SUFFIX = "/installation"
 
 
 def _uses_jwt(path: str) -> bool:
-    return path in _JWT_PATHS or path.startswith("/api/v3/app/") or (
-        path.startswith("/api/v3/repos/") and path.endswith(_JWT_SUFFIX)
+    return (
+        path in _JWT_PATHS
+        or path.startswith("/api/v3/app/")
+        or (path.startswith("/api/v3/repos/") and path.endswith(_JWT_SUFFIX))
     )
 
 
@@ -47,8 +49,9 @@ def create_app(config: SimulatorConfig) -> FastAPI:
             await run_in_threadpool(sim.stop)
             log.info("simulator_stopped")
 
-    app = FastAPI(title="shopfloor GitHub simulator", lifespan=lifespan, docs_url=None, redoc_url=None,
-                  openapi_url=None)  # fmt: skip
+    app = FastAPI(
+        title="shopfloor GitHub simulator", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None
+    )
     app.state.sim = sim
     errors.install(app)
 
@@ -67,8 +70,11 @@ def create_app(config: SimulatorConfig) -> FastAPI:
                 headers, allowed = sim.limits.charge(actor.token_key, resource)
                 if not allowed:
                     kind = "installation" if actor.kind == "bot" else "user"
-                    raise GitHubError(403, f"API rate limit exceeded for {kind} ID {actor.user.id}.",
-                                      docs="https://docs.github.com/rest/overview/rate-limits-for-the-rest-api")
+                    raise GitHubError(
+                        403,
+                        f"API rate limit exceeded for {kind} ID {actor.user.id}.",
+                        docs="https://docs.github.com/rest/overview/rate-limits-for-the-rest-api",
+                    )
             fault = sim.faults.take(request.method, path)
             if fault is not None and fault.spec.when == "before":
                 raise fault.error()
@@ -85,12 +91,19 @@ def create_app(config: SimulatorConfig) -> FastAPI:
         response.headers.setdefault("x-github-media-type", "github.v3; format=json")
         response.headers["x-github-request-id"] = f"SIM:{id(request):x}"
         with sim.store.lock:
-            sim.store.requests.append({"method": request.method, "path": path, "query": request.url.query,
-                                       "status": response.status_code, "login": login})  # fmt: skip
+            sim.store.requests.append(
+                {
+                    "method": request.method,
+                    "path": path,
+                    "query": request.url.query,
+                    "status": response.status_code,
+                    "login": login,
+                }
+            )
         return response
 
-    from shopfloor.simulator.control import router as control_router
     from shopfloor.simulator.api.routers import api_routers
+    from shopfloor.simulator.control import router as control_router
 
     app.include_router(control_router)
     for router in api_routers():
@@ -114,8 +127,13 @@ def create_app(config: SimulatorConfig) -> FastAPI:
         repo = sim.store.repo(owner, name)
         return repo.git if repo is not None else None
 
-    app.include_router(git_router(
-        resolve=resolve, authenticate=lambda header: login_for_git(sim.store, header),
-        can_push=can_push, on_push=sim.on_git_push, can_read=can_read,
-    ))  # fmt: skip
+    app.include_router(
+        git_router(
+            resolve=resolve,
+            authenticate=lambda header: login_for_git(sim.store, header),
+            can_push=can_push,
+            on_push=sim.on_git_push,
+            can_read=can_read,
+        )
+    )
     return app

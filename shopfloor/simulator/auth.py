@@ -93,8 +93,12 @@ def app_jwt(config: SimulatorConfig, header: str | None) -> int:
             if float(claims["exp"]) <= now().timestamp():
                 raise jwt.ExpiredSignatureError("expired")
     except jwt.ExpiredSignatureError:
-        raise GitHubError(401, "'Expiration time' claim ('exp') must be a numeric value representing the "
-                          "future time at which the assertion expires", docs=DOCS_AUTH) from None  # fmt: skip
+        raise GitHubError(
+            401,
+            "'Expiration time' claim ('exp') must be a numeric value representing the "
+            "future time at which the assertion expires",
+            docs=DOCS_AUTH,
+        ) from None
     except (jwt.InvalidTokenError, KeyError, ValueError, TypeError):
         raise GitHubError(401, "A JSON web token could not be decoded", docs=DOCS_AUTH) from None
     return issuer
@@ -126,5 +130,9 @@ def require(repo: Repo, actor: Actor, needed: str) -> None:
         raise GitHubError(403, "Resource not accessible by integration")
     if needed == "admin":
         raise GitHubError(403, "Must have admin rights to Repository.")
-    raise GitHubError(403, "Resource not accessible by personal access token"
-                      if needed in ("write", "maintain") else "Must have triage rights to Repository.")  # fmt: skip
+    raise GitHubError(
+        403,
+        "Resource not accessible by personal access token"
+        if needed in ("write", "maintain")
+        else "Must have triage rights to Repository.",
+    )

@@ -68,9 +68,14 @@ def run_ci(repo: BareRepo, sha: str, command: str, *, timeout_s: float = 600.0) 
         started = time.monotonic()
         with out_file.open("wb") as out:
             proc = subprocess.Popen(
-                ["bash", "-c", command], cwd=checkout, env=ci_env(home), stdin=subprocess.DEVNULL,
-                stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
-            )  # fmt: skip
+                ["bash", "-c", command],
+                cwd=checkout,
+                env=ci_env(home),
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
             try:
                 code: int | None = proc.wait(timeout=timeout_s)
             except subprocess.TimeoutExpired:
@@ -83,8 +88,14 @@ def run_ci(repo: BareRepo, sha: str, command: str, *, timeout_s: float = 600.0) 
         output += f"\n[timed out after {timeout_s:g}s]\n"
         output = output[-OUTPUT_CAP:]
     conclusion = "timed_out" if code is None else "success" if code == 0 else "failure"
-    log.info("sim_ci_finished", repo=repo.path.name, sha=full, conclusion=conclusion, exit_code=code,
-             duration_s=round(duration, 2))  # fmt: skip
+    log.info(
+        "sim_ci_finished",
+        repo=repo.path.name,
+        sha=full,
+        conclusion=conclusion,
+        exit_code=code,
+        duration_s=round(duration, 2),
+    )
     return CiResult(conclusion=conclusion, output=output, duration_s=duration, command=command, exit_code=code)
 
 

@@ -53,19 +53,37 @@ class CiRunner:
         if not repo.ci_command or issue.pr is None or self._pool is None:
             return None
         store, sha, t = self.sim.store, issue.pr.head_sha, now()
-        suite = next((s for s in repo.check_suites.values() if s.head_sha == sha and s.app_slug == CI_APP_SLUG),
-                     None)  # fmt: skip
+        suite = next((s for s in repo.check_suites.values() if s.head_sha == sha and s.app_slug == CI_APP_SLUG), None)
         if suite is None:
-            suite = CheckSuite(id=store.new_id(), head_sha=sha, head_branch=issue.pr.head_ref, app_slug=CI_APP_SLUG,
-                               before=None, after=sha, created_at=t, updated_at=t)  # fmt: skip
+            suite = CheckSuite(
+                id=store.new_id(),
+                head_sha=sha,
+                head_branch=issue.pr.head_ref,
+                app_slug=CI_APP_SLUG,
+                before=None,
+                after=sha,
+                created_at=t,
+                updated_at=t,
+            )
             repo.check_suites[suite.id] = suite
-        run = CheckRun(id=store.new_id(), name=CHECK_NAME, head_sha=sha, suite=suite, status="in_progress",
-                       conclusion=None, started_at=t, completed_at=None,
-                       output={"title": "Running", "summary": f"Running `{repo.ci_command}`", "text": None})  # fmt: skip
+        run = CheckRun(
+            id=store.new_id(),
+            name=CHECK_NAME,
+            head_sha=sha,
+            suite=suite,
+            status="in_progress",
+            conclusion=None,
+            started_at=t,
+            completed_at=None,
+            output={"title": "Running", "summary": f"Running `{repo.ci_command}`", "text": None},
+        )
         repo.check_runs[run.id] = run
-        self.sim.events.send(repo, "check_run", {"action": "created",
-                             "check_run": self.sim.checks.check_run(repo, run, with_suite_detail=True)},
-                             self.bot())  # fmt: skip
+        self.sim.events.send(
+            repo,
+            "check_run",
+            {"action": "created", "check_run": self.sim.checks.check_run(repo, run, with_suite_detail=True)},
+            self.bot(),
+        )
         self.sim.busy.add()
         try:
             self._pool.submit(self._run, repo, run, repo.ci_command, self._generation)
@@ -92,8 +110,7 @@ class CiRunner:
         finally:
             self.sim.busy.done()
 
-    def complete(self, repo: Repo, run: CheckRun, conclusion: str, output: str, duration: float,
-                 command: str) -> None:  # fmt: skip
+    def complete(self, repo: Repo, run: CheckRun, conclusion: str, output: str, duration: float, command: str) -> None:
         titles = {"success": "Tests passed", "failure": "Tests failed", "timed_out": "Tests timed out"}
         with self.sim.store.lock:
             if self.sim.store.repo(repo.owner.login, repo.name) is not repo:
@@ -106,10 +123,15 @@ class CiRunner:
             }
             run.suite.updated_at = now()
             checks, bot = self.sim.checks, self.bot()
-            self.sim.events.send(repo, "check_run", {"action": "completed",
-                                 "check_run": checks.check_run(repo, run, with_suite_detail=True)}, bot)  # fmt: skip
+            self.sim.events.send(
+                repo,
+                "check_run",
+                {"action": "completed", "check_run": checks.check_run(repo, run, with_suite_detail=True)},
+                bot,
+            )
             suite_runs = [c for c in repo.check_runs.values() if c.suite.id == run.suite.id]
             if all(c.status == "completed" for c in suite_runs):
-                self.sim.events.send(repo, "check_suite", {"action": "completed",
-                                     "check_suite": checks.suite(repo, run.suite)}, bot)  # fmt: skip
+                self.sim.events.send(
+                    repo, "check_suite", {"action": "completed", "check_suite": checks.suite(repo, run.suite)}, bot
+                )
         log.info("sim_ci_completed", repo=repo.full_name, sha=run.head_sha, conclusion=conclusion)

@@ -37,8 +37,15 @@ class NewRepo(BaseModel):
 @router.post("/repos", status_code=201)
 def create_repo(body: NewRepo, request: Request) -> JSONResponse:
     sim = sim_of(request)
-    repo = sim.create_repo(body.owner, body.name, source_dir=body.source_dir, default_branch=body.default_branch,
-                           ci_command=body.ci_command, private=body.private, description=body.description)  # fmt: skip
+    repo = sim.create_repo(
+        body.owner,
+        body.name,
+        source_dir=body.source_dir,
+        default_branch=body.default_branch,
+        ci_command=body.ci_command,
+        private=body.private,
+        description=body.description,
+    )
     with sim.store.lock:
         return JSONResponse(sim.shapes.repo(repo, full=True), status_code=201)
 
@@ -52,11 +59,23 @@ def reset(request: Request) -> None:
 def deliveries(request: Request) -> list[dict]:
     sim = sim_of(request)
     with sim.store.lock:
-        return [{
-            "id": d.id, "guid": d.guid, "hook_id": d.hook_id, "event": d.event, "action": d.action,
-            "url": d.url, "status": d.status, "status_code": d.status_code, "redelivery": d.redelivery,
-            "delivered_at": iso(d.delivered_at), "repository_id": d.repository_id, "payload": d.payload,
-        } for d in sim.store.deliveries]  # fmt: skip
+        return [
+            {
+                "id": d.id,
+                "guid": d.guid,
+                "hook_id": d.hook_id,
+                "event": d.event,
+                "action": d.action,
+                "url": d.url,
+                "status": d.status,
+                "status_code": d.status_code,
+                "redelivery": d.redelivery,
+                "delivered_at": iso(d.delivered_at),
+                "repository_id": d.repository_id,
+                "payload": d.payload,
+            }
+            for d in sim.store.deliveries
+        ]
 
 
 @router.get("/requests")
@@ -89,7 +108,7 @@ class DraftState(BaseModel):
 
 @router.post("/repos/{owner}/{repo}/pulls/{number}/draft")
 def set_draft(owner: str, repo: str, number: int, body: DraftState, request: Request) -> JSONResponse:
-    """"Ready for review" (`draft: false`) or "Convert to draft" (`draft: true`): GitHub offers
+    """ "Ready for review" (`draft: false`) or "Convert to draft" (`draft: true`): GitHub offers
     these only in its UI and GraphQL. Emits `ready_for_review` / `converted_to_draft`."""
     sim = sim_of(request)
     with sim.store.lock:

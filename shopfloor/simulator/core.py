@@ -18,8 +18,8 @@ from shopfloor.simulator.errors import GitHubError, invalid
 from shopfloor.simulator.events import Events
 from shopfloor.simulator.faults import Faults, RateLimits
 from shopfloor.simulator.git.repos import BareRepo, GitError, RefUpdate
-from shopfloor.simulator.shapes.common import Shapes
 from shopfloor.simulator.shapes.checks import CheckShapes
+from shopfloor.simulator.shapes.common import Shapes
 from shopfloor.simulator.shapes.git import GitShapes
 from shopfloor.simulator.shapes.pulls import PullShapes
 from shopfloor.simulator.store import Hook, Issue, Repo, Store, User, now
@@ -80,8 +80,17 @@ class Simulator:
         self.ci.start()
 
     # ---- repositories --------------------------------------------------------------------------
-    def create_repo(self, owner: str, name: str, *, source_dir: Path | None = None, default_branch: str = "main",
-                    ci_command: str | None = None, private: bool = False, description: str | None = None) -> Repo:  # fmt: skip
+    def create_repo(
+        self,
+        owner: str,
+        name: str,
+        *,
+        source_dir: Path | None = None,
+        default_branch: str = "main",
+        ci_command: str | None = None,
+        private: bool = False,
+        description: str | None = None,
+    ) -> Repo:
         if not LOGIN_RE.match(owner):
             raise invalid("Repository", "owner")
         if not NAME_RE.match(name) or name in (".", "..") or name.endswith(".git"):
@@ -90,9 +99,18 @@ class Simulator:
             raise invalid("Repository", "source_dir", message=f"{source_dir} is not a directory")
         with self.store.lock:
             if self.store.repo(owner, name) is not None:
-                raise GitHubError(422, "Repository creation failed.", errors=[{
-                    "resource": "Repository", "code": "custom", "field": "name",
-                    "message": "name already exists on this account"}])  # fmt: skip
+                raise GitHubError(
+                    422,
+                    "Repository creation failed.",
+                    errors=[
+                        {
+                            "resource": "Repository",
+                            "code": "custom",
+                            "field": "name",
+                            "message": "name already exists on this account",
+                        }
+                    ],
+                )
             path = self.repos_dir / owner / f"{name}.git"
             try:
                 git = BareRepo.create(path, default_branch=default_branch, source_dir=source_dir)
@@ -100,15 +118,29 @@ class Simulator:
                 shutil.rmtree(path, ignore_errors=True)
                 raise invalid("Repository", "default_branch", message=str(exc)) from None
             t = now()
-            repo = Repo(id=self.store.new_id(), owner=self.store.user(owner), name=name, git=git,
-                        default_branch=default_branch, private=private, ci_command=ci_command, created_at=t,
-                        updated_at=t, pushed_at=t, description=description)  # fmt: skip
+            repo = Repo(
+                id=self.store.new_id(),
+                owner=self.store.user(owner),
+                name=name,
+                git=git,
+                default_branch=default_branch,
+                private=private,
+                ci_command=ci_command,
+                created_at=t,
+                updated_at=t,
+                pushed_at=t,
+                description=description,
+            )
             self.store.repos[f"{owner}/{name}".lower()] = repo
             self.store.installation_id(owner)
             if self.config.default_hook_url:
                 secret = self.config.default_hook_secret
-                self.add_hook(repo, url=self.config.default_hook_url,
-                              secret=secret.get_secret_value() if secret else None, events=["*"])  # fmt: skip
+                self.add_hook(
+                    repo,
+                    url=self.config.default_hook_url,
+                    secret=secret.get_secret_value() if secret else None,
+                    events=["*"],
+                )
         log.info("sim_repo_ready", repo=repo.full_name, ci=bool(ci_command))
         return repo
 
@@ -119,9 +151,18 @@ class Simulator:
             if existing is not None:
                 if existing.parent is source:
                     return existing
-                raise GitHubError(422, "Repository creation failed.", errors=[{
-                    "resource": "Repository", "code": "custom", "field": "name",
-                    "message": "name already exists on this account"}])  # fmt: skip
+                raise GitHubError(
+                    422,
+                    "Repository creation failed.",
+                    errors=[
+                        {
+                            "resource": "Repository",
+                            "code": "custom",
+                            "field": "name",
+                            "message": "name already exists on this account",
+                        }
+                    ],
+                )
             path = self.repos_dir / owner / f"{source.name}.git"
             try:
                 git = source.git.fork_to(path)
@@ -129,22 +170,51 @@ class Simulator:
                 shutil.rmtree(path, ignore_errors=True)
                 raise GitHubError(422, f"Repository creation failed: {exc}") from None
             t = now()
-            fork = Repo(id=self.store.new_id(), owner=self.store.user(owner), name=source.name, git=git,
-                        default_branch=source.default_branch, private=source.private, ci_command=None,
-                        created_at=t, updated_at=t, pushed_at=t, description=source.description, parent=source)  # fmt: skip
+            fork = Repo(
+                id=self.store.new_id(),
+                owner=self.store.user(owner),
+                name=source.name,
+                git=git,
+                default_branch=source.default_branch,
+                private=source.private,
+                ci_command=None,
+                created_at=t,
+                updated_at=t,
+                pushed_at=t,
+                description=source.description,
+                parent=source,
+            )
             self.store.repos[f"{owner}/{source.name}".lower()] = fork
         log.info("sim_repo_forked", repo=fork.full_name, parent=source.full_name)
         return fork
 
-    def add_hook(self, repo: Repo, *, url: str, secret: str | None, events: list[str],
-                 content_type: str = "json", active: bool = True, insecure_ssl: str = "0") -> Hook:  # fmt: skip
+    def add_hook(
+        self,
+        repo: Repo,
+        *,
+        url: str,
+        secret: str | None,
+        events: list[str],
+        content_type: str = "json",
+        active: bool = True,
+        insecure_ssl: str = "0",
+    ) -> Hook:
         with self.store.lock:
-            hook = Hook(id=self.store.new_id(), repo_id=repo.id, url=url, secret=secret or None,
-                        content_type=content_type, events=events, active=active, insecure_ssl=insecure_ssl)  # fmt: skip
+            hook = Hook(
+                id=self.store.new_id(),
+                repo_id=repo.id,
+                url=url,
+                secret=secret or None,
+                content_type=content_type,
+                events=events,
+                active=active,
+                insecure_ssl=insecure_ssl,
+            )
             repo.hooks[hook.id] = hook
             sender = self.store.user(repo.owner.login)
             ping = {
-                "zen": "Keep it logically awesome.", "hook_id": hook.id,
+                "zen": "Keep it logically awesome.",
+                "hook_id": hook.id,
                 "hook": {**self.checks.hook(repo, hook), "app_id": self.config.app_id},
             }
             self.events.send(repo, "ping", ping, sender, only_hook=hook)
@@ -168,8 +238,9 @@ class Simulator:
                         base.git.set_pull_head(issue.number, update.after, source=repo.git if head_repo else None)
                         issue.pr.head_sha = update.after
                         issue.updated_at = now()
-                        self.events.pull_request(base, issue, "synchronize", pusher,
-                                                 before=update.before, after=update.after)  # fmt: skip
+                        self.events.pull_request(
+                            base, issue, "synchronize", pusher, before=update.before, after=update.after
+                        )
                         self.ci.trigger(base, issue)
 
     def on_git_push(self, owner: str, name: str, pusher_login: str, updates: list[RefUpdate]) -> None:
@@ -179,10 +250,16 @@ class Simulator:
         self.refs_moved(repo, self.store.user(pusher_login), updates)
 
     @staticmethod
-    def open_prs(repo: Repo, *, head: str | None = None, base: str | None = None,
-                 head_repo: Repo | None = None) -> list[Issue]:  # fmt: skip
+    def open_prs(
+        repo: Repo, *, head: str | None = None, base: str | None = None, head_repo: Repo | None = None
+    ) -> list[Issue]:
         """Open PRs of `repo`; with `head`, those whose head is that branch of `head_repo` (None:
         of `repo` itself)."""
-        return [i for i in repo.issues.values() if i.pr and i.state == "open"
-                and (head is None or (i.pr.head_ref == head and i.pr.head_repo is head_repo))
-                and (base is None or i.pr.base_ref == base)]  # fmt: skip
+        return [
+            i
+            for i in repo.issues.values()
+            if i.pr
+            and i.state == "open"
+            and (head is None or (i.pr.head_ref == head and i.pr.head_repo is head_repo))
+            and (base is None or i.pr.base_ref == base)
+        ]

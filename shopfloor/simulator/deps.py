@@ -54,8 +54,14 @@ def _int(request: Request, name: str, default: int, lo: int, hi: int) -> int:
         return default
 
 
-def paginate(request: Request, items: list[Any], *, shape: Callable[[Any], Any] | None = None,
-             wrap: str | None = None, extra: dict[str, Any] | None = None) -> JSONResponse:  # fmt: skip
+def paginate(
+    request: Request,
+    items: list[Any],
+    *,
+    shape: Callable[[Any], Any] | None = None,
+    wrap: str | None = None,
+    extra: dict[str, Any] | None = None,
+) -> JSONResponse:
     """One page of `items` with GitHub's Link header (first/prev/next/last), URLs on our base."""
     per_page = _int(request, "per_page", 30, 1, 100)
     page = _int(request, "page", 1, 1, 10**6)

@@ -16,8 +16,15 @@ DOCS = "https://docs.github.com/rest"
 
 
 class GitHubError(Exception):
-    def __init__(self, status: int, message: str, *, errors: list[dict[str, Any]] | None = None,
-                 headers: dict[str, str] | None = None, docs: str = DOCS) -> None:  # fmt: skip
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        *,
+        errors: list[dict[str, Any]] | None = None,
+        headers: dict[str, str] | None = None,
+        docs: str = DOCS,
+    ) -> None:
         super().__init__(message)
         self.status, self.message, self.errors, self.headers, self.docs = status, message, errors, headers, docs
 

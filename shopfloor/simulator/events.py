@@ -38,19 +38,26 @@ class Events:
 
     def pull_request(self, repo: Repo, issue: Issue, action: str, sender: User, **extra: Any) -> None:
         pr = self.sim.pulls.full(repo, issue)
-        self.send(repo, "pull_request", {"action": action, "number": issue.number, "pull_request": pr, **extra},
-                  sender)  # fmt: skip
+        self.send(repo, "pull_request", {"action": action, "number": issue.number, "pull_request": pr, **extra}, sender)
 
     def comment(self, repo: Repo, issue: Issue, comment: Any, action: str, sender: User, **extra: Any) -> None:
         s = self.sim.shapes
-        self.send(repo, "issue_comment", {"action": action, "issue": s.issue(repo, issue),
-                                          "comment": s.comment(repo, comment), **extra}, sender)  # fmt: skip
+        self.send(
+            repo,
+            "issue_comment",
+            {"action": action, "issue": s.issue(repo, issue), "comment": s.comment(repo, comment), **extra},
+            sender,
+        )
 
     def review(self, repo: Repo, issue: Issue, review: Review, sender: User) -> None:
         shaped = self.sim.pulls.review(repo, issue, review)
         shaped["state"] = review.state.lower()  # webhooks use lower case here
-        self.send(repo, "pull_request_review", {"action": "submitted", "review": shaped,
-                                                "pull_request": self.sim.pulls.simple(repo, issue)}, sender)  # fmt: skip
+        self.send(
+            repo,
+            "pull_request_review",
+            {"action": "submitted", "review": shaped, "pull_request": self.sim.pulls.simple(repo, issue)},
+            sender,
+        )
 
     # ---- push --------------------------------------------------------------------------------
     def _commit_item(self, repo: Repo, c: CommitInfo) -> dict[str, Any]:
@@ -63,13 +70,18 @@ class Events:
             for f in git.changed_files(parent, c.sha):
                 {"added": added, "removed": removed}.get(f.status, modified).append(f.filename)
         return {
-            "id": c.sha, "tree_id": c.tree_sha, "distinct": True, "message": c.message,
+            "id": c.sha,
+            "tree_id": c.tree_sha,
+            "distinct": True,
+            "message": c.message,
             "timestamp": git_date(c.committer_date),
             "url": f"{self.sim.config.base_url}/{repo.full_name}/commit/{c.sha}",
             "author": {"name": c.author_name, "email": c.author_email},
             "committer": {"name": c.committer_name, "email": c.committer_email},
-            "added": added, "removed": removed, "modified": modified,
-        }  # fmt: skip
+            "added": added,
+            "removed": removed,
+            "modified": modified,
+        }
 
     def push(self, repo: Repo, update: RefUpdate, pusher: User) -> None:
         git = repo.git
@@ -88,10 +100,17 @@ class Events:
         head = None if deleted else self._commit_item(repo, git.commit(update.after))
         email = f"{pusher.login}@users.noreply.simulator"
         payload = {
-            "ref": update.ref, "before": update.before, "after": update.after, "created": created,
-            "deleted": deleted, "forced": forced, "base_ref": None,
+            "ref": update.ref,
+            "before": update.before,
+            "after": update.after,
+            "created": created,
+            "deleted": deleted,
+            "forced": forced,
+            "base_ref": None,
             "compare": f"{self.sim.config.base_url}/{repo.full_name}/compare/{update.before[:12]}...{update.after[:12]}",
-            "commits": items, "head_commit": head, "repository": self.sim.shapes.repo(repo, push_style=True),
+            "commits": items,
+            "head_commit": head,
+            "repository": self.sim.shapes.repo(repo, push_style=True),
             "pusher": {"name": pusher.login, "email": email},
-        }  # fmt: skip
+        }
         self.send(repo, "push", payload, pusher)

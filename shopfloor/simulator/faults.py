@@ -59,10 +59,19 @@ class Fault:
         elif s.status >= 500:
             message = "Server Error"
         else:
-            message = {401: "Bad credentials", 403: "Forbidden", 404: "Not Found", 409: "Conflict",
-                       422: "Validation Failed"}.get(s.status, "Error")  # fmt: skip
-        return GitHubError(s.status, message, headers=headers, docs=DOCS_LIMITS if s.status in (403, 429) else
-                           "https://docs.github.com/rest")  # fmt: skip
+            message = {
+                401: "Bad credentials",
+                403: "Forbidden",
+                404: "Not Found",
+                409: "Conflict",
+                422: "Validation Failed",
+            }.get(s.status, "Error")
+        return GitHubError(
+            s.status,
+            message,
+            headers=headers,
+            docs=DOCS_LIMITS if s.status in (403, 429) else "https://docs.github.com/rest",
+        )
 
 
 class Faults:
@@ -140,6 +149,9 @@ class RateLimits:
     @staticmethod
     def _headers(b: Bucket, resource: str) -> dict[str, str]:
         return {
-            "x-ratelimit-limit": str(b.limit), "x-ratelimit-remaining": str(max(0, b.limit - b.used)),
-            "x-ratelimit-used": str(b.used), "x-ratelimit-reset": str(b.reset), "x-ratelimit-resource": resource,
-        }  # fmt: skip
+            "x-ratelimit-limit": str(b.limit),
+            "x-ratelimit-remaining": str(max(0, b.limit - b.used)),
+            "x-ratelimit-used": str(b.used),
+            "x-ratelimit-reset": str(b.reset),
+            "x-ratelimit-resource": resource,
+        }

@@ -7,9 +7,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from shopfloor.simulator.api.issues import close
 from shopfloor.simulator.errors import GitHubError
 from shopfloor.simulator.git.repos import GitError, MergeConflict, RefUpdate
-from shopfloor.simulator.api.issues import close
 from shopfloor.simulator.store import Issue, Repo, User, now
 
 CLOSING_RE = re.compile(r"\b(?:close[sd]?|fix(?:e[sd])?|resolve[sd]?)\s*:?\s+#(\d+)\b", re.IGNORECASE)
@@ -26,8 +26,9 @@ def closing_refs(*texts: str | None) -> list[int]:
     return found
 
 
-def merge_pull(sim: Any, r: Repo, issue: Issue, user: User, *, method: str, title: str | None,
-               message: str | None, sha: str | None) -> dict[str, Any]:  # fmt: skip
+def merge_pull(
+    sim: Any, r: Repo, issue: Issue, user: User, *, method: str, title: str | None, message: str | None, sha: str | None
+) -> dict[str, Any]:
     """Merge under the store lock; returns GitHub's merge result body."""
     pr = issue.pr
     assert pr is not None
@@ -49,8 +50,14 @@ def merge_pull(sim: Any, r: Repo, issue: Issue, user: User, *, method: str, titl
         default_message = issue.title
     author = (user.login, f"{user.id}+{user.login}@users.noreply.simulator")
     try:
-        new_sha = r.git.merge(pr.base_ref, pr.head_sha, method=method, title=title or default_title,  # type: ignore[arg-type]
-                              message=message if message is not None else default_message, author=author)  # fmt: skip
+        new_sha = r.git.merge(
+            pr.base_ref,
+            pr.head_sha,
+            method=method,
+            title=title or default_title,  # type: ignore[arg-type]
+            message=message if message is not None else default_message,
+            author=author,
+        )
     except MergeConflict:
         raise GitHubError(405, NOT_MERGEABLE) from None
     except GitError as exc:

@@ -89,34 +89,54 @@ class Dispatcher:
 
     def redeliver(self, hook: Hook, original: Delivery) -> Delivery:
         """`original` again, to `hook`'s current URL and secret, with the same guid."""
-        delivery = self._record(hook, original.event, original.payload, repository_id=original.repository_id,
-                                guid=original.guid, redelivery=True)  # fmt: skip
+        delivery = self._record(
+            hook,
+            original.event,
+            original.payload,
+            repository_id=original.repository_id,
+            guid=original.guid,
+            redelivery=True,
+        )
         self._enqueue(hook.id, delivery)
         return delivery
 
-    def _record(self, hook: Hook, event: str, payload: dict[str, Any], *, repository_id: int | None, guid: str,
-                redelivery: bool) -> Delivery:  # fmt: skip
+    def _record(
+        self, hook: Hook, event: str, payload: dict[str, Any], *, repository_id: int | None, guid: str, redelivery: bool
+    ) -> Delivery:
         raw = json.dumps(payload, separators=(",", ":")).encode()
         if hook.content_type == "form":
             body, ctype = urlencode({"payload": raw.decode()}).encode(), "application/x-www-form-urlencoded"
         else:
             body, ctype = raw, "application/json"
         headers = {
-            "Accept": "*/*", "Content-Type": ctype, "User-Agent": USER_AGENT, "X-GitHub-Event": event,
-            "X-GitHub-Delivery": guid, "X-GitHub-Hook-ID": str(hook.id),
+            "Accept": "*/*",
+            "Content-Type": ctype,
+            "User-Agent": USER_AGENT,
+            "X-GitHub-Event": event,
+            "X-GitHub-Delivery": guid,
+            "X-GitHub-Hook-ID": str(hook.id),
             # What the hook is installed on: the App ("integration") for its own webhook.
             "X-GitHub-Hook-Installation-Target-Type": "integration" if hook.app_id is not None else "repository",
             "X-GitHub-Hook-Installation-Target-ID": str(hook.app_id if hook.app_id is not None else repository_id),
-        }  # fmt: skip
+        }
         if hook.secret:
             headers["X-Hub-Signature"] = sign_sha1(hook.secret.encode(), body)
             headers["X-Hub-Signature-256"] = sign(hook.secret.encode(), body)
         installation = payload.get("installation") or {}
         delivery = Delivery(
-            id=self.store.new_id(), guid=guid, hook_id=hook.id, event=event, action=payload.get("action"),
-            repository_id=repository_id, installation_id=installation.get("id"), url=hook.url,
-            request_headers=headers, body=body, payload=payload, redelivery=redelivery,
-        )  # fmt: skip
+            id=self.store.new_id(),
+            guid=guid,
+            hook_id=hook.id,
+            event=event,
+            action=payload.get("action"),
+            repository_id=repository_id,
+            installation_id=installation.get("id"),
+            url=hook.url,
+            request_headers=headers,
+            body=body,
+            payload=payload,
+            redelivery=redelivery,
+        )
         with self.store.lock:
             self.store.deliveries.append(delivery)
         return delivery
@@ -164,10 +184,20 @@ class Dispatcher:
         d.duration = round(time.monotonic() - started, 3)
         found = self.store.hook(d.hook_id)
         if found is not None:
-            found.last_response = {"code": d.status_code or None, "status": "active" if d.status == "OK"
-                                   else "failed", "message": d.status}  # fmt: skip
-        log.info("webhook_delivered", gh_event=d.event, action=d.action, hook_id=d.hook_id, guid=d.guid,
-                 status_code=d.status_code, duration=d.duration)  # fmt: skip
+            found.last_response = {
+                "code": d.status_code or None,
+                "status": "active" if d.status == "OK" else "failed",
+                "message": d.status,
+            }
+        log.info(
+            "webhook_delivered",
+            gh_event=d.event,
+            action=d.action,
+            hook_id=d.hook_id,
+            guid=d.guid,
+            status_code=d.status_code,
+            duration=d.duration,
+        )
 
     def stop(self) -> None:
         with self._lock:

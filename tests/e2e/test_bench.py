@@ -15,8 +15,10 @@ def test_bench_loop_reports_durable_and_in_memory_side_by_side(tmp_path):
     run = subprocess.run(
         [SHOPFLOOR, "bench", "loop", "--steps", "3", "--concurrent", "4", "--json"],
         env=worker_env(SHOPFLOOR_DATA_DIR=str(tmp_path), SHOPFLOOR_LOG_LEVEL="WARNING"),
-        capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert run.returncode == 0, run.stderr
     report = json.loads(run.stdout)
     rows = report["rows"]
@@ -37,8 +39,10 @@ def test_bench_webhooks_reports_edge_and_ceiling_side_by_side(tmp_path):
     run = subprocess.run(
         [SHOPFLOOR, "bench", "webhooks", "--requests", "30", "--concurrency", "4", "--json"],
         env=worker_env(SHOPFLOOR_DATA_DIR=str(tmp_path), SHOPFLOOR_LOG_LEVEL="WARNING"),
-        capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert run.returncode == 0, run.stderr
     report = json.loads(run.stdout)
     rows = report["rows"]
@@ -59,8 +63,10 @@ def test_bench_runs_every_row_beside_its_reference_in_one_table(tmp_path):
     run = subprocess.run(
         [SHOPFLOOR, "bench", "--quick", "--json"],
         env=worker_env(SHOPFLOOR_DATA_DIR=str(tmp_path), SHOPFLOOR_LOG_LEVEL="WARNING"),
-        capture_output=True, text=True, timeout=400,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=400,
+    )
     assert run.returncode == 0, run.stderr
     report = json.loads(run.stdout)
     assert report["quick"] is True and report["errors"] == {}, report["errors"]

@@ -87,6 +87,7 @@ def env(cli) -> dict[str, str]:
 async def worker(temporal_client, cli, env):
     proc = WorkerProcess(env | {"SHOPFLOOR_MAX_CACHED_WORKFLOWS": "0"}, cli["dir"] / "worker.log")
     try:
+
         async def polling() -> bool:
             if proc.proc.poll() is not None:
                 raise AssertionError(f"the worker exited: {proc.log.read_text()}")
@@ -114,8 +115,18 @@ async def test_agent_follows_a_scripted_run_and_prints_answer_and_link(worker, t
     cassette = demo_cassette()
     answer = cassette["turns"][-1]["content"]
     result = await arun_cli(
-        ["agent", "explore", "--repo", str(repo), "--goal", "What does this repo do?", "--model", "scripted:explore-demo"],
-        env, timeout_s=120,
+        [
+            "agent",
+            "explore",
+            "--repo",
+            str(repo),
+            "--goal",
+            "What does this repo do?",
+            "--model",
+            "scripted:explore-demo",
+        ],
+        env,
+        timeout_s=120,
     )
     assert result.returncode == 0, str(result)
     assert "warning" not in result.stderr and "Traceback" not in result.stderr, result.stderr
@@ -179,14 +190,21 @@ async def _status(env, workflow_id: str, *extra: str):
 
 async def test_detach_prints_only_the_id_and_status_shows_the_result(worker, temporal_client, env, cli, repo, tmp_path):
     answer = "ANSWER: this package greets people.\nIt has one function, greet()."
-    model = write_cassette(tmp_path / "cassette.json", [
-        {"content": "reading the readme", "tool_calls": [call("read_file", path="README.md")],
-         "usage": {"input_tokens": 100, "output_tokens": 10}},
-        {"content": answer, "usage": {"input_tokens": 200, "output_tokens": 20}},
-    ])
+    model = write_cassette(
+        tmp_path / "cassette.json",
+        [
+            {
+                "content": "reading the readme",
+                "tool_calls": [call("read_file", path="README.md")],
+                "usage": {"input_tokens": 100, "output_tokens": 10},
+            },
+            {"content": answer, "usage": {"input_tokens": 200, "output_tokens": 20}},
+        ],
+    )
     started = time.monotonic()
-    detached = await arun_cli(["agent", "explore", "--repo", str(repo), "--goal", "What is this?",
-                               "--model", model, "--detach"], env)
+    detached = await arun_cli(
+        ["agent", "explore", "--repo", str(repo), "--goal", "What is this?", "--model", model, "--detach"], env
+    )
     assert detached.returncode == 0, str(detached)
     assert detached.stderr == ""
     workflow_id = one_line(detached.stdout)
@@ -199,16 +217,18 @@ async def test_detach_prints_only_the_id_and_status_shows_the_result(worker, tem
         assert result.returncode == 0, str(result)
         return result if "state     completed" in result.stdout.splitlines() else None
 
-    shown = await wait_until(completed, 90, f"`shopfloor status {workflow_id}` to show state completed",
-                             interval_s=0.5)
+    shown = await wait_until(completed, 90, f"`shopfloor status {workflow_id}` to show state completed", interval_s=0.5)
     lines = shown.stdout.splitlines()
     assert lines[0] == f"workflow  {workflow_id}"
     assert "temporal  COMPLETED" in lines
     assert f"agent     explore · {model}" in lines
     assert any(re.fullmatch(r"stage     agent · step 2/40", line) for line in lines), lines
     assert "tokens    in 300 / out 30" in lines
-    assert lines[lines.index("answer") + 1:lines.index("answer") + 3] == [f"  {a}" for a in answer.splitlines()]
-    assert lines[-1] == f"ui        http://localhost:{cli['ui_port']}/namespaces/default/workflows/{quote(workflow_id, safe='')}"
+    assert lines[lines.index("answer") + 1 : lines.index("answer") + 3] == [f"  {a}" for a in answer.splitlines()]
+    assert (
+        lines[-1]
+        == f"ui        http://localhost:{cli['ui_port']}/namespaces/default/workflows/{quote(workflow_id, safe='')}"
+    )
 
     as_json = await _status(env, workflow_id, "--json")
     assert as_json.returncode == 0, str(as_json)

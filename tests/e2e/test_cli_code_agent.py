@@ -48,10 +48,12 @@ async def test_code_agent_edits_a_copy_and_hands_back_a_patch(setup, tmp_path):
             {"content": "add() now adds."},
         ],
     )
-    run = await arun_cli(["agent", "code", "--repo", str(repo), "--goal", "fix add", "--model", model], env, timeout_s=120)
+    run = await arun_cli(
+        ["agent", "code", "--repo", str(repo), "--goal", "fix add", "--model", model], env, timeout_s=120
+    )
     assert run.returncode == 0, str(run)
     assert "add() now adds." in run.stdout
-    line = next(l for l in run.stdout.splitlines() if l.startswith("changes: git -C"))
+    line = next(ln for ln in run.stdout.splitlines() if ln.startswith("changes: git -C"))
     patch = line.split()[-1]
     assert "a - b" in (repo / "calc.py").read_text()  # the user's checkout is untouched
     git(repo, "apply", patch)

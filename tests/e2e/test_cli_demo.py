@@ -101,13 +101,16 @@ async def test_demo_takes_the_sample_issue_to_a_merged_fix(tmp_path):
         kill_pids(pids_with_arg(str(tmp_path)))
     assert result.returncode == 0, str(result)
     assert_merged_run(result.stdout)
-    assert re.search(r"^shopfloor demo finished in \d+\.\d s; everything it started is stopped$", result.stdout, re.MULTILINE)
+    assert re.search(
+        r"^shopfloor demo finished in \d+\.\d s; everything it started is stopped$", result.stdout, re.MULTILINE
+    )
     assert_all_gone(tmp_path, result.stdout + result.stderr)
 
 
 async def test_demo_keep_leaves_it_running_for_inspection_until_ctrl_c(tmp_path):
     env = demo_env(tmp_path)
     with LongRunning(["demo", "--keep"], env, tmp_path / "demo.log", reap_marker=str(tmp_path)) as demo:
+
         async def kept() -> bool:
             demo.check_alive()
             return "--keep: everything is still running" in demo.output()
@@ -131,11 +134,16 @@ async def test_demo_keep_leaves_it_running_for_inspection_until_ctrl_c(tmp_path)
             assert pull["merged"] is True, pull
         assert f"Temporal UI   http://localhost:{ui_port}/namespaces/default/workflows" in output
         assert f"git clone http://127.0.0.1:{sim_port}/demo/pricing.git" in output
-        hint = re.search(r"its status    SHOPFLOOR_TEMPORAL_ADDRESS=(\S+) SHOPFLOOR_DATA_DIR=(\S+) shopfloor status (\S+)$",
-                         output, re.MULTILINE)  # fmt: skip
+        hint = re.search(
+            r"its status    SHOPFLOOR_TEMPORAL_ADDRESS=(\S+) SHOPFLOOR_DATA_DIR=(\S+) shopfloor status (\S+)$",
+            output,
+            re.MULTILINE,
+        )
         assert hint, output
-        status = await arun_cli(["status", hint.group(3)], cli_env(SHOPFLOOR_TEMPORAL_ADDRESS=hint.group(1),
-                                                                  SHOPFLOOR_DATA_DIR=hint.group(2)))  # fmt: skip
+        status = await arun_cli(
+            ["status", hint.group(3)],
+            cli_env(SHOPFLOOR_TEMPORAL_ADDRESS=hint.group(1), SHOPFLOOR_DATA_DIR=hint.group(2)),
+        )
         assert status.returncode == 0 and "state     completed" in status.stdout, str(status)
 
         demo.check_alive()  # still running after all that
@@ -148,6 +156,7 @@ async def test_demo_keep_leaves_it_running_for_inspection_until_ctrl_c(tmp_path)
 
 async def test_ctrl_c_in_the_middle_of_the_demo_stops_everything(tmp_path):
     with LongRunning(["demo"], demo_env(tmp_path), tmp_path / "demo.log", reap_marker=str(tmp_path)) as demo:
+
         async def fixing() -> bool:
             demo.check_alive()
             return "fix: an agent changes the code" in demo.output()

@@ -47,6 +47,7 @@ async def wait_ready(dev: LongRunning, webhook_port: int, timeout_s: float = 90)
     """Poll /healthz then /readyz until both answer 200; fail early if `dev` exits."""
     async with httpx.AsyncClient(trust_env=False, timeout=5) as http:
         for path in ("/healthz", "/readyz"):
+
             async def ok(path: str = path) -> httpx.Response | None:
                 dev.check_alive()
                 response = await http.get(f"http://127.0.0.1:{webhook_port}{path}")
@@ -102,11 +103,12 @@ async def test_dev_runs_the_whole_stack_and_ctrl_c_stops_it(tmp_path):
         assert len(servers) == 1, servers
         temporal_pid = servers[0]
         cmdline = Path(f"/proc/{temporal_pid}/cmdline").read_bytes().split(b"\0")
-        assert [b"--port", str(temporal_port).encode()] == cmdline[cmdline.index(b"--port"):][:2]
-        assert [b"--ui-port", str(ui_port).encode()] == cmdline[cmdline.index(b"--ui-port"):][:2]
+        assert [b"--port", str(temporal_port).encode()] == cmdline[cmdline.index(b"--port") :][:2]
+        assert [b"--ui-port", str(ui_port).encode()] == cmdline[cmdline.index(b"--ui-port") :][:2]
         assert db.is_file() and db.stat().st_size > 0
 
         async with httpx.AsyncClient(trust_env=False, timeout=5) as http:
+
             async def ui_answers():
                 return (await http.get(f"http://127.0.0.1:{ui_port}/")).status_code == 200
 
@@ -157,7 +159,9 @@ async def test_dev_runs_the_whole_stack_and_ctrl_c_stops_it(tmp_path):
         assert pids_with_arg(str(db)) == []
 
 
-async def test_dev_with_a_temporal_address_and_github_credentials_uses_those(temporal_server, temporal_client, tmp_path):
+async def test_dev_with_a_temporal_address_and_github_credentials_uses_those(
+    temporal_server, temporal_client, tmp_path
+):
     temporal_port, ui_port, webhook_port, sim_port = distinct_ports(4)  # all but the webhook port must stay unused
     data = tmp_path / "data"
     queue = f"test-dev-external-{uuid.uuid4().hex[:10]}"
@@ -188,7 +192,15 @@ async def test_dev_with_a_temporal_address_and_github_credentials_uses_those(tem
 
         # Its worker serves the external server's queue.
         started = await arun_cli(
-            ["agent", "explore", "--repo", str(sample_repo(tmp_path / "sample")), "--goal", "What is this?", "--detach"],
+            [
+                "agent",
+                "explore",
+                "--repo",
+                str(sample_repo(tmp_path / "sample")),
+                "--goal",
+                "What is this?",
+                "--detach",
+            ],
             env,
         )
         assert started.returncode == 0, str(started)
@@ -236,6 +248,7 @@ async def test_ctrl_c_while_dev_is_starting_leaves_no_temporal_server(tmp_path):
         SHOPFLOOR_SIMULATOR_PORT=str(sim_port),
     )
     with LongRunning(["dev"], env, tmp_path / "dev.log", reap_marker=str(db)) as dev:
+
         async def server_started():
             dev.check_alive()
             return pids_with_arg(str(db))
@@ -256,11 +269,13 @@ async def test_worker_alone_polls_its_queue_and_ctrl_c_stops_it(temporal_server,
         SHOPFLOOR_DATA_DIR=str(tmp_path / "data"),
     )
     with LongRunning(["worker"], env, tmp_path / "worker.log") as worker:
+
         async def polling():
             worker.check_alive()
             resp = await temporal_client.workflow_service.describe_task_queue(
                 DescribeTaskQueueRequest(
-                    namespace="default", task_queue=TaskQueue(name=queue),
+                    namespace="default",
+                    task_queue=TaskQueue(name=queue),
                     task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
                 )
             )

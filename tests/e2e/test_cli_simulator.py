@@ -35,9 +35,14 @@ class _Receiver(BaseHTTPRequestHandler):
 
 def _git(*args: str, cwd: Path | None = None, home: Path) -> subprocess.CompletedProcess[str]:
     env = {
-        "PATH": os.environ["PATH"], "HOME": str(home), "GIT_CONFIG_NOSYSTEM": "1", "GIT_TERMINAL_PROMPT": "0",
-        "GIT_AUTHOR_NAME": "Ada", "GIT_AUTHOR_EMAIL": "ada@example.com",
-        "GIT_COMMITTER_NAME": "Ada", "GIT_COMMITTER_EMAIL": "ada@example.com",
+        "PATH": os.environ["PATH"],
+        "HOME": str(home),
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "GIT_TERMINAL_PROMPT": "0",
+        "GIT_AUTHOR_NAME": "Ada",
+        "GIT_AUTHOR_EMAIL": "ada@example.com",
+        "GIT_COMMITTER_NAME": "Ada",
+        "GIT_COMMITTER_EMAIL": "ada@example.com",
     }
     return subprocess.run(["git", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=60)
 
@@ -56,10 +61,13 @@ async def test_simulator_prints_its_urls_serves_api_and_git_and_delivers_signed_
     try:
         with LongRunning(["simulator", "--webhook-url", hook_url], env, tmp_path / "sim.log") as sim:
             async with httpx.AsyncClient(trust_env=False, timeout=10) as http:
+
                 async def answers():
                     sim.check_alive()
                     try:
-                        return (await http.get(f"{base}/api/v3/rate_limit", headers={"Authorization": "token x"})).status_code == 200
+                        return (
+                            await http.get(f"{base}/api/v3/rate_limit", headers={"Authorization": "token x"})
+                        ).status_code == 200
                     except httpx.TransportError:
                         return False
 

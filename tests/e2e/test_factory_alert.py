@@ -55,12 +55,20 @@ class Monitor:
         """One notification (a distinct one each time: a later `last_seen`); the edge's outcome."""
         self.fired += 1
         body = {
-            "fingerprint": self.fp, "summary": "calc.add returns the difference", "status": "firing",
-            "description": "AssertionError: add(2, 3) == -1, expected 5", "labels": {"service": "calc"},
-            "first_seen": self.t0.isoformat(), "last_seen": (self.t0 + timedelta(seconds=self.fired)).isoformat(),
-        }  # fmt: skip
-        resp = httpx.post(f"{self.f.edge_url}/webhooks/alerts/generic", json=body,
-                          headers={"Authorization": f"Bearer {TOKEN}"}, timeout=30)  # fmt: skip
+            "fingerprint": self.fp,
+            "summary": "calc.add returns the difference",
+            "status": "firing",
+            "description": "AssertionError: add(2, 3) == -1, expected 5",
+            "labels": {"service": "calc"},
+            "first_seen": self.t0.isoformat(),
+            "last_seen": (self.t0 + timedelta(seconds=self.fired)).isoformat(),
+        }
+        resp = httpx.post(
+            f"{self.f.edge_url}/webhooks/alerts/generic",
+            json=body,
+            headers={"Authorization": f"Bearer {TOKEN}"},
+            timeout=30,
+        )
         assert resp.status_code == 202, resp.text
         (got,) = resp.json()["alerts"]
         assert got["workflow_id"] == self.wf_id, got
@@ -82,12 +90,25 @@ async def inbox_when(f: Factory, ok: Callable[[InboxSummary], bool], what: str) 
 async def test_alert_fires_three_times_is_fixed_and_merged_then_refires_and_reopens(
     simulator, settings, running_worker, temporal_client, tmp_path
 ):
-    models = {"assess_alert": assess_turns(), "triage": TRIAGE_TURNS, "fix": fix_turns(),
-              "review": [{"tool_calls": [call("submit", **APPROVE)]}]}  # fmt: skip
+    models = {
+        "assess_alert": assess_turns(),
+        "triage": TRIAGE_TURNS,
+        "fix": fix_turns(),
+        "review": [{"tool_calls": [call("submit", **APPROVE)]}],
+    }
     name = f"calc{uuid.uuid4().hex[:6]}"
     routes = {"service=calc": f"acme/{name}"}
-    async with factory(simulator, settings, running_worker, temporal_client, tmp_path, models, name=name,
-                       alert_token=SecretStr(TOKEN), alert_routes=routes) as f:  # fmt: skip
+    async with factory(
+        simulator,
+        settings,
+        running_worker,
+        temporal_client,
+        tmp_path,
+        models,
+        name=name,
+        alert_token=SecretStr(TOKEN),
+        alert_routes=routes,
+    ) as f:
         m = Monitor(f, f"calc-add-{uuid.uuid4().hex[:8]}")
         try:
             await fired_fixed_refired(f, m)
@@ -142,7 +163,9 @@ async def fired_fixed_refired(f: Factory, m: Monitor) -> None:
     assert len(f.get("/pulls", state="all")) == 1
     # The assessing agent ran once for the fingerprint, not once per firing.
     assert reopened.assessments == 1, reopened
-    assert (await f.client.get_workflow_handle(f"{m.wf_id}/assess-1").describe()).status == WorkflowExecutionStatus.COMPLETED
+    assert (
+        await f.client.get_workflow_handle(f"{m.wf_id}/assess-1").describe()
+    ).status == WorkflowExecutionStatus.COMPLETED
     try:
         await f.client.get_workflow_handle(f"{m.wf_id}/assess-2").describe()
         raise AssertionError("a second assessing run started")

@@ -67,8 +67,9 @@ def log_tail(worker: WorkerProcess, chars: int = 4000) -> str:
 
 
 def model_log(fake: FakeModelServer) -> str:
-    return "\n".join(f"{r.body.get('model')} turn {r.turn}: status {r.status}, completed {r.completed}"
-                     for r in fake.requests)  # fmt: skip
+    return "\n".join(
+        f"{r.body.get('model')} turn {r.turn}: status {r.status}, completed {r.completed}" for r in fake.requests
+    )
 
 
 async def wait_for(predicate, worker: WorkerProcess, fake: FakeModelServer, what: str, timeout_s: float = 90) -> None:
@@ -122,17 +123,24 @@ async def test_worker_killed_during_fix_and_during_review_still_merges_once(
         return resp.json()
 
     # The edge runs here, the workers in their own processes; all share the data dir (blob store).
-    edge_settings = settings.model_copy(update={
-        "github_api_url": simulator.api_url, "github_token": SecretStr("bot-token"),
-        "webhook_secret": SecretStr(SECRET),
-    })  # fmt: skip
+    edge_settings = settings.model_copy(
+        update={
+            "github_api_url": simulator.api_url,
+            "github_token": SecretStr("bot-token"),
+            "webhook_secret": SecretStr(SECRET),
+        }
+    )
     workers: list[WorkerProcess] = []
     handle: WorkflowHandle | None = None
     outcome: IssueOutcome | None = None
-    with FakeModelServer(answer, latency_s=LATENCY_S) as fake, \
-            edge_subscribed(simulator, repo, temporal_client, edge_settings):  # fmt: skip
+    with (
+        FakeModelServer(answer, latency_s=LATENCY_S) as fake,
+        edge_subscribed(simulator, repo, temporal_client, edge_settings),
+    ):
         env = worker_env_for(
-            temporal_server, settings, fake,
+            temporal_server,
+            settings,
+            fake,
             SHOPFLOOR_SANDBOX=settings.sandbox,
             SHOPFLOOR_GITHUB_API_URL=simulator.api_url,
             SHOPFLOOR_GITHUB_TOKEN="bot-token",
@@ -151,32 +159,48 @@ async def test_worker_killed_during_fix_and_during_review_still_merges_once(
 
         try:
             first = start_worker()
-            resp = gh.post(f"/repos/{repo}/issues", json={"title": "add() subtracts",
-                                                         "body": "add(2, 3) returns -1, expected 5."})  # fmt: skip
+            resp = gh.post(
+                f"/repos/{repo}/issues", json={"title": "add() subtracts", "body": "add(2, 3) returns -1, expected 5."}
+            )
             assert resp.status_code == 201, resp.text
             number = resp.json()["number"]
             handle = temporal_client.get_workflow_handle(issue_workflow_id(repo, number))
 
             # Kill 1: the fix agent has read and edited; its next model call is in flight.
-            await wait_for(lambda: in_flight(fake, "fix-model", FIX_KILL_TURN) is not None, first, fake,
-                           "the fix agent's model call after its edit")  # fmt: skip
+            await wait_for(
+                lambda: in_flight(fake, "fix-model", FIX_KILL_TURN) is not None,
+                first,
+                fake,
+                "the fix agent's model call after its edit",
+            )
             first.kill()
             fix_victim = in_flight(fake, "fix-model", FIX_KILL_TURN)
             assert fix_victim is not None
             second = start_worker()
 
             # Kill 2: the review agent has read the file; its verdict call is in flight.
-            await wait_for(lambda: in_flight(fake, "review-model", REVIEW_KILL_TURN) is not None, second, fake,
-                           "the review agent's verdict call", timeout_s=150)  # fmt: skip
+            await wait_for(
+                lambda: in_flight(fake, "review-model", REVIEW_KILL_TURN) is not None,
+                second,
+                fake,
+                "the review agent's verdict call",
+                timeout_s=150,
+            )
             second.kill()
             review_victim = in_flight(fake, "review-model", REVIEW_KILL_TURN)
             assert review_victim is not None
             third = start_worker()
 
-            await state_when(handle, lambda s: s.waiting_for == "approval", third,
-                             "the merge stage to wait for approval", timeout_s=120)  # fmt: skip
-            resp = simulator.api("maria").post(f"/repos/{repo}/issues/{number}/comments",
-                                               json={"body": "/shopfloor approve"})  # fmt: skip
+            await state_when(
+                handle,
+                lambda s: s.waiting_for == "approval",
+                third,
+                "the merge stage to wait for approval",
+                timeout_s=120,
+            )
+            resp = simulator.api("maria").post(
+                f"/repos/{repo}/issues/{number}/comments", json={"body": "/shopfloor approve"}
+            )
             assert resp.status_code == 201, resp.text
             outcome = IssueOutcome.model_validate(await asyncio.wait_for(handle.result(), timeout=60))
         finally:
@@ -211,8 +235,9 @@ async def test_worker_killed_during_fix_and_during_review_still_merges_once(
     assert len(reviews) == 1, reviews
     assert reviews[0]["state"] == "COMMENTED" and reviews[0]["user"]["login"] == "shopfloor[bot]", reviews
     assert "approve" in reviews[0]["body"]
-    progress = [c for c in get(f"/issues/{number}/comments")
-                if "<!-- shopfloor:" in c["body"] and ":progress -->" in c["body"]]  # fmt: skip
+    progress = [
+        c for c in get(f"/issues/{number}/comments") if "<!-- shopfloor:" in c["body"] and ":progress -->" in c["body"]
+    ]
     assert len(progress) == 1, progress
     assert progress[0]["user"]["login"] == "shopfloor[bot]"
     assert "Final state: merged." in progress[0]["body"]

@@ -66,14 +66,24 @@ async def test_ci_fails_on_the_first_push_then_a_second_round_is_merged(
 async def test_review_requests_changes_once_then_round_two_is_merged(
     simulator, settings, running_worker, temporal_client, tmp_path
 ):
-    changes = {"verdict": "request_changes", "summary": "Please also cover negative numbers in the tests.",
-               "comments": [{"path": "calc/ops.py", "line": 2, "body": "Fine, but add a test."}]}  # fmt: skip
-    add_test = {"path": "tests/test_ops.py", "old": "assert add(2, 3) == 5", "new": "assert add(2, 3) == 5\n    assert add(-1, -1) == -2"}
+    changes = {
+        "verdict": "request_changes",
+        "summary": "Please also cover negative numbers in the tests.",
+        "comments": [{"path": "calc/ops.py", "line": 2, "body": "Fine, but add a test."}],
+    }
+    add_test = {
+        "path": "tests/test_ops.py",
+        "old": "assert add(2, 3) == 5",
+        "new": "assert add(2, 3) == 5\n    assert add(-1, -1) == -2",
+    }
     models = {
         "triage": TRIAGE_TURNS,
         "fix": fix_turns(),
-        "fix-2": [{"tool_calls": [call("edit_file", **add_test)]}, {"tool_calls": [call("run_command", command=TEST_CMD)]},
-                  {"tool_calls": [call("submit", **FIX)]}],  # fmt: skip
+        "fix-2": [
+            {"tool_calls": [call("edit_file", **add_test)]},
+            {"tool_calls": [call("run_command", command=TEST_CMD)]},
+            {"tool_calls": [call("submit", **FIX)]},
+        ],
         "review": [{"tool_calls": [call("submit", **changes)]}],
         "review-2": [{"tool_calls": [call("submit", **APPROVE)]}],
     }
@@ -87,7 +97,9 @@ async def test_review_requests_changes_once_then_round_two_is_merged(
     assert "request changes" in bodies[0] and "approve" in bodies[1]
 
 
-async def test_steps_run_out_mid_fix_salvages_a_draft_pr(simulator, settings, running_worker, temporal_client, tmp_path):
+async def test_steps_run_out_mid_fix_salvages_a_draft_pr(
+    simulator, settings, running_worker, temporal_client, tmp_path
+):
     policy = POLICY + "budgets:\n  max_steps:\n    fix: 2\n"
     models = {"triage": TRIAGE_TURNS, "fix": fix_turns()}  # step 3 (the tests) never comes
     async with factory(simulator, settings, running_worker, temporal_client, tmp_path, models, policy) as f:

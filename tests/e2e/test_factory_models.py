@@ -29,9 +29,18 @@ async def test_an_unpriced_model_triages_without_a_cost_cap_and_the_comment_says
         ScriptTurn(tool_calls=[ScriptToolCall(name="submit", arguments=TRIAGE)]),
     ]
     with FakeModelServer(turns) as fake:
-        async with factory(simulator, settings, running_worker, temporal_client, tmp_path, {}, NEVER,
-                           model="openai:local-llm", openai_base_url=fake.openai_base_url,
-                           openai_api_key=SecretStr("sk-local-not-a-secret")) as f:  # fmt: skip
+        async with factory(
+            simulator,
+            settings,
+            running_worker,
+            temporal_client,
+            tmp_path,
+            {},
+            NEVER,
+            model="openai:local-llm",
+            openai_base_url=fake.openai_base_url,
+            openai_api_key=SecretStr("sk-local-not-a-secret"),
+        ) as f:
             number = f.open_issue("add() subtracts", "add(2, 3) returns -1, expected 5.")
             state = await f.state_when(lambda s: s.result == "parked", "triage to park under auto_fix: never")
             final = await f.progress_when(number, "Final state: waiting for a human")
@@ -56,15 +65,20 @@ TRIAGE_METERED = [
 
 def metered(fake: FakeModelServer) -> dict:
     """Worker settings for a priced model on the fake server: [1.0, 2.0] USD per Mtok."""
-    return {"model": "openai:metered", "prices": {"metered": (1.0, 2.0)}, "openai_base_url": fake.openai_base_url,
-            "openai_api_key": SecretStr("sk-metered-not-a-secret")}  # fmt: skip
+    return {
+        "model": "openai:metered",
+        "prices": {"metered": (1.0, 2.0)},
+        "openai_base_url": fake.openai_base_url,
+        "openai_api_key": SecretStr("sk-metered-not-a-secret"),
+    }
 
 
 async def test_a_budget_spent_by_triage_starts_no_fix(simulator, settings, running_worker, temporal_client, tmp_path):
     policy = POLICY + "budgets:\n  max_cost_usd_per_run: 0.004\n"
     with FakeModelServer(TRIAGE_METERED) as fake:
-        async with factory(simulator, settings, running_worker, temporal_client, tmp_path, {}, policy,
-                           **metered(fake)) as f:  # fmt: skip
+        async with factory(
+            simulator, settings, running_worker, temporal_client, tmp_path, {}, policy, **metered(fake)
+        ) as f:
             number = f.open_issue("add() subtracts", "add(2, 3) returns -1, expected 5.")
             state = await f.state_when(lambda s: s.result != "", "the run to end")
             final = await f.progress_when(number, "Final state: failed")
@@ -84,8 +98,13 @@ async def test_the_cost_budget_runs_out_mid_fix_and_the_work_is_salvaged(
     fix = [
         ScriptTurn(tool_calls=[ScriptToolCall(name="read_file", arguments={"path": "calc/ops.py"})], usage=EVERY_STEP),
         ScriptTurn(tool_calls=[ScriptToolCall(name="edit_file", arguments=GOOD_EDIT)], usage=EVERY_STEP),
-        *[ScriptTurn(tool_calls=[ScriptToolCall(name="run_command", arguments={"command": f"python -c 'print({i})'"})],
-                     usage=EVERY_STEP) for i in range(10)],  # fmt: skip
+        *[
+            ScriptTurn(
+                tool_calls=[ScriptToolCall(name="run_command", arguments={"command": f"python -c 'print({i})'"})],
+                usage=EVERY_STEP,
+            )
+            for i in range(10)
+        ],
     ]
 
     def answer(turn: int, body: dict) -> ScriptTurn:
@@ -95,8 +114,9 @@ async def test_the_cost_budget_runs_out_mid_fix_and_the_work_is_salvaged(
 
     policy = POLICY + "budgets:\n  max_cost_usd_per_run: 0.01\n"
     with FakeModelServer(answer) as fake:
-        async with factory(simulator, settings, running_worker, temporal_client, tmp_path, {}, policy,
-                           **metered(fake)) as f:  # fmt: skip
+        async with factory(
+            simulator, settings, running_worker, temporal_client, tmp_path, {}, policy, **metered(fake)
+        ) as f:
             number = f.open_issue("add() subtracts", "add(2, 3) returns -1, expected 5.")
             state = await f.state_when(lambda s: s.result != "", "the run to end")
             final = await f.progress_when(number, "Final state: salvaged")

@@ -17,10 +17,10 @@ from typing import Any
 from agent_runs import call
 from factory_runs import (
     APPROVE,
+    DEADLINE_S,
     FIX,
     POLICY,
     TEST_CMD,
-    DEADLINE_S,
     TRIAGE_TURNS,
     Factory,
     approve_and_finish,
@@ -65,9 +65,9 @@ async def inbox_when(f: Factory, ok, what: str) -> InboxSummary:
 
 
 def handled(inbox: InboxSummary, event: str, sender: str, action: str | None = None) -> bool:
-    return any(e.event == event and e.sender == sender and (action is None or e.action == action)
-               for e in inbox.last_events)  # fmt: skip
-
+    return any(
+        e.event == event and e.sender == sender and (action is None or e.action == action) for e in inbox.last_events
+    )
 
 
 def the_pr(f: Factory, number: int) -> dict[str, Any]:
@@ -79,10 +79,15 @@ def the_pr(f: Factory, number: int) -> dict[str, Any]:
 def put_file(f: Factory, path: str, content: str, *, branch: str = "main", login: str = "maria") -> str:
     """A person commits `content` to `path` on `branch` through the contents API; the new head."""
     sha = f.get(f"/contents/{path}", ref=branch)["sha"]
-    resp = f.gh(login).put(f"/repos/{f.repo}/contents/{path}", json={
-        "message": f"edit {path}", "content": base64.b64encode(content.encode()).decode(), "sha": sha,
-        "branch": branch,
-    })  # fmt: skip
+    resp = f.gh(login).put(
+        f"/repos/{f.repo}/contents/{path}",
+        json={
+            "message": f"edit {path}",
+            "content": base64.b64encode(content.encode()).decode(),
+            "sha": sha,
+            "branch": branch,
+        },
+    )
     assert resp.status_code == 200, resp.text
     return resp.json()["commit"]["sha"]
 
@@ -102,7 +107,9 @@ async def test_ci_that_never_reports_parks_the_run_until_a_retry_after_a_result(
     sim = NoCiSimulator(simulator)
     async with factory(sim, settings, running_worker, temporal_client, tmp_path, MODELS, policy) as f:
         number = f.open_issue(*ISSUE)
-        parked = await f.state_when(lambda s: s.result == "parked", "the CI wait to time out", timeout_s=DEADLINE_S + 60)
+        parked = await f.state_when(
+            lambda s: s.result == "parked", "the CI wait to time out", timeout_s=DEADLINE_S + 60
+        )
         assert parked.waiting_for == "retry" and parked.ci_state == "pending", parked
         assert parked.reason == f"no CI result for {parked.head_sha[:12]} within 1 minutes", parked
         body = await f.progress_when(number, "Final state: waiting for a human")
@@ -113,8 +120,9 @@ async def test_ci_that_never_reports_parks_the_run_until_a_retry_after_a_result(
         # An external CI reports at last (as a person with write access would through the API);
         # a maintainer then retries.
         simulator.set_permission("acme", f.repo.split("/")[1], "ci-runner", "write")
-        resp = f.gh("ci-runner").post(f"/repos/{f.repo}/statuses/{parked.head_sha}",
-                                      json={"state": "success", "context": "external-ci"})  # fmt: skip
+        resp = f.gh("ci-runner").post(
+            f"/repos/{f.repo}/statuses/{parked.head_sha}", json={"state": "success", "context": "external-ci"}
+        )
         assert resp.status_code == 201, resp.text
         f.comment(number, "/shopfloor retry", "maria")
         outcome = await approve_and_finish(f, number)
@@ -125,8 +133,10 @@ async def test_ci_that_never_reports_parks_the_run_until_a_retry_after_a_result(
 
 # -- 2. the base branch moves into a conflict -----------------------------------------------------
 
-MAIN_MOVED = ("def add(a, b):\n    return a - b  # callers rely on this\n\n\ndef mul(a, b):\n    return a * b\n\n\n"
-              "def sub(a, b):\n    return a - b\n")  # fmt: skip
+MAIN_MOVED = (
+    "def add(a, b):\n    return a - b  # callers rely on this\n\n\ndef mul(a, b):\n    return a * b\n\n\n"
+    "def sub(a, b):\n    return a - b\n"
+)
 RESOLVED = MAIN_MOVED.replace("return a - b  # callers rely on this", "return a + b")
 
 
@@ -145,8 +155,10 @@ async def test_base_branch_conflict_before_the_merge_goes_through_a_fix_round(
         first = await f.state_when(lambda s: s.waiting_for == "approval", "the first approval wait")
         put_file(f, "calc/ops.py", MAIN_MOVED)  # a person changes the same line on main
         f.comment(number, "/shopfloor approve", "maria")
-        second = await f.state_when(lambda s: s.waiting_for == "approval" and s.fix_round == 2,
-                                    "a conflict fix round and the approval wait after it")  # fmt: skip
+        second = await f.state_when(
+            lambda s: s.waiting_for == "approval" and s.fix_round == 2,
+            "a conflict fix round and the approval wait after it",
+        )
         assert second.head_sha != first.head_sha and second.review_round == 2
         await f.progress_when(number, "conflicts with main: calc/ops.py")
         f.comment(number, "/shopfloor approve", "maria")
@@ -287,8 +299,9 @@ async def test_auto_fix_label_with_the_label_on_the_issue_goes_on_to_a_fix(
     simulator, settings, running_worker, temporal_client, tmp_path
 ):
     async with factory(simulator, settings, running_worker, temporal_client, tmp_path, MODELS, LABEL_POLICY) as f:
-        resp = f.gh("maria").post(f"/repos/{f.repo}/issues", json={"title": ISSUE[0], "body": ISSUE[1],
-                                                                   "labels": ["shopfloor"]})  # fmt: skip
+        resp = f.gh("maria").post(
+            f"/repos/{f.repo}/issues", json={"title": ISSUE[0], "body": ISSUE[1], "labels": ["shopfloor"]}
+        )
         assert resp.status_code == 201, resp.text
         number = resp.json()["number"]
         f.handle = f.client.get_workflow_handle(issue_workflow_id(f.repo, number))
@@ -319,8 +332,7 @@ async def test_pause_holds_the_rounds_and_the_merge_until_resume(
         f.comment(number, "/shopfloor pause", "maria")
         await inbox_when(f, lambda i: i.paused, "the second pause")
         f.comment(number, "/shopfloor approve", "maria")
-        held = await f.state_when(lambda s: s.waiting_for == "resume" or s.result != "",
-                                "the merge to wait for resume")  # fmt: skip
+        held = await f.state_when(lambda s: s.waiting_for == "resume" or s.result != "", "the merge to wait for resume")
         assert held.approved_heads == [waiting.head_sha] and held.merged_sha is None, held
         assert not the_pr(f, number)["merged"]
         await f.progress_when(number, "**Waiting** for someone to resume the run")

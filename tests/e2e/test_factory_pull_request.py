@@ -29,22 +29,31 @@ REVIEW_TURNS = [
     {"tool_calls": [call("submit", **APPROVE)]},
 ]
 CHANGES = {
-    "verdict": "request_changes", "summary": "mul() now adds; the tests fail.",
+    "verdict": "request_changes",
+    "summary": "mul() now adds; the tests fail.",
     "comments": [{"path": "calc/ops.py", "line": 6, "body": "This should stay `a * b`."}],
-}  # fmt: skip
+}
 
 
-def open_person_pr(f: Factory, author: str, branch: str, ops: str, *, pusher: str | None = None,
-                   draft: bool = False) -> tuple[int, str]:  # fmt: skip
+def open_person_pr(
+    f: Factory, author: str, branch: str, ops: str, *, pusher: str | None = None, draft: bool = False
+) -> tuple[int, str]:
     """`pusher` (default: the author) makes `branch` from main with `ops` as calc/ops.py; `author`
     opens the pull request (a draft with `draft`). Returns (number, head sha)."""
     gh = f.gh(pusher or author)
     main = f.get("/branches/main")["commit"]["sha"]
     assert gh.post(f"/repos/{f.repo}/git/refs", json={"ref": f"refs/heads/{branch}", "sha": main}).status_code == 201
     push_ops(f, pusher or author, branch, ops)
-    resp = f.gh(author).post(f"/repos/{f.repo}/pulls", json={
-        "title": "Make add() add", "head": branch, "base": "main", "body": "add(2, 3) returned -1.", "draft": draft,
-    })  # fmt: skip
+    resp = f.gh(author).post(
+        f"/repos/{f.repo}/pulls",
+        json={
+            "title": "Make add() add",
+            "head": branch,
+            "base": "main",
+            "body": "add(2, 3) returned -1.",
+            "draft": draft,
+        },
+    )
     assert resp.status_code == 201, resp.text
     pr = resp.json()
     return pr["number"], pr["head"]["sha"]
@@ -52,9 +61,15 @@ def open_person_pr(f: Factory, author: str, branch: str, ops: str, *, pusher: st
 
 def push_ops(f: Factory, login: str, branch: str, ops: str) -> str:
     old = f.get("/contents/calc/ops.py", ref=branch)["sha"]
-    resp = f.gh(login).put(f"/repos/{f.repo}/contents/calc/ops.py", json={
-        "message": "edit ops", "content": base64.b64encode(ops.encode()).decode(), "sha": old, "branch": branch,
-    })  # fmt: skip
+    resp = f.gh(login).put(
+        f"/repos/{f.repo}/contents/calc/ops.py",
+        json={
+            "message": "edit ops",
+            "content": base64.b64encode(ops.encode()).decode(),
+            "sha": old,
+            "branch": branch,
+        },
+    )
     assert resp.status_code in (200, 201), resp.text
     return resp.json()["commit"]["sha"]
 
@@ -87,7 +102,9 @@ async def test_members_pull_request_is_reviewed_approved_by_a_maintainer_and_mer
         await accepted(handle, "approve", "carol")
         state = await handle.query("factory", result_type=FactoryState)
         assert state.approved_heads == [] and state.waiting_for == "approval"
-        resp = f.gh("maria").post(f"/repos/{f.repo}/pulls/{number}/reviews", json={"event": "APPROVE", "commit_id": head})
+        resp = f.gh("maria").post(
+            f"/repos/{f.repo}/pulls/{number}/reviews", json={"event": "APPROVE", "commit_id": head}
+        )
         assert resp.status_code == 200, resp.text
         outcome = PullRequestOutcome.model_validate(await asyncio.wait_for(handle.result(), timeout=DEADLINE_S))
         await record_history(handle, "pr-reviewed-approved-merged")
@@ -110,14 +127,21 @@ async def test_strangers_pull_request_waits_for_a_maintainer_then_is_reviewed_pe
     simulator, settings, running_worker, temporal_client, tmp_path
 ):
     broken = FIXED_OPS.replace("return a * b", "return a + b")  # add() fixed, mul() broken
-    models = {"review": [
-        {"tool_calls": [call("run_tests", command=TEST_CMD)]}, {"tool_calls": [call("submit", **CHANGES)]},
-    ], "review-2": [{"tool_calls": [call("submit", **APPROVE)]}]}  # fmt: skip
+    models = {
+        "review": [
+            {"tool_calls": [call("run_tests", command=TEST_CMD)]},
+            {"tool_calls": [call("submit", **CHANGES)]},
+        ],
+        "review-2": [{"tool_calls": [call("submit", **APPROVE)]}],
+    }
     async with factory(simulator, settings, running_worker, temporal_client, tmp_path, models, MERGING) as f:
         number, head = open_person_pr(f, "eve", "eve-patch", broken, pusher="maria")
         handle = temporal_client.get_workflow_handle(pr_workflow_id(f.repo, number))
-        await pr_state_when(handle, lambda s: s.head_sha == head and s.waiting_for == "review_command",
-                            "the run to decide not to review a stranger's PR")  # fmt: skip
+        await pr_state_when(
+            handle,
+            lambda s: s.head_sha == head and s.waiting_for == "review_command",
+            "the run to decide not to review a stranger's PR",
+        )
         assert bot_comments(f, number) == [] and f.get(f"/pulls/{number}/reviews") == []
 
         f.comment(number, "/shopfloor review", "eve")  # refused: eve has no write access
@@ -172,16 +196,20 @@ async def test_review_only_policy_never_merges_and_the_run_ends_when_the_pull_re
 async def test_the_review_run_is_carried_across_continue_as_new(
     simulator, settings, running_worker, temporal_client, tmp_path
 ):
-    models = {"review": [{"tool_calls": [call("submit", **CHANGES)]}],
-              "review-2": [{"tool_calls": [call("submit", **APPROVE)]}]}  # fmt: skip
+    models = {
+        "review": [{"tool_calls": [call("submit", **CHANGES)]}],
+        "review-2": [{"tool_calls": [call("submit", **APPROVE)]}],
+    }
     async with factory(simulator, settings, running_worker, temporal_client, tmp_path, models) as f:
         owner, name = f.repo.split("/")
         simulator.set_permission(owner, name, "carol", "write")
         # The run exists before the webhook (the PR will be #1) and continues as new every 3 events.
         handle = await temporal_client.start_workflow(
-            "PullRequestWorkflow", PullRequestInboxInput(repo=f.repo, number=1, continue_after_events=3),
-            id=pr_workflow_id(f.repo, 1), task_queue=settings.task_queue,
-        )  # fmt: skip
+            "PullRequestWorkflow",
+            PullRequestInboxInput(repo=f.repo, number=1, continue_after_events=3),
+            id=pr_workflow_id(f.repo, 1),
+            task_queue=settings.task_queue,
+        )
         number, head = open_person_pr(f, "carol", "carol/fix", FIXED_OPS)
         assert number == 1
         await pr_state_when(handle, lambda s: s.verdict == "request_changes" and s.waiting_for == "push", "review 1")
@@ -204,9 +232,11 @@ async def test_the_review_run_is_carried_across_continue_as_new(
 async def test_a_members_pushes_are_reviewed_again_until_the_automatic_reviews_are_used_up(
     simulator, settings, running_worker, temporal_client, tmp_path
 ):
-    models = {"review": [{"tool_calls": [call("submit", **CHANGES)]}],
-              "review-2": [{"tool_calls": [call("submit", **CHANGES)]}],
-              "review-3": [{"tool_calls": [call("submit", **APPROVE)]}]}  # fmt: skip
+    models = {
+        "review": [{"tool_calls": [call("submit", **CHANGES)]}],
+        "review-2": [{"tool_calls": [call("submit", **CHANGES)]}],
+        "review-3": [{"tool_calls": [call("submit", **APPROVE)]}],
+    }
     policy = POLICY.replace("ci_timeout_minutes: 10", "ci_timeout_minutes: 10\nmax_review_rounds: 2")
     async with factory(simulator, settings, running_worker, temporal_client, tmp_path, models, policy) as f:
         owner, name = f.repo.split("/")
@@ -228,7 +258,6 @@ async def test_a_members_pushes_are_reviewed_again_until_the_automatic_reviews_a
     assert len(f.get(f"/pulls/{number}/reviews")) == 3
 
 
-
 def open_fork_pr(f: Factory, author: str, branch: str, ops: str) -> tuple[int, str]:
     """`author` forks the repository, commits `ops` as calc/ops.py on `branch` of the fork and opens
     a pull request from it (head `author:branch`). Returns (number, head sha)."""
@@ -239,13 +268,25 @@ def open_fork_pr(f: Factory, author: str, branch: str, ops: str) -> tuple[int, s
     main = gh.get(f"/repos/{fork_repo}/branches/main").json()["commit"]["sha"]
     assert gh.post(f"/repos/{fork_repo}/git/refs", json={"ref": f"refs/heads/{branch}", "sha": main}).status_code == 201
     old = gh.get(f"/repos/{fork_repo}/contents/calc/ops.py", params={"ref": branch}).json()["sha"]
-    put = gh.put(f"/repos/{fork_repo}/contents/calc/ops.py", json={
-        "message": "Make add() add", "content": base64.b64encode(ops.encode()).decode(), "sha": old, "branch": branch,
-    })  # fmt: skip
+    put = gh.put(
+        f"/repos/{fork_repo}/contents/calc/ops.py",
+        json={
+            "message": "Make add() add",
+            "content": base64.b64encode(ops.encode()).decode(),
+            "sha": old,
+            "branch": branch,
+        },
+    )
     assert put.status_code == 200, put.text
-    resp = gh.post(f"/repos/{f.repo}/pulls", json={
-        "title": "Make add() add", "head": f"{author}:{branch}", "base": "main", "body": "From my fork.",
-    })  # fmt: skip
+    resp = gh.post(
+        f"/repos/{f.repo}/pulls",
+        json={
+            "title": "Make add() add",
+            "head": f"{author}:{branch}",
+            "base": "main",
+            "body": "From my fork.",
+        },
+    )
     assert resp.status_code == 201, resp.text
     pr = resp.json()
     assert pr["head"]["repo"]["full_name"] == f"{author}/{name}"
@@ -262,8 +303,11 @@ async def test_a_strangers_pull_request_from_a_fork_is_reviewed_on_request_and_m
         number, head = open_fork_pr(f, "eve", "fix-add", FIXED_OPS)
         assert "fix-add" not in [b["name"] for b in f.get("/branches")]
         handle = temporal_client.get_workflow_handle(pr_workflow_id(f.repo, number))
-        await pr_state_when(handle, lambda s: s.head_sha == head and s.waiting_for == "review_command",
-                            "the run to wait for a maintainer to ask for a review")  # fmt: skip
+        await pr_state_when(
+            handle,
+            lambda s: s.head_sha == head and s.waiting_for == "review_command",
+            "the run to wait for a maintainer to ask for a review",
+        )
         assert f.get(f"/pulls/{number}/reviews") == []
 
         f.comment(number, "/shopfloor review", "maria")
@@ -274,7 +318,9 @@ async def test_a_strangers_pull_request_from_a_fork_is_reviewed_on_request_and_m
 
     assert outcome.factory is not None and outcome.factory.result == "merged", outcome
     reviews = f.get(f"/pulls/{number}/reviews")
-    assert [(r["user"]["login"], r["state"], r["commit_id"]) for r in reviews] == [("shopfloor[bot]", "COMMENTED", head)]
+    assert [(r["user"]["login"], r["state"], r["commit_id"]) for r in reviews] == [
+        ("shopfloor[bot]", "COMMENTED", head)
+    ]
     assert f.get(f"/pulls/{number}")["merged"] and "return a + b" in f.file("calc/ops.py")
     fork_branch = f.gh("eve").get(f"/repos/eve/{f.repo.split('/')[1]}/branches/fix-add").json()
     assert fork_branch["commit"]["sha"] == head  # the contributor's branch is untouched
@@ -289,17 +335,25 @@ async def test_a_members_draft_is_reviewed_only_once_it_is_marked_ready(
         simulator.set_permission(owner, name, "carol", "write")
         number, head = open_person_pr(f, "carol", "carol/wip", FIXED_OPS, draft=True)
         handle = temporal_client.get_workflow_handle(pr_workflow_id(f.repo, number))
-        await pr_state_when(handle, lambda s: s.head_sha == head and s.waiting_for == "review_command",
-                            "the run to leave the draft alone")  # fmt: skip
+        await pr_state_when(
+            handle,
+            lambda s: s.head_sha == head and s.waiting_for == "review_command",
+            "the run to leave the draft alone",
+        )
         assert f.get(f"/pulls/{number}/reviews") == [] and bot_comments(f, number) == []
 
         # "Ready for review" (GitHub's button; the simulator's /_sim stand-in for it).
-        ready = httpx.post(f"{simulator.base_url}/_sim/repos/{f.repo}/pulls/{number}/draft",
-                           json={"login": "carol", "draft": False}, timeout=60)  # fmt: skip
+        ready = httpx.post(
+            f"{simulator.base_url}/_sim/repos/{f.repo}/pulls/{number}/draft",
+            json={"login": "carol", "draft": False},
+            timeout=60,
+        )
         assert ready.status_code == 200, ready.text
         state = await pr_state_when(handle, lambda s: s.verdict == "approve", "the review once the PR is ready")
         assert state.verdict_head == head and state.review_round == 1
-        approve = f.gh("maria").post(f"/repos/{f.repo}/pulls/{number}/reviews", json={"event": "APPROVE", "commit_id": head})
+        approve = f.gh("maria").post(
+            f"/repos/{f.repo}/pulls/{number}/reviews", json={"event": "APPROVE", "commit_id": head}
+        )
         assert approve.status_code == 200, approve.text
         outcome = PullRequestOutcome.model_validate(await asyncio.wait_for(handle.result(), timeout=DEADLINE_S))
 

@@ -39,17 +39,25 @@ def _open_pr(f: Factory, author: str, branch: str) -> tuple[int, str]:
     resp = f.gh(author).post(f"/repos/{f.repo}/git/refs", json={"ref": f"refs/heads/{branch}", "sha": main})
     assert resp.status_code == 201, resp.text
     _push_ops(f, author, branch, FIXED_OPS)
-    resp = f.gh(author).post(f"/repos/{f.repo}/pulls", json={
-        "title": "Make add() add", "head": branch, "base": "main", "body": "add(2, 3) returned -1."})  # fmt: skip
+    resp = f.gh(author).post(
+        f"/repos/{f.repo}/pulls",
+        json={"title": "Make add() add", "head": branch, "base": "main", "body": "add(2, 3) returned -1."},
+    )
     assert resp.status_code == 201, resp.text
     return resp.json()["number"], resp.json()["head"]["sha"]
 
 
 def _push_ops(f: Factory, login: str, branch: str, ops: str) -> str:
     old = f.get("/contents/calc/ops.py", ref=branch)["sha"]
-    resp = f.gh(login).put(f"/repos/{f.repo}/contents/calc/ops.py", json={
-        "message": "edit ops", "content": base64.b64encode(ops.encode()).decode(), "sha": old, "branch": branch,
-    })  # fmt: skip
+    resp = f.gh(login).put(
+        f"/repos/{f.repo}/contents/calc/ops.py",
+        json={
+            "message": "edit ops",
+            "content": base64.b64encode(ops.encode()).decode(),
+            "sha": old,
+            "branch": branch,
+        },
+    )
     assert resp.status_code in (200, 201), resp.text
     return resp.json()["commit"]["sha"]
 
@@ -69,8 +77,12 @@ async def test_a_push_before_the_approval_is_handled_is_not_approved(
 
         await query_until(handle, "factory", FactoryState, waiting_on(head1), "the merge to wait for approval")
         # The progress comment suggests the form that names the commit.
-        await comments_when(f, number, lambda cs: any(f"/shopfloor approve {head1[:12]}" in c["body"] for c in cs),
-                            "the progress comment to name the head to approve")  # fmt: skip
+        await comments_when(
+            f,
+            number,
+            lambda cs: any(f"/shopfloor approve {head1[:12]}" in c["body"] for c in cs),
+            "the progress comment to name the head to approve",
+        )
 
         # The maintainer approves what they read; the webhook fails, and meanwhile the author pushes.
         held, _ = held_comment(f, number, "/shopfloor approve", "maria")
@@ -120,12 +132,16 @@ async def test_an_issue_runs_own_push_after_the_approval_was_written_is_not_appr
         head1 = first.head_sha or ""
         await f.progress_when(number, f"/shopfloor approve {head1[:12]}")
         held, _ = held_comment(f, number, "/shopfloor approve", "maria")
-        resp = f.gh("maria").put(f"/repos/{f.repo}/contents/NOTES.md", json={
-            "message": "notes", "content": base64.b64encode(b"notes\n").decode(), "branch": "main"})  # fmt: skip
+        resp = f.gh("maria").put(
+            f"/repos/{f.repo}/contents/NOTES.md",
+            json={"message": "notes", "content": base64.b64encode(b"notes\n").decode(), "branch": "main"},
+        )
         assert resp.status_code == 201, resp.text
         f.comment(number, f"/shopfloor approve {head1[:12]}", "maria")  # merging finds main moved
-        second = await f.state_when(lambda s: s.head_sha != head1 and s.verdict_head == s.head_sha
-                                    and s.waiting_for == "approval", "the second head to wait for approval")  # fmt: skip
+        second = await f.state_when(
+            lambda s: s.head_sha != head1 and s.verdict_head == s.head_sha and s.waiting_for == "approval",
+            "the second head to wait for approval",
+        )
         head2 = second.head_sha or ""
         assert second.approved_heads == [head1]
         redeliver(f, held)
@@ -191,8 +207,17 @@ def test_the_head_record_only_moves_forward():
 
 @pytest.mark.fast
 def test_the_progress_comment_asks_for_the_head_by_its_sha():
-    view = ProgressView(workflow_id="issue/acme/shop/7", repo="acme/shop", number=7, state="waiting",
-                        stage="merge", waiting_for="approval", approve_sha=B[:12])  # fmt: skip
+    view = ProgressView(
+        workflow_id="issue/acme/shop/7",
+        repo="acme/shop",
+        number=7,
+        state="waiting",
+        stage="merge",
+        waiting_for="approval",
+        approve_sha=B[:12],
+    )
     assert f"comment `/shopfloor approve {B[:12]}` on this issue" in render_progress(view)
     odd = view.model_copy(update={"approve_sha": "`x` @someone"})  # only a sha is ever printed
-    assert "@someone" not in render_progress(odd) and "comment `/shopfloor approve` on this issue" in render_progress(odd)
+    assert "@someone" not in render_progress(odd) and "comment `/shopfloor approve` on this issue" in render_progress(
+        odd
+    )

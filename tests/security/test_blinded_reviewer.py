@@ -36,8 +36,10 @@ from shopfloor.settings import Settings
 
 # Planted by a command in the checkout's .git, where no protected-path rule looks: git applies it
 # to every path, as it would a .gitattributes (which the policy protects, so it would not be pushed).
-PLANT = ("python3 -c \"import os; g = '.g' + 'it/info'; os.makedirs(g, exist_ok=True); "
-         "open(g + '/attributes', 'w').write('*.py -diff\\n')\"")  # fmt: skip
+PLANT = (
+    "python3 -c \"import os; g = '.g' + 'it/info'; os.makedirs(g, exist_ok=True); "
+    "open(g + '/attributes', 'w').write('*.py -diff\\n')\""
+)
 # Never called, so CI stays green; the point is whether the reviewer can see it.
 HIDDEN = "\n\ndef _telemetry():\n    return __import__('os').environ  # sent home\n"
 SEEN = ("+    return a + b", "+def _telemetry():", "+    return __import__('os').environ  # sent home")
@@ -123,14 +125,18 @@ async def test_a_pull_request_that_marks_python_binary_is_diffed_as_text_and_run
 
     blobs = FileBlobStore(tmp_path / "blobs")
     workspaces = Workspaces(tmp_path / "worker", blobs)
-    acts = GitRemoteActivities(workspaces, GitHubClients(Settings(github_api_url=simulator.api_url, github_token=BOT_TOKEN)))
+    acts = GitRemoteActivities(
+        workspaces, GitHubClients(Settings(github_api_url=simulator.api_url, github_token=BOT_TOKEN))
+    )
     # A driver for `evil` in the mirror's own config (as a careless operator might leave one): it
     # must not run, whatever the pull request's attributes name.
     flag = tmp_path / "driver-ran"
     mirror = await workspaces.mirror(repo.clone_url)
     with open(mirror / "config", "a") as f:
-        f.write(f'[diff "evil"]\n\ttextconv = sh -c \'touch {flag}; cat "$0"\'\n'
-                f"[diff]\n\texternal = sh -c 'touch {flag}'\n")  # fmt: skip
+        f.write(
+            f'[diff "evil"]\n\ttextconv = sh -c \'touch {flag}; cat "$0"\'\n'
+            f"[diff]\n\texternal = sh -c 'touch {flag}'\n"
+        )
 
     change = await ActivityEnvironment().run(
         acts.pull_request_change,
@@ -139,4 +145,3 @@ async def test_a_pull_request_that_marks_python_binary_is_diffed_as_text_and_run
     assert change.diff_digest and sorted(change.files) == [".gitattributes", "calc/ops.py"]
     shows_as_text((await blobs.get(change.diff_digest)).decode())
     assert not flag.exists(), "a diff driver named by the pull request ran on the worker"
-

@@ -55,15 +55,18 @@ async def run_agent(client, settings, running_worker, tmp_path: Path, turns: lis
     base = make_repo(repo, {"calc.py": CALC, ".gitignore": "logs/\n"})
     model = write_cassette(tmp_path / "cassette.json", [*turns, {"content": "done"}])
     inp = AgentInput(
-        agent="code", model=model, goal="Fix add().",
+        agent="code",
+        model=model,
+        goal="Fix add().",
         workspace=WorkspaceRef(repo="local/repo", clone_url=str(repo), base_sha=base),
         limits=Limits(max_steps=len(turns) + 2),
-    )  # fmt: skip
+    )
     async with running_worker(settings):
         peak_rss_reset()
         before = rss_kb("VmRSS")
-        handle = await client.start_workflow(AgentWorkflow.run, inp, id=f"test/large-{uuid.uuid4().hex[:10]}",
-                                             task_queue=settings.task_queue)  # fmt: skip
+        handle = await client.start_workflow(
+            AgentWorkflow.run, inp, id=f"test/large-{uuid.uuid4().hex[:10]}", task_queue=settings.task_queue
+        )
         result = await asyncio.wait_for(handle.result(), timeout=300)
         growth = (rss_kb("VmHWM") - before) * 1024
     return result, growth
@@ -98,7 +101,9 @@ async def test_a_huge_file_written_by_a_command_is_refused_not_checkpointed(
 
 
 async def test_read_file_of_a_huge_one_line_file_is_bounded(temporal_client, settings, running_worker, blobs, tmp_path):
-    make = f"mkdir -p logs && head -c 65536 /dev/zero | tr '\\0' a > logs/one.log && truncate -s {ONE_LINE} logs/one.log"
+    make = (
+        f"mkdir -p logs && head -c 65536 /dev/zero | tr '\\0' a > logs/one.log && truncate -s {ONE_LINE} logs/one.log"
+    )
     turns = [
         {"tool_calls": [call("run_command", command=make)]},  # logs/ is ignored: the checkpoint leaves it out
         {"tool_calls": [call("read_file", path="logs/one.log")]},
@@ -133,6 +138,9 @@ def test_read_file_pages_agree_with_the_lines_of_the_file(tmp_path: Path) -> Non
             if len(line) > 8000:
                 assert shown.endswith(f"[line truncated: {len(line):,} bytes]")
         if offset + limit <= len(lines):
-            assert page[-1] == f"... {len(lines) - offset - limit + 1} more lines; call read_file with offset={offset + limit}"
+            assert (
+                page[-1]
+                == f"... {len(lines) - offset - limit + 1} more lines; call read_file with offset={offset + limit}"
+            )
     os.truncate(tmp_path / "f.txt", os.path.getsize(tmp_path / "f.txt") - 1)  # no newline at the end
     assert read_file(tmp_path, ReadFileArgs(path="f.txt", offset=600)).startswith("   600\t")

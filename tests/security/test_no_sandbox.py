@@ -20,10 +20,10 @@ import time
 from pathlib import Path
 
 import pytest
-
-from shopfloor.activities.sandbox import SandboxConfig
 from sandbox_commands import alive, config_for, new_marker, none_alive, sh
 from worker_process import WorkerProcess, worker_env
+
+from shopfloor.activities.sandbox import SandboxConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -33,10 +33,22 @@ def exec_tool(tmp_path: Path, tool: str, workspace: Path, arguments: dict, **set
     no_bwrap = tmp_path / "bin-without-bwrap"
     no_bwrap.mkdir(exist_ok=True)
     assert shutil.which("bwrap", path=str(no_bwrap)) is None
-    env = {"PATH": str(no_bwrap), "HOME": str(tmp_path), "SHOPFLOOR_DATA_DIR": str(tmp_path / "data"),
-           "SHOPFLOOR_SANDBOX": "auto", "SHOPFLOOR_LOG_JSON": "true", **settings}
-    done = subprocess.run([sys.executable, "-m", "tests.support.exec_tool_probe", tool, str(workspace), json.dumps(arguments)],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    env = {
+        "PATH": str(no_bwrap),
+        "HOME": str(tmp_path),
+        "SHOPFLOOR_DATA_DIR": str(tmp_path / "data"),
+        "SHOPFLOOR_SANDBOX": "auto",
+        "SHOPFLOOR_LOG_JSON": "true",
+        **settings,
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.support.exec_tool_probe", tool, str(workspace), json.dumps(arguments)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -49,10 +61,17 @@ def ws(tmp_path: Path) -> Path:
     return path
 
 
-@pytest.mark.parametrize(("tool", "arguments", "evidence"), [
-    ("run_command", {"command": "python3 -c \"open('written-unsandboxed', 'w')\"; echo $(echo sudo)"}, "written-unsandboxed"),
-    ("run_tests", {"args": "-p no:cacheprovider"}, "tests-ran"),
-])
+@pytest.mark.parametrize(
+    ("tool", "arguments", "evidence"),
+    [
+        (
+            "run_command",
+            {"command": "python3 -c \"open('written-unsandboxed', 'w')\"; echo $(echo sudo)"},
+            "written-unsandboxed",
+        ),
+        ("run_tests", {"args": "-p no:cacheprovider"}, "tests-ran"),
+    ],
+)
 def test_auto_without_bubblewrap_refuses_exec_tools(tmp_path, ws, tool, arguments, evidence):
     result = exec_tool(tmp_path, tool, ws, arguments)
     assert result["ok"] is False
@@ -64,8 +83,13 @@ def test_auto_without_bubblewrap_refuses_exec_tools(tmp_path, ws, tool, argument
 
 
 def test_auto_without_bubblewrap_runs_unsandboxed_only_when_the_operator_opted_in(tmp_path, ws):
-    result = exec_tool(tmp_path, "run_command", ws, {"command": "touch opted-in && echo ran"},
-                       SHOPFLOOR_ALLOW_UNSANDBOXED_COMMANDS="true")
+    result = exec_tool(
+        tmp_path,
+        "run_command",
+        ws,
+        {"command": "touch opted-in && echo ran"},
+        SHOPFLOOR_ALLOW_UNSANDBOXED_COMMANDS="true",
+    )
     assert result["ok"] is True and result["output"].rstrip().endswith("ran")
     assert "UNSANDBOXED" in result["warning"] and "UNSANDBOXED" in result["output"]
     assert (ws / "opted-in").exists()
@@ -78,10 +102,12 @@ def unsandboxed(request: pytest.FixtureRequest, tmp_path: Path) -> SandboxConfig
 
 async def test_none_kills_setsid_daemons_when_the_command_ends(unsandboxed, ws):
     marker = new_marker("daemon")
-    command = (f"setsid bash -c 'exec -a {marker}-a sleep 300' < /dev/null > /dev/null 2>&1 & "
-               f"(setsid bash -c '(exec -a {marker}-b sleep 300) &' < /dev/null > /dev/null 2>&1 &) ; "
-               f"env -i setsid -f bash -c 'exec -a {marker}-c sleep 300' < /dev/null > /dev/null 2>&1; "
-               f"sleep 0.5; pgrep -fc '^{marker}-'")
+    command = (
+        f"setsid bash -c 'exec -a {marker}-a sleep 300' < /dev/null > /dev/null 2>&1 & "
+        f"(setsid bash -c '(exec -a {marker}-b sleep 300) &' < /dev/null > /dev/null 2>&1 &) ; "
+        f"env -i setsid -f bash -c 'exec -a {marker}-c sleep 300' < /dev/null > /dev/null 2>&1; "
+        f"sleep 0.5; pgrep -fc '^{marker}-'"
+    )
     out = await sh(ws, command, unsandboxed)
     assert out.exit_code == 0 and out.output.strip() == "3", out  # all three were running
     assert not out.sandboxed and "UNSANDBOXED" in out.sandbox_note
@@ -99,8 +125,12 @@ async def test_none_kills_setsid_daemons_at_the_timeout(unsandboxed, ws):
 async def test_a_worker_without_bubblewrap_says_at_start_that_commands_are_refused(temporal_server, tmp_path):
     no_bwrap = tmp_path / "bin-without-bwrap"
     no_bwrap.mkdir()
-    env = worker_env(PATH=str(no_bwrap), SHOPFLOOR_TEMPORAL_ADDRESS=temporal_server.address,
-                     SHOPFLOOR_TASK_QUEUE="refusing", SHOPFLOOR_DATA_DIR=str(tmp_path / "data"))
+    env = worker_env(
+        PATH=str(no_bwrap),
+        SHOPFLOOR_TEMPORAL_ADDRESS=temporal_server.address,
+        SHOPFLOOR_TASK_QUEUE="refusing",
+        SHOPFLOOR_DATA_DIR=str(tmp_path / "data"),
+    )
     worker = WorkerProcess(env, tmp_path / "worker.log")
     try:
         deadline = time.monotonic() + 60

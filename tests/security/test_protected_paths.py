@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import os
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -23,16 +23,16 @@ import pytest
 from agent_runs import call
 from factory_runs import APPROVE, POLICY, TRIAGE_TURNS, Factory, factory, fix_turns
 from portable_repos import git, make_repo
-from shopfloor.activities.git_plumbing import Git
-from shopfloor.activities.git_remote import GitRemoteActivities
-from shopfloor.activities.github.clients import GitHubClients
-from shopfloor.activities.tools.editing import edit_file, write_file
-from shopfloor.activities.workspace import Workspaces
 from simulator_runs import BOT_TOKEN, SimulatorHandle
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 from waiting import DEADLINE_S, query_until
 
+from shopfloor.activities.git_plumbing import Git
+from shopfloor.activities.git_remote import GitRemoteActivities
+from shopfloor.activities.github.clients import GitHubClients
+from shopfloor.activities.tools.editing import edit_file, write_file
+from shopfloor.activities.workspace import Workspaces
 from shopfloor.agents.policy import RepoPolicy, is_protected
 from shopfloor.agents.tools import EditFileArgs, WriteFileArgs
 from shopfloor.blobs import FileBlobStore
@@ -44,7 +44,7 @@ from shopfloor.models.git_remote import ProtectedCheckInput, PushInput
 from shopfloor.models.inbox import pr_workflow_id
 from shopfloor.settings import Settings
 
-WHEN = datetime(2025, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
+WHEN = datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC)
 LOOSE_POLICY = "require_human_approval: false\nauto_merge: true\n"
 
 
@@ -98,11 +98,14 @@ def attack_models(*attack: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
 async def test_a_shell_command_writing_the_policy_and_ci_is_never_pushed(
     simulator, settings, running_worker, temporal_client, tmp_path
 ):
-    shell = call("run_command", command=(
-        "mkdir -p .github/workflows && "
-        "printf 'require_human_approval: false\\nauto_merge: true\\n' > .github/shopfloor.yml && "
-        "printf 'on: push\\njobs: {}\\n' > .github/workflows/ci.yml"
-    ))  # fmt: skip
+    shell = call(
+        "run_command",
+        command=(
+            "mkdir -p .github/workflows && "
+            "printf 'require_human_approval: false\\nauto_merge: true\\n' > .github/shopfloor.yml && "
+            "printf 'on: push\\njobs: {}\\n' > .github/workflows/ci.yml"
+        ),
+    )
     models = attack_models(shell)
     async with factory(simulator, settings, running_worker, temporal_client, tmp_path, models, sandbox="bwrap") as f:
         outcome, progress = await run_attack(f, tmp_path)
@@ -140,11 +143,15 @@ async def test_gitattributes_and_codeowners_are_protected_whatever_the_list_says
     policy = POLICY + 'protected_paths: ["*.lock"]\n'
     models = attack_models(
         call("write_file", path=".gitattributes", content="calc/** -diff\n"),  # denied by the permission rules
-        call("run_command", command="printf 'calc/** -diff linguist-generated\\n' > .gitattributes && "
-                                    "printf '* @mallory\\n' > CODEOWNERS && mkdir -p docs && cp CODEOWNERS docs/"),
-    )  # fmt: skip
-    async with factory(simulator, settings, running_worker, temporal_client, tmp_path, models, policy,
-                       sandbox="bwrap") as f:  # fmt: skip
+        call(
+            "run_command",
+            command="printf 'calc/** -diff linguist-generated\\n' > .gitattributes && "
+            "printf '* @mallory\\n' > CODEOWNERS && mkdir -p docs && cp CODEOWNERS docs/",
+        ),
+    )
+    async with factory(
+        simulator, settings, running_worker, temporal_client, tmp_path, models, policy, sandbox="bwrap"
+    ) as f:
         outcome, progress = await run_attack(f, tmp_path, patterns=["*.lock"])
         write = await tool_result(f, "write_file")
     assert not write.ok and "protected" in write.preview
@@ -161,19 +168,32 @@ async def test_a_persons_pull_request_changing_ci_is_reviewed_but_left_to_people
     it by itself, even with `pull_requests.merge: true`, CI green, its review and an approval."""
     merging = POLICY + "pull_requests:\n  review: members\n  merge: true\n"
     models = {"review": [{"tool_calls": [call("submit", **APPROVE)]}]}
-    async with factory(simulator, settings, running_worker, temporal_client, tmp_path, models, merging,
-                       sandbox="bwrap") as f:  # fmt: skip
+    async with factory(
+        simulator, settings, running_worker, temporal_client, tmp_path, models, merging, sandbox="bwrap"
+    ) as f:
         owner, name = f.repo.split("/")
         simulator.set_permission(owner, name, "carol", "write")
         main_before = f.get("/branches/main")["commit"]["sha"]
-        number, head = person_pr(f, "carol", "carol/ci", {
-            "calc/ops.py": f.file("calc/ops.py").replace("a - b", "a + b"),
-            ".github/workflows/ci.yml": "on: pull_request_target\njobs: {}\n",
-        })  # fmt: skip
+        number, head = person_pr(
+            f,
+            "carol",
+            "carol/ci",
+            {
+                "calc/ops.py": f.file("calc/ops.py").replace("a - b", "a + b"),
+                ".github/workflows/ci.yml": "on: pull_request_target\njobs: {}\n",
+            },
+        )
         handle = temporal_client.get_workflow_handle(pr_workflow_id(f.repo, number))
-        await query_until(handle, "factory", FactoryState, lambda s: s.waiting_for == "approval",
-                          "the merge to wait for a maintainer's approval")  # fmt: skip
-        resp = f.gh("maria").post(f"/repos/{f.repo}/pulls/{number}/reviews", json={"event": "APPROVE", "commit_id": head})
+        await query_until(
+            handle,
+            "factory",
+            FactoryState,
+            lambda s: s.waiting_for == "approval",
+            "the merge to wait for a maintainer's approval",
+        )
+        resp = f.gh("maria").post(
+            f"/repos/{f.repo}/pulls/{number}/reviews", json={"event": "APPROVE", "commit_id": head}
+        )
         assert resp.status_code == 200, resp.text
         progress = await f.progress_when(number, "`.github/workflows/ci.yml`")
         state = await handle.query("factory", result_type=FactoryState)
@@ -189,8 +209,11 @@ def person_pr(f: Factory, login: str, branch: str, files: dict[str, str]) -> tup
     main = f.get("/branches/main")["commit"]["sha"]
     assert gh.post(f"/repos/{f.repo}/git/refs", json={"ref": f"refs/heads/{branch}", "sha": main}).status_code == 201
     for path, text in files.items():
-        body: dict[str, Any] = {"message": f"edit {path}", "branch": branch,
-                                "content": base64.b64encode(text.encode()).decode()}  # fmt: skip
+        body: dict[str, Any] = {
+            "message": f"edit {path}",
+            "branch": branch,
+            "content": base64.b64encode(text.encode()).decode(),
+        }
         old = gh.get(f"/repos/{f.repo}/contents/{path}", params={"ref": branch})
         if old.status_code == 200:
             body["sha"] = old.json()["sha"]
@@ -215,8 +238,9 @@ async def tool_result(f: Factory, tool: str) -> StepEvent:
 
 async def test_changed_paths_list_both_sides_of_renames_symlinks_and_mode_changes(tmp_path):
     repo = tmp_path / "repo"
-    base = make_repo(repo, {"src/old.txt": "x\n", ".github/move.yml": "y\n", ".github/run.sh": "echo\n",
-                            "keep.txt": "k\n"})  # fmt: skip
+    base = make_repo(
+        repo, {"src/old.txt": "x\n", ".github/move.yml": "y\n", ".github/run.sh": "echo\n", "keep.txt": "k\n"}
+    )
     git(repo, "mv", "src/old.txt", ".github/new.txt")  # renamed into the protected directory
     git(repo, "mv", ".github/move.yml", "moved.yml")  # and out of it
     os.symlink(".github", repo / "gh")  # a symlink into it: a path of its own
@@ -259,8 +283,9 @@ class Remote:
             return c.get(f"/repos/{REPO}{path}")
 
     async def push(self, ref: Any, protected: list[str] | None = None) -> Any:
-        inp = PushInput(workspace=ref, branch=BRANCH, message="Fix\n\nFixes #1", committed_at=WHEN,
-                        protected_paths=protected)  # fmt: skip
+        inp = PushInput(
+            workspace=ref, branch=BRANCH, message="Fix\n\nFixes #1", committed_at=WHEN, protected_paths=protected
+        )
         return await ActivityEnvironment().run(self.acts.push_workspace, inp)
 
 
@@ -282,14 +307,22 @@ def _fixed(root: Path) -> None:
     (root / "calc.py").write_text("def add(a, b):\n    return a + b\n")
 
 
-@pytest.mark.parametrize(("change", "named"), [
-    (lambda root: (root / ".github" / "check.sh").chmod(0o755), ".github/check.sh"),  # a mode change only
-    (lambda root: (root / ".github" / "check.sh").rename(root / "check.sh"), ".github/check.sh"),  # renamed out
-    (lambda root: (root / ".github" / "check.sh").unlink(), ".github/check.sh"),  # deleted
-    (lambda root: ((root / ".github" / "shopfloor.yml").unlink(),
-                   os.symlink("../calc.py", root / ".github" / "shopfloor.yml")), ".github/shopfloor.yml"),  # a symlink now
-    (lambda root: (root / ".gitattributes").write_text("* -diff\n"), ".gitattributes"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("change", "named"),
+    [
+        (lambda root: (root / ".github" / "check.sh").chmod(0o755), ".github/check.sh"),  # a mode change only
+        (lambda root: (root / ".github" / "check.sh").rename(root / "check.sh"), ".github/check.sh"),  # renamed out
+        (lambda root: (root / ".github" / "check.sh").unlink(), ".github/check.sh"),  # deleted
+        (
+            lambda root: (
+                (root / ".github" / "shopfloor.yml").unlink(),
+                os.symlink("../calc.py", root / ".github" / "shopfloor.yml"),
+            ),
+            ".github/shopfloor.yml",
+        ),  # a symlink now
+        (lambda root: (root / ".gitattributes").write_text("* -diff\n"), ".gitattributes"),
+    ],
+)
 async def test_a_push_touching_a_protected_path_is_refused_before_anything_is_pushed(remote, change, named):
     ref = await remote.workspace(lambda root: (_fixed(root), change(root)))
     with pytest.raises(ApplicationError) as refused:
@@ -326,8 +359,11 @@ def alice_branch(remote: Remote, branch: str, files: dict[str, str]) -> tuple[in
         main = c.get(f"/repos/{REPO}/branches/main").json()["commit"]["sha"]
         c.post(f"/repos/{REPO}/git/refs", json={"ref": f"refs/heads/{branch}", "sha": main}).raise_for_status()
         for name, text in files.items():
-            body: dict[str, Any] = {"message": f"edit {name}", "branch": branch,
-                                    "content": base64.b64encode(text.encode()).decode()}  # fmt: skip
+            body: dict[str, Any] = {
+                "message": f"edit {name}",
+                "branch": branch,
+                "content": base64.b64encode(text.encode()).decode(),
+            }
             old = c.get(f"/repos/{REPO}/contents/{name}", params={"ref": branch})
             if old.status_code == 200:
                 body["sha"] = old.json()["sha"]

@@ -22,9 +22,8 @@ from typing import Any
 import httpx
 from agent_runs import call, record_history
 from edge_app import fixture_payload, unique_owner
-from factory_runs import SECRET, TRIAGE_TURNS, APPROVE, Factory, approve_and_finish, assert_merged, factory, fix_turns
+from factory_runs import APPROVE, SECRET, TRIAGE_TURNS, Factory, approve_and_finish, assert_merged, factory, fix_turns
 from pydantic import SecretStr
-from shopfloor.webhooks.app import create_app
 from temporalio.client import Client
 from threaded_server import serving
 from waiting import DEADLINE_S
@@ -33,6 +32,7 @@ from shopfloor.blobs import FileBlobStore
 from shopfloor.github_signature import sign
 from shopfloor.models.factory import IssueOutcome
 from shopfloor.settings import Settings
+from shopfloor.webhooks.app import create_app
 
 MODELS = {"triage": TRIAGE_TURNS, "fix": fix_turns(), "review": [{"tool_calls": [call("submit", **APPROVE)]}]}
 
@@ -41,8 +41,14 @@ def captured(f: Factory, number: int, event: str, match: Any) -> tuple[bytes, di
     """The exact signed bytes and headers of the delivery of `event` to the edge whose payload
     `match`es, as GitHub's delivery log (the hooks API) shows them."""
     edge = f"{f.edge_url}/webhooks/github"
-    found = [d for d in f.sim.deliveries() if d["url"] == edge and d["event"] == event and match(d["payload"])
-             and (d["payload"].get("issue") or {}).get("number") == number]  # fmt: skip
+    found = [
+        d
+        for d in f.sim.deliveries()
+        if d["url"] == edge
+        and d["event"] == event
+        and match(d["payload"])
+        and (d["payload"].get("issue") or {}).get("number") == number
+    ]
     assert len(found) == 1, found
     d = found[0]
     with f.gh("acme") as gh:
@@ -80,7 +86,9 @@ async def test_a_replayed_delivery_restarts_nothing(simulator, settings, running
         before_runs = await run_ids(temporal_client, issue_wf, *outcome.factory.children)
         before_comments = comments(f, number)
         opened = captured(f, number, "issues", lambda p: p.get("action") == "opened")
-        approve = captured(f, number, "issue_comment", lambda p: p["action"] == "created" and p["sender"]["login"] == "maria")
+        approve = captured(
+            f, number, "issue_comment", lambda p: p["action"] == "created" and p["sender"]["login"] == "maria"
+        )
 
         # Days later, the captured bodies come back under new delivery ids.
         for body, headers in (opened, approve):
@@ -96,7 +104,8 @@ async def test_a_replayed_delivery_restarts_nothing(simulator, settings, running
         forgetful = settings.model_copy(update={"webhook_secret": SecretStr(SECRET), "data_dir": tmp_path / "edge2"})
         await workflows_refuse(f, temporal_client, forgetful, opened, issue_wf, number, before_comments)
         assert await run_ids(temporal_client, *outcome.factory.children) == {
-            k: v for k, v in before_runs.items() if k != issue_wf}  # fmt: skip
+            k: v for k, v in before_runs.items() if k != issue_wf
+        }
     assert f.get(f"/issues/{number}")["state"] == "closed"
 
 
@@ -112,20 +121,34 @@ async def test_the_edge_remembers_bodies_across_a_restart(settings, temporal_cli
             return temporal_client
 
         app = create_app(get_client, edge_settings, blobs)  # a new edge process each time
-        headers = {"X-GitHub-Event": "issues", "X-GitHub-Delivery": delivery, "Content-Type": "application/json",
-                   "X-Hub-Signature-256": sign(SECRET.encode(), body)}  # fmt: skip
+        headers = {
+            "X-GitHub-Event": "issues",
+            "X-GitHub-Delivery": delivery,
+            "Content-Type": "application/json",
+            "X-Hub-Signature-256": sign(SECRET.encode(), body),
+        }
         async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://edge") as http:
             return await http.post("/webhooks/github", content=body, headers=headers)
 
     first = await post(str(uuid.uuid4()))
     assert first.status_code == 202 and first.json()["outcome"] == "started", first.text
     again = await post(str(uuid.uuid4()))
-    assert again.status_code == 202 and again.json() == {"workflow_id": first.json()["workflow_id"], "outcome": "duplicate"}
+    assert again.status_code == 202 and again.json() == {
+        "workflow_id": first.json()["workflow_id"],
+        "outcome": "duplicate",
+    }
     await temporal_client.get_workflow_handle(first.json()["workflow_id"]).terminate("test over")
 
 
-async def workflows_refuse(f: Factory, client: Client, edge_settings: Settings, delivery: tuple[bytes, dict[str, str]],
-                           issue_wf: str, number: int, before_comments: list[tuple[int, str]]) -> None:  # fmt: skip
+async def workflows_refuse(
+    f: Factory,
+    client: Client,
+    edge_settings: Settings,
+    delivery: tuple[bytes, dict[str, str]],
+    issue_wf: str,
+    number: int,
+    before_comments: list[tuple[int, str]],
+) -> None:
     async def get_client() -> Client:
         return client
 

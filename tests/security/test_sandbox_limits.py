@@ -26,8 +26,10 @@ from shopfloor.activities.sandbox_cgroups import CgroupHost, find_cgroups
 PY = "python3"
 # One child: 150 MB allocated and touched, held for a while, then a line saying it finished. (Its
 # words are printed from pieces: bash quotes a killed job's source in its report.)
-CHILD = (f"{PY} -c \"import time; b = b'x' * (150 * 2 ** 20); print('he' + 'ld', flush=True); time.sleep(4); "
-         "print('child' + ' done')\"")
+CHILD = (
+    f"{PY} -c \"import time; b = b'x' * (150 * 2 ** 20); print('he' + 'ld', flush=True); time.sleep(4); "
+    "print('child' + ' done')\""
+)
 
 
 @pytest.fixture(params=["cgroup", "watchdog"])
@@ -61,15 +63,14 @@ async def test_children_share_one_memory_limit(sandbox, ws):
 async def test_one_large_file_stops_at_the_scratch_limit(sandbox, ws, target):
     # 300 MB into one file under a 64 MB scratch limit: the write stops at the limit exactly.
     out = await sh(ws, f"head -c 300M /dev/zero > {target}; stat -c 'size=%s' {target}", sandbox, scratch_mb=64)
-    assert f"size={64 * 2 ** 20}" in out.output, out.output
+    assert f"size={64 * 2**20}" in out.output, out.output
     assert out.exit_code == 0 and out.killed_reason is None, out  # at the limit is within it
     assert not scratch_left(sandbox)
 
 
 async def test_many_files_past_the_scratch_limit_end_the_command(sandbox, ws):
     # 300 MB in files of 8 MB under a 64 MB limit, then a long pause: the total is watched.
-    command = ("for i in $(seq 1 38); do head -c 8M /dev/zero > /tmp/f$i; done; echo all-written; "
-               "sleep 30; echo slept")
+    command = "for i in $(seq 1 38); do head -c 8M /dev/zero > /tmp/f$i; done; echo all-written; sleep 30; echo slept"
     out = await sh(ws, command, sandbox, scratch_mb=64)
     assert "slept" not in out.output and not out.timed_out
     assert "scratch disk limit (64 MB)" in (out.killed_reason or ""), out
@@ -94,8 +95,10 @@ async def test_a_fork_bomb_is_contained_and_the_command_returns(sandbox, ws):
 
 
 async def test_a_command_within_its_limits_is_left_alone(sandbox, ws):
-    command = (f"for i in 1 2 3 4; do (sleep 0.3) & done; wait; head -c 20M /dev/zero > /tmp/x; "
-               f"{PY} -c \"b = b'x' * (50 * 2 ** 20); print('ok')\"")
+    command = (
+        f"for i in 1 2 3 4; do (sleep 0.3) & done; wait; head -c 20M /dev/zero > /tmp/x; "
+        f"{PY} -c \"b = b'x' * (50 * 2 ** 20); print('ok')\""
+    )
     out = await sh(ws, command, sandbox, memory_mb=256, max_processes=64, scratch_mb=64)
     assert out.exit_code == 0 and out.killed_reason is None, out
     assert out.output.strip() == "ok"
@@ -103,8 +106,12 @@ async def test_a_command_within_its_limits_is_left_alone(sandbox, ws):
 
 async def startup_limits(temporal_server, tmp_path: Path, **settings: str) -> dict:
     """The `command limits` line a real `shopfloor worker` logs as it starts."""
-    env = worker_env(SHOPFLOOR_TEMPORAL_ADDRESS=temporal_server.address, SHOPFLOOR_TASK_QUEUE=f"limits-{uuid.uuid4().hex[:8]}",
-                     SHOPFLOOR_DATA_DIR=str(tmp_path / "data"), **settings)
+    env = worker_env(
+        SHOPFLOOR_TEMPORAL_ADDRESS=temporal_server.address,
+        SHOPFLOOR_TASK_QUEUE=f"limits-{uuid.uuid4().hex[:8]}",
+        SHOPFLOOR_DATA_DIR=str(tmp_path / "data"),
+        **settings,
+    )
     worker = WorkerProcess(env, tmp_path / f"worker-{uuid.uuid4().hex[:6]}.log")
     try:
         deadline = time.monotonic() + 60
@@ -132,8 +139,12 @@ async def test_the_worker_says_at_start_how_each_limit_is_enforced(temporal_serv
 
 async def test_a_worker_refuses_to_start_on_a_named_cgroup_it_cannot_use(temporal_server, tmp_path):
     # An operator who named a cgroup meant its limits: no quiet fall back to the watchdog.
-    env = worker_env(SHOPFLOOR_TEMPORAL_ADDRESS=temporal_server.address, SHOPFLOOR_TASK_QUEUE="no-cgroup",
-                     SHOPFLOOR_DATA_DIR=str(tmp_path / "data"), SHOPFLOOR_SANDBOX_CGROUP=str(tmp_path / "not-a-cgroup"))
+    env = worker_env(
+        SHOPFLOOR_TEMPORAL_ADDRESS=temporal_server.address,
+        SHOPFLOOR_TASK_QUEUE="no-cgroup",
+        SHOPFLOOR_DATA_DIR=str(tmp_path / "data"),
+        SHOPFLOOR_SANDBOX_CGROUP=str(tmp_path / "not-a-cgroup"),
+    )
     worker = WorkerProcess(env, tmp_path / "worker.log")
     try:
         code = await asyncio.to_thread(worker.proc.wait, 60)

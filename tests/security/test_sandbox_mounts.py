@@ -18,9 +18,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from sandbox_commands import require_bwrap, sh
 
 from shopfloor.activities.sandbox import SandboxConfig
-from sandbox_commands import require_bwrap, sh
 
 SECRET = f"SECRET-{uuid.uuid4().hex}"
 
@@ -51,13 +51,15 @@ def _plant(top: str, relative: str, mode: int) -> Iterator[Path]:
         shutil.rmtree(base, ignore_errors=True)
 
 
-@pytest.fixture(params=[
-    # (where, what): places outside the data dir and home that the old deny-list did not cover.
-    ("/var/tmp", "blobs/ab/abcdef0123"),        # a local blob store elsewhere on the host
-    ("/var/lib", "shopfloor/github-app.pem"),   # a *_FILE secret under /var/lib
-    ("/opt", "shopfloor/secrets/token"),       # ... under /opt
-    ("/run", "secrets/app.pem"),               # ... where container runtimes mount them
-])
+@pytest.fixture(
+    params=[
+        # (where, what): places outside the data dir and home that the old deny-list did not cover.
+        ("/var/tmp", "blobs/ab/abcdef0123"),  # a local blob store elsewhere on the host
+        ("/var/lib", "shopfloor/github-app.pem"),  # a *_FILE secret under /var/lib
+        ("/opt", "shopfloor/secrets/token"),  # ... under /opt
+        ("/run", "secrets/app.pem"),  # ... where container runtimes mount them
+    ]
+)
 def outside_file(request: pytest.FixtureRequest) -> Iterator[tuple[Path, Path]]:
     top, relative = request.param
     if not os.access(top, os.W_OK):
@@ -68,8 +70,10 @@ def outside_file(request: pytest.FixtureRequest) -> Iterator[tuple[Path, Path]]:
 
 async def test_files_outside_the_allow_list_cannot_be_read(config, ws, outside_file):
     top, secret = outside_file
-    command = (f"cat {secret}; find {top} -type f -name '{secret.name}' -exec cat {{}} +; "
-               f"test -e {top} && echo TOP-EXISTS; test -e {secret.parent} && echo DIR-EXISTS")
+    command = (
+        f"cat {secret}; find {top} -type f -name '{secret.name}' -exec cat {{}} +; "
+        f"test -e {top} && echo TOP-EXISTS; test -e {secret.parent} && echo DIR-EXISTS"
+    )
     out = await sh(ws, command, config)
     assert SECRET not in out.output
     assert "EXISTS" not in out.output, out.output
@@ -92,8 +96,20 @@ async def test_owner_only_files_in_etc_read_as_nothing(config, ws, root_only_key
 
 async def test_only_the_allow_list_is_mounted(config, ws):
     out = await sh(ws, "ls -A /", config)
-    assert set(out.output.split()) <= {"usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "etc", "tmp",
-                                       "dev", "proc", *{Path(p).parts[1] for p in (sys.prefix, sys.base_prefix, str(ws))}}
+    assert set(out.output.split()) <= {
+        "usr",
+        "bin",
+        "sbin",
+        "lib",
+        "lib32",
+        "lib64",
+        "libx32",
+        "etc",
+        "tmp",
+        "dev",
+        "proc",
+        *{Path(p).parts[1] for p in (sys.prefix, sys.base_prefix, str(ws))},
+    }
 
 
 async def test_the_workspace_and_its_tools_still_work(config, ws, tmp_path):
@@ -102,8 +118,10 @@ async def test_the_workspace_and_its_tools_still_work(config, ws, tmp_path):
     subprocess.run([*git, "-C", str(ws), "add", "README.md"], check=True)
     subprocess.run([*git, "-C", str(ws), "commit", "-qm", "first"], check=True)
     (ws / "test_ok.py").write_text("def test_ok():\n    assert True\n")
-    command = ("cat README.md && echo changed >> README.md && git status --short && git log --oneline "
-               "&& python -m pytest -q -p no:cacheprovider test_ok.py && echo x > /tmp/t && cat /tmp/t")
+    command = (
+        "cat README.md && echo changed >> README.md && git status --short && git log --oneline "
+        "&& python -m pytest -q -p no:cacheprovider test_ok.py && echo x > /tmp/t && cat /tmp/t"
+    )
     out = await sh(ws, command, config)
     assert out.exit_code == 0, out.output
     assert "workspace readme" in out.output and "M README.md" in out.output and "first" in out.output

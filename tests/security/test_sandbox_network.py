@@ -25,8 +25,16 @@ import pytest
 from agent_runs import call
 from egress_probe import probe_command, results
 from factory_runs import (
-    APPROVE, FIX, GOOD_EDIT, POLICY, TEST_CMD, TRIAGE_TURNS, approve_and_finish, assert_merged, factory,
-)  # fmt: skip
+    APPROVE,
+    FIX,
+    GOOD_EDIT,
+    POLICY,
+    TEST_CMD,
+    TRIAGE_TURNS,
+    approve_and_finish,
+    assert_merged,
+    factory,
+)
 from netns_hosts import NetnsHost, netns_http_host
 from portable_repos import load_messages, tool_results
 
@@ -129,10 +137,12 @@ async def test_the_sandbox_has_only_its_own_loopback(bwrap, ws, settings):
 
 async def test_the_sandboxs_own_loopback_is_reached_directly(bwrap, ws, settings):
     # A test suite's own server inside the sandbox: its loopback is the sandbox's, not the worker's.
-    script = ("import http.server, threading, urllib.request; "
-              "s = http.server.ThreadingHTTPServer(('127.0.0.1', 0), http.server.SimpleHTTPRequestHandler); "
-              "threading.Thread(target=s.serve_forever, daemon=True).start(); open('here.txt', 'w').write('own'); "
-              "print(urllib.request.urlopen(f'http://localhost:{s.server_port}/here.txt', timeout=10).read().decode())")
+    script = (
+        "import http.server, threading, urllib.request; "
+        "s = http.server.ThreadingHTTPServer(('127.0.0.1', 0), http.server.SimpleHTTPRequestHandler); "
+        "threading.Thread(target=s.serve_forever, daemon=True).start(); open('here.txt', 'w').write('own'); "
+        "print(urllib.request.urlopen(f'http://localhost:{s.server_port}/here.txt', timeout=10).read().decode())"
+    )
     policy = CommandPolicy(timeout_s=60, network=True)
     out = await run_command(ws, f'python3 -c "{script}"', mode="bwrap", policy=policy, network=worker_rules(settings))
     assert out.exit_code == 0 and out.output.strip().splitlines()[-1] == "own", out.output
@@ -146,8 +156,9 @@ async def test_the_temporal_server_is_out_of_reach_even_when_allow_listed(bwrap,
     h, port = host_port(address)
     named = [address, f"localhost:{port}"]  # the repository and the operator both name it
     rules = worker_rules(settings, sandbox_network_allow=named)
-    got = await probe(ws, rules, named, f"temporal={address}", f"direct={address}", f"tunnel={address}",
-                      f"tunnel=localhost:{port}")  # fmt: skip
+    got = await probe(
+        ws, rules, named, f"temporal={address}", f"direct={address}", f"tunnel={address}", f"tunnel=localhost:{port}"
+    )
     for check in (f"temporal={address}", f"direct={address}", f"tunnel={address}", f"tunnel=localhost:{port}"):
         reached, detail = got[check]
         assert not reached, f"{check} reached the Temporal server: {detail}"
@@ -168,18 +179,27 @@ async def test_the_simulator_is_out_of_reach(bwrap, ws, settings, simulator):
 async def test_cloud_metadata_is_out_of_reach(bwrap, ws, settings):
     metadata = "169.254.169.254:80"
     rules = worker_rules(settings, sandbox_network_allow=[metadata])
-    got = await probe(ws, rules, [metadata], "get=http://169.254.169.254/latest/meta-data/", f"tunnel={metadata}",
-                      f"direct={metadata}")  # fmt: skip
+    got = await probe(
+        ws,
+        rules,
+        [metadata],
+        "get=http://169.254.169.254/latest/meta-data/",
+        f"tunnel={metadata}",
+        f"direct={metadata}",
+    )
     for check, (reached, detail) in got.items():
         assert not reached, f"{check} reached the metadata address: {detail}"
     assert "link-local" in got[f"tunnel={metadata}"][1]
 
 
-@pytest.mark.parametrize(("setting", "url", "service"), [
-    ("temporal_address", "{h}", "the Temporal frontend"),
-    ("s3_endpoint_url", "http://{h}", "the blob store"),
-    ("github_api_url", "http://{h}/api/v3", "GitHub's API"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("setting", "url", "service"),
+    [
+        ("temporal_address", "{h}", "the Temporal frontend"),
+        ("s3_endpoint_url", "http://{h}", "the blob store"),
+        ("github_api_url", "http://{h}/api/v3", "GitHub's API"),
+    ],
+)
 async def test_a_worker_service_on_a_routable_address_is_refused_by_name_and_address(
     bwrap, ws, settings, host, setting, url, service
 ):
@@ -248,8 +268,15 @@ async def test_a_fix_agent_reaches_the_allowed_host_and_nothing_of_the_worker(
     bwrap, simulator, settings, running_worker, temporal_client, temporal_server, tmp_path, host
 ):
     temporal, api = temporal_server.address, simulator.api_url.split("//", 1)[1].split("/", 1)[0]
-    checks = (f"get={host.url}", f"temporal={temporal}", f"direct={temporal}", f"tunnel={temporal}",
-              f"get={simulator.api_url}/repos", f"direct={api}", "tunnel=169.254.169.254:80")  # fmt: skip
+    checks = (
+        f"get={host.url}",
+        f"temporal={temporal}",
+        f"direct={temporal}",
+        f"tunnel={temporal}",
+        f"get={simulator.api_url}/repos",
+        f"direct={api}",
+        "tunnel=169.254.169.254:80",
+    )
     policy = POLICY + f'network_for_commands: true\nnetwork_allow: ["{host.pattern}", "{temporal}", "{api}"]\n'
     fix = [
         {"tool_calls": [call("run_command", command=probe_command(*checks))]},
@@ -258,8 +285,17 @@ async def test_a_fix_agent_reaches_the_allowed_host_and_nothing_of_the_worker(
         {"tool_calls": [call("submit", **FIX)]},
     ]
     models = {"triage": TRIAGE_TURNS, "fix": fix, "review": [{"tool_calls": [call("submit", **APPROVE)]}]}
-    async with factory(simulator, settings, running_worker, temporal_client, tmp_path, models, policy,
-                       sandbox="bwrap", sandbox_network_allow=[host.pattern, temporal, api]) as f:  # fmt: skip
+    async with factory(
+        simulator,
+        settings,
+        running_worker,
+        temporal_client,
+        tmp_path,
+        models,
+        policy,
+        sandbox="bwrap",
+        sandbox_network_allow=[host.pattern, temporal, api],
+    ) as f:
         number = f.open_issue("add() subtracts", "add(2, 3) returns -1, expected 5.")
         outcome = await approve_and_finish(f, number)
         fix_run = await temporal_client.get_workflow_handle(f"{f.handle.id}/fix-1", result_type=AgentResult).result()

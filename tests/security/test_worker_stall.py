@@ -103,7 +103,10 @@ def test_a_command_behind_too_many_prefixes_is_refused_not_followed():
 def test_a_1_mb_word_is_not_split_to_find_the_required_command():
     word = "a" * MB
     assert within_bound(runs_required, "run_command", {"command": word}, "pytest -q", None) is False
-    assert within_bound(runs_required, "run_command", {"command": f'echo "{word}" && pytest -q'}, "pytest -q", None) is False
+    assert (
+        within_bound(runs_required, "run_command", {"command": f'echo "{word}" && pytest -q'}, "pytest -q", None)
+        is False
+    )
     # Under the cap the check still works.
     assert runs_required("run_command", {"command": "cd x &&  pytest  -q"}, "pytest -q", None) is True
 
@@ -188,10 +191,12 @@ async def test_a_backtracking_repository_rule_is_cut_off_while_the_loop_keeps_tu
     ticking = asyncio.create_task(ticker())
     try:
         start = time.monotonic()
-        slow_one, fine = await judge_calls([
-            CallToJudge(tool="run_command", arguments={"command": "a" * 60 + "!"}, policy=slow),
-            CallToJudge(tool="run_command", arguments={"command": "git push"}, policy=slow),
-        ])  # fmt: skip
+        slow_one, fine = await judge_calls(
+            [
+                CallToJudge(tool="run_command", arguments={"command": "a" * 60 + "!"}, policy=slow),
+                CallToJudge(tool="run_command", arguments={"command": "git push"}, policy=slow),
+            ]
+        )
         elapsed = time.monotonic() - start
     finally:
         ticking.cancel()
@@ -226,10 +231,13 @@ async def test_a_worker_keeps_answering_while_its_model_sends_stalling_input(
         ScriptToolCall(name="submit", arguments=FIX),
     ]
     turns = [ScriptTurn(content=f"turn {i}", tool_calls=[c]) for i, c in enumerate(calls)]
-    inp = code_input(repo, sha, "Check that the tests pass.").model_copy(update={
-        "agent": "fix", "required_command": CHECK,
-        "compaction_budget_tokens": 10 * MB,  # keep the 1 MB call: the fake model counts turns
-    })  # fmt: skip
+    inp = code_input(repo, sha, "Check that the tests pass.").model_copy(
+        update={
+            "agent": "fix",
+            "required_command": CHECK,
+            "compaction_budget_tokens": 10 * MB,  # keep the 1 MB call: the fake model counts turns
+        }
+    )
     with FakeModelServer(turns) as fake:
         worker = WorkerProcess(worker_env_for(temporal_server, settings, fake), tmp_path / "worker.log")
         handle = result = None
@@ -272,7 +280,7 @@ async def _result_while_polling(handle, worker: WorkerProcess) -> tuple[AgentRes
             start = time.monotonic()
             try:
                 status = await asyncio.wait_for(handle.query(AgentWorkflow.status), timeout=10 * QUERY_LIMIT_S)
-            except (RPCError, asyncio.TimeoutError):
+            except (TimeoutError, RPCError):
                 if answered:
                     latencies.append(time.monotonic() - start)  # an answer that never came
                     break

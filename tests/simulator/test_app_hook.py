@@ -48,8 +48,12 @@ def test_the_app_sets_and_reads_its_webhook_config_with_its_jwt_only(app_sim: Ap
     assert app.get("/app/hook/config").json() == NO_WEBHOOK
 
     set_ = app.patch("/app/hook/config", json={"url": "https://edge.example/webhooks/github", "secret": "s3cret"})
-    expected = {"content_type": "json", "insecure_ssl": "0", "secret": "********",
-                "url": "https://edge.example/webhooks/github"}  # fmt: skip
+    expected = {
+        "content_type": "json",
+        "insecure_ssl": "0",
+        "secret": "********",
+        "url": "https://edge.example/webhooks/github",
+    }
     assert (set_.status_code, set_.json()) == (200, expected)
     assert app.get("/app/hook/config").json() == expected  # the secret is never shown, only masked
     partial = app.patch("/app/hook/config", json={"content_type": "form", "insecure_ssl": "1"}).json()
@@ -64,11 +68,14 @@ def test_the_app_sets_and_reads_its_webhook_config_with_its_jwt_only(app_sim: Ap
 
     # Anyone but the App gets what `GET /app` gives them: a 401.
     with httpx.Client(base_url=app_sim.sim.api_url, timeout=60) as anon:
-        for headers in ({"Authorization": f"token {user_token('alice')}"}, {"Authorization": f"token {BOT_TOKEN}"},
-                        {}):  # fmt: skip
-            for method, path in (("GET", "/app/hook/config"), ("PATCH", "/app/hook/config"),
-                                 ("GET", "/app/hook/deliveries"), ("GET", "/app/hook/deliveries/1"),
-                                 ("POST", "/app/hook/deliveries/1/attempts")):  # fmt: skip
+        for headers in ({"Authorization": f"token {user_token('alice')}"}, {"Authorization": f"token {BOT_TOKEN}"}, {}):
+            for method, path in (
+                ("GET", "/app/hook/config"),
+                ("PATCH", "/app/hook/config"),
+                ("GET", "/app/hook/deliveries"),
+                ("GET", "/app/hook/deliveries/1"),
+                ("POST", "/app/hook/deliveries/1/attempts"),
+            ):
                 body = {"url": "https://evil.example/hook"} if method == "PATCH" else None
                 resp = anon.request(method, path, headers=headers, json=body)
                 assert resp.status_code == 401, (method, path, headers, resp.text)
@@ -82,8 +89,9 @@ def test_events_reach_the_repository_hook_and_the_app_hook_but_not_from_forks(ap
     alice, carol = sim.api("alice"), sim.api("carol")
     with receiving() as receiver:
         app.patch("/app/hook/config", json={"url": receiver.url, "secret": "app-secret"}).raise_for_status()
-        repo_hook = alice.post(f"{API}/hooks", json={"config": {"url": receiver.url, "secret": "repo-secret"},
-                                                     "events": ["issues"]}).json()  # fmt: skip
+        repo_hook = alice.post(
+            f"{API}/hooks", json={"config": {"url": receiver.url, "secret": "repo-secret"}, "events": ["issues"]}
+        ).json()
         alice.post(f"{API}/issues", json={"title": "to both"}).raise_for_status()
         sim.wait_idle()
         (listed,) = app.get("/app/hook/deliveries").json()
@@ -98,10 +106,14 @@ def test_events_reach_the_repository_hook_and_the_app_hook_but_not_from_forks(ap
         assert verify(b"app-secret", to_app.body, to_app.headers["x-hub-signature-256"])
         assert not verify(b"repo-secret", to_app.body, to_app.headers["x-hub-signature-256"])
         repo_id = to_repo.payload()["repository"]["id"]
-        assert (to_repo.headers["x-github-hook-installation-target-type"],
-                to_repo.headers["x-github-hook-installation-target-id"]) == ("repository", str(repo_id))  # fmt: skip
-        assert (to_app.headers["x-github-hook-installation-target-type"],
-                to_app.headers["x-github-hook-installation-target-id"]) == ("integration", str(APP_ID))  # fmt: skip
+        assert (
+            to_repo.headers["x-github-hook-installation-target-type"],
+            to_repo.headers["x-github-hook-installation-target-id"],
+        ) == ("repository", str(repo_id))
+        assert (
+            to_app.headers["x-github-hook-installation-target-type"],
+            to_app.headers["x-github-hook-installation-target-id"],
+        ) == ("integration", str(APP_ID))
         assert to_app.payload()["installation"]["id"] == app.get(f"{API}/installation").json()["id"]
         # The repository hook's ping went to that hook only.
         assert [int(r.headers["x-github-hook-id"]) for r in receiver.received if r.event == "ping"] == [repo_hook["id"]]
@@ -109,8 +121,9 @@ def test_events_reach_the_repository_hook_and_the_app_hook_but_not_from_forks(ap
         # carol's fork: the App is not installed there, so a push to it reaches her own hook only.
         fork = carol.post(f"{API}/forks")
         assert fork.status_code == 202 and fork.json()["full_name"] == "carol/demo"
-        carol_hook = carol.post("/repos/carol/demo/hooks", json={"config": {"url": receiver.url},
-                                                                 "events": ["push"]}).json()  # fmt: skip
+        carol_hook = carol.post(
+            "/repos/carol/demo/hooks", json={"config": {"url": receiver.url}, "events": ["push"]}
+        ).json()
         main = carol.get("/repos/carol/demo/branches/main").json()["commit"]["sha"]
         carol.post("/repos/carol/demo/git/refs", json={"ref": "refs/heads/in-fork", "sha": main}).raise_for_status()
         alice.post(f"{API}/git/refs", json={"ref": "refs/heads/in-parent", "sha": main}).raise_for_status()
@@ -136,7 +149,9 @@ def test_failed_app_hook_deliveries_are_listed_paged_and_redelivered_with_their_
 
         listed = app.get("/app/hook/deliveries").json()
         assert [(d["event"], d["action"], d["status_code"], d["redelivery"]) for d in listed] == [
-            ("issues", "opened", 500, False), ("issues", "opened", 500, False)]  # fmt: skip
+            ("issues", "opened", 500, False),
+            ("issues", "opened", 500, False),
+        ]
         first_page = app.get("/app/hook/deliveries", params={"per_page": 1})
         assert [d["id"] for d in first_page.json()] == [listed[0]["id"]]
         next_url = first_page.headers["link"].split(";")[0].strip("<>")
@@ -160,9 +175,17 @@ def test_failed_app_hook_deliveries_are_listed_paged_and_redelivered_with_their_
         sim.wait_idle()
         newest = app.get("/app/hook/deliveries").json()[0]
         assert (newest["guid"], newest["redelivery"], newest["status_code"], newest["status"]) == (
-            failed["guid"], True, 200, "OK")  # fmt: skip
-        firsts = [r for r in _issues(receiver.received) if r.headers["x-github-delivery"] == failed["guid"]
-                  and int(r.headers["x-github-hook-id"]) != repo_hook["id"]]  # fmt: skip
+            failed["guid"],
+            True,
+            200,
+            "OK",
+        )
+        firsts = [
+            r
+            for r in _issues(receiver.received)
+            if r.headers["x-github-delivery"] == failed["guid"]
+            and int(r.headers["x-github-hook-id"]) != repo_hook["id"]
+        ]
         assert len(firsts) == 2 and firsts[0].body == firsts[1].body
         assert verify(b"app-secret", firsts[1].body, firsts[1].headers["x-hub-signature-256"])
 

@@ -68,8 +68,9 @@ def test_private_repo_cannot_be_cloned_by_strangers(simulator: SimulatorHandle, 
     env = git_env(tmp_path)
 
     def clone(url: str, to: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(["git", "clone", url, str(tmp_path / to)], env=env, capture_output=True, text=True,
-                              timeout=60, check=False)
+        return subprocess.run(
+            ["git", "clone", url, str(tmp_path / to)], env=env, capture_output=True, text=True, timeout=60, check=False
+        )
 
     anonymous = clone(simulator.git_url("alice", "secret"), "anon")
     # A 401 challenge: git asks for credentials, which a non-interactive client cannot give.
@@ -89,10 +90,14 @@ def _app_jwt(key: rsa.RSAPrivateKey, app_id: int, *, exp_in: int = 540) -> str:
 def test_github_app_jwt_installation_and_token_flow(tmp_path):
     key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     other = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    public = key.public_key().public_bytes(serialization.Encoding.PEM,
-                                           serialization.PublicFormat.SubjectPublicKeyInfo).decode()  # fmt: skip
-    with running_simulator(tmp_path / "sim", app_id=42, app_public_keys={42: public},
-                           installation_token_ttl_s=2) as sim:  # fmt: skip
+    public = (
+        key.public_key()
+        .public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+        .decode()
+    )
+    with running_simulator(
+        tmp_path / "sim", app_id=42, app_public_keys={42: public}, installation_token_ttl_s=2
+    ) as sim:
         sim.create_repo("alice", "demo")
         with httpx.Client(base_url=sim.api_url) as c:
             auth = {"Authorization": f"Bearer {_app_jwt(key, 42)}"}
@@ -109,8 +114,9 @@ def test_github_app_jwt_installation_and_token_flow(tmp_path):
             assert token.startswith("ghs_") and minted.json()["expires_at"].endswith("Z")
             me = c.get("/user", headers={"Authorization": f"token {token}"}).json()
             assert (me["login"], me["type"]) == ("shopfloor[bot]", "Bot")
-            made = c.post("/repos/alice/demo/issues", json={"title": "by the app"},
-                          headers={"Authorization": f"Bearer {token}"})  # fmt: skip
+            made = c.post(
+                "/repos/alice/demo/issues", json={"title": "by the app"}, headers={"Authorization": f"Bearer {token}"}
+            )
             assert made.json()["user"]["login"] == "shopfloor[bot]"
             assert c.post("/app/installations/999999/access_tokens", headers=auth).status_code == 404
             time.sleep(2.2)  # the only sleep: waiting out a 2-second token TTL

@@ -56,8 +56,11 @@ def test_failing_push_then_fix_supersedes(simulator: SimulatorHandle, tmp_path: 
         sync = [r.payload() for r in receiver.received if r.event == "pull_request" and r.action == "synchronize"]
         assert [(p["before"], p["after"]) for p in sync] == [(broken, fixed)]
         parse_obj("pull_request", sync[0])
-        completed = [r.payload()["check_run"]["head_sha"] for r in receiver.received
-                     if r.event == "check_run" and r.action == "completed"]  # fmt: skip
+        completed = [
+            r.payload()["check_run"]["head_sha"]
+            for r in receiver.received
+            if r.event == "check_run" and r.action == "completed"
+        ]
         assert sorted(completed) == sorted([broken, fixed])
         suites = [r for r in receiver.received if r.event == "check_suite"]
         assert len(suites) == 2

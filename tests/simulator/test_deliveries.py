@@ -15,13 +15,16 @@ def test_failed_delivery_is_logged_and_redelivery_keeps_the_guid(simulator: Simu
     alice = simulator.api("alice")
     with receiving() as receiver:
         receiver.status = 500
-        hook = alice.post(f"{API}/hooks", json={"config": {"url": receiver.url, "secret": "s"},
-                                                "events": ["issues"]}).json()  # fmt: skip
+        hook = alice.post(
+            f"{API}/hooks", json={"config": {"url": receiver.url, "secret": "s"}, "events": ["issues"]}
+        ).json()
         alice.post(f"{API}/issues", json={"title": "first"})
         simulator.wait_idle()
         listed = alice.get(f"{API}/hooks/{hook['id']}/deliveries").json()
-        assert [(d["event"], d["action"], d["status_code"]) for d in listed] == [("issues", "opened", 500),
-                                                                                 ("ping", None, 500)]  # fmt: skip
+        assert [(d["event"], d["action"], d["status_code"]) for d in listed] == [
+            ("issues", "opened", 500),
+            ("ping", None, 500),
+        ]
         failed = listed[0]
         detail = alice.get(f"{API}/hooks/{hook['id']}/deliveries/{failed['id']}").json()
         assert detail["request"]["headers"]["X-GitHub-Event"] == "issues"
@@ -54,8 +57,10 @@ def test_burst_is_delivered_in_order_and_cursor_pages(simulator: SimulatorHandle
     simulator.create_repo("alice", "demo")
     alice = simulator.api("alice")
     with receiving() as receiver:
-        hook = alice.post(f"{API}/hooks", json={"config": {"url": receiver.url, "content_type": "form"},
-                                                "events": ["issues", "issue_comment"]}).json()  # fmt: skip
+        hook = alice.post(
+            f"{API}/hooks",
+            json={"config": {"url": receiver.url, "content_type": "form"}, "events": ["issues", "issue_comment"]},
+        ).json()
         alice.post(f"{API}/issues", json={"title": "burst"})
         for i in range(25):
             alice.post(f"{API}/issues/1/comments", json={"body": str(i)})
@@ -76,8 +81,10 @@ def test_burst_is_delivered_in_order_and_cursor_pages(simulator: SimulatorHandle
 def test_default_hook_from_config(tmp_path):
     from simulator_runs import running_simulator
 
-    with receiving() as receiver, running_simulator(tmp_path / "sim", default_hook_url=receiver.url,
-                                                    default_hook_secret="dflt") as sim:  # fmt: skip
+    with (
+        receiving() as receiver,
+        running_simulator(tmp_path / "sim", default_hook_url=receiver.url, default_hook_secret="dflt") as sim,
+    ):
         sim.create_repo("alice", "demo")
         sim.api("alice").post(f"{API}/issues", json={"title": "wired"})
         sim.wait_idle()

@@ -23,7 +23,9 @@ def test_ready_for_review_and_back_to_draft(simulator: SimulatorHandle):
         number = pr.json()["number"]
         with httpx.Client(base_url=simulator.base_url) as c:
             path = f"/_sim/repos/alice/app/pulls/{number}/draft"
-            assert c.post(path, json={"login": "mallory", "draft": False}).status_code == 403  # neither author nor writer
+            assert (
+                c.post(path, json={"login": "mallory", "draft": False}).status_code == 403
+            )  # neither author nor writer
             ready = c.post(path, json={"login": "alice", "draft": False})
             assert ready.status_code == 200 and ready.json()["draft"] is False
             assert c.post(path, json={"login": "alice", "draft": False}).status_code == 200  # already ready: no event
@@ -33,4 +35,7 @@ def test_ready_for_review_and_back_to_draft(simulator: SimulatorHandle):
         simulator.wait_idle()
         assert alice.get(f"/repos/alice/app/pulls/{number}").json()["draft"] is True
         assert [e for e in receiver.events() if e.startswith("pull_request")] == [
-            "pull_request.opened", "pull_request.ready_for_review", "pull_request.converted_to_draft"]
+            "pull_request.opened",
+            "pull_request.ready_for_review",
+            "pull_request.converted_to_draft",
+        ]

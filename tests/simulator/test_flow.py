@@ -16,8 +16,13 @@ SECRET = "flow-secret"
 
 
 def gh(handle: SimulatorHandle, token: str) -> Github:
-    return Github(base_url=handle.api_url, auth=Auth.Token(token), retry=None, seconds_between_requests=0,
-                  seconds_between_writes=0)  # fmt: skip
+    return Github(
+        base_url=handle.api_url,
+        auth=Auth.Token(token),
+        retry=None,
+        seconds_between_requests=0,
+        seconds_between_writes=0,
+    )
 
 
 def tiny_package(root: Path, *, correct: bool) -> Path:
@@ -26,7 +31,9 @@ def tiny_package(root: Path, *, correct: bool) -> Path:
     body = "a + b" if correct else "a - b"
     (root / "calc" / "ops.py").write_text(f"def add(a, b):\n    return {body}\n")
     (root / "tests").mkdir()
-    (root / "tests" / "test_ops.py").write_text("from calc.ops import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n")
+    (root / "tests" / "test_ops.py").write_text(
+        "from calc.ops import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n"
+    )
     (root / "pytest.ini").write_text("[pytest]\naddopts = -p no:cacheprovider\n")
     return root
 
@@ -84,8 +91,16 @@ def test_issue_to_merge_with_pygithub_and_git(simulator: SimulatorHandle, receiv
     assert "a + b" in (fresh / "calc" / "ops.py").read_text()
 
     events = receiver.events()
-    wanted = ["ping", "issues.opened", "push", "pull_request.opened", "check_run.completed",
-              "pull_request_review.submitted", "pull_request.closed", "issues.closed"]  # fmt: skip
+    wanted = [
+        "ping",
+        "issues.opened",
+        "push",
+        "pull_request.opened",
+        "check_run.completed",
+        "pull_request_review.submitted",
+        "pull_request.closed",
+        "issues.closed",
+    ]
     positions = [events.index(e) for e in wanted]
     assert positions == sorted(positions), events
     for delivery in receiver.received:

@@ -16,8 +16,13 @@ SECRET = "fork-secret"
 
 
 def gh(handle: SimulatorHandle, token: str) -> Github:
-    return Github(base_url=handle.api_url, auth=Auth.Token(token), retry=None, seconds_between_requests=0,
-                  seconds_between_writes=0)  # fmt: skip
+    return Github(
+        base_url=handle.api_url,
+        auth=Auth.Token(token),
+        retry=None,
+        seconds_between_requests=0,
+        seconds_between_writes=0,
+    )
 
 
 def buggy_package(root: Path) -> Path:
@@ -25,14 +30,17 @@ def buggy_package(root: Path) -> Path:
     (root / "calc" / "__init__.py").write_text("")
     (root / "calc" / "ops.py").write_text("def add(a, b):\n    return a - b\n")
     (root / "tests").mkdir()
-    (root / "tests" / "test_ops.py").write_text("from calc.ops import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n")
+    (root / "tests" / "test_ops.py").write_text(
+        "from calc.ops import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n"
+    )
     (root / "pytest.ini").write_text("[pytest]\naddopts = -p no:cacheprovider\n")
     return root
 
 
 def ls_remote(url: str, home: Path) -> dict[str, str]:
-    out = subprocess.run(["git", "ls-remote", url], capture_output=True, text=True, check=True, env=git_env(home),
-                         timeout=60).stdout  # fmt: skip
+    out = subprocess.run(
+        ["git", "ls-remote", url], capture_output=True, text=True, check=True, env=git_env(home), timeout=60
+    ).stdout
     return {ref: sha for sha, ref in (line.split("\t") for line in out.splitlines())}
 
 
@@ -41,8 +49,9 @@ def test_a_strangers_fork_pull_request_is_built_synchronized_and_merged(simulato
     alice, carol, bot = gh(simulator, user_token("alice")), gh(simulator, user_token("carol")), gh(simulator, BOT_TOKEN)
     home = tmp_path / "home"
     with receiving() as receiver:
-        alice.get_repo("alice/calc").create_hook("web", {"url": receiver.url, "content_type": "json",
-                                                         "secret": SECRET}, events=["*"])  # fmt: skip
+        alice.get_repo("alice/calc").create_hook(
+            "web", {"url": receiver.url, "content_type": "json", "secret": SECRET}, events=["*"]
+        )
 
         fork = carol.get_repo("alice/calc").create_fork()
         assert (fork.full_name, fork.fork, fork.parent.full_name) == ("carol/calc", True, "alice/calc")
@@ -62,14 +71,25 @@ def test_a_strangers_fork_pull_request_is_built_synchronized_and_merged(simulato
         run_git(work, "push", "-q", "origin", "fix-add", home=home)
         first = run_git(work, "rev-parse", "HEAD", home=home).strip()
         with pytest.raises(AssertionError, match="403|denied|not accessible"):
-            run_git(work, "push", "-q", simulator.git_url("carol", "calc", token=BOT_TOKEN), "HEAD:refs/heads/bot",
-                    home=home)  # fmt: skip
+            run_git(
+                work,
+                "push",
+                "-q",
+                simulator.git_url("carol", "calc", token=BOT_TOKEN),
+                "HEAD:refs/heads/bot",
+                home=home,
+            )
         assert "refs/heads/fix-add" not in ls_remote(simulator.git_url("alice", "calc"), home)
 
-        pr = carol.get_repo("alice/calc").create_pull(title="Fix add()", body="Fixes #1?", head="carol:fix-add",
-                                                      base="main")  # fmt: skip
+        pr = carol.get_repo("alice/calc").create_pull(
+            title="Fix add()", body="Fixes #1?", head="carol:fix-add", base="main"
+        )
         assert (pr.head.label, pr.head.ref, pr.head.sha, pr.head.repo.full_name) == (
-            "carol:fix-add", "fix-add", first, "carol/calc")
+            "carol:fix-add",
+            "fix-add",
+            first,
+            "carol/calc",
+        )
         assert (pr.base.repo.full_name, pr.user.login) == ("alice/calc", "carol")
         assert ls_remote(simulator.git_url("alice", "calc"), home)[f"refs/pull/{pr.number}/head"] == first
         simulator.wait_idle()
@@ -85,19 +105,25 @@ def test_a_strangers_fork_pull_request_is_built_synchronized_and_merged(simulato
         assert alice.get_repo("alice/calc").get_pull(pr.number).head.sha == second
         assert ls_remote(simulator.git_url("alice", "calc"), home)[f"refs/pull/{pr.number}/head"] == second
         simulator.wait_idle()
-        synced = [r.payload() for r in receiver.received if r.event == "pull_request"
-                  and r.payload()["action"] == "synchronize"]  # fmt: skip
+        synced = [
+            r.payload()
+            for r in receiver.received
+            if r.event == "pull_request" and r.payload()["action"] == "synchronize"
+        ]
         assert [(p["before"], p["after"], p["pull_request"]["head"]["repo"]["full_name"]) for p in synced] == [
-            (first, second, "carol/calc")]
-        opened = [r.payload() for r in receiver.received if r.event == "pull_request"
-                  and r.payload()["action"] == "opened"]  # fmt: skip
+            (first, second, "carol/calc")
+        ]
+        opened = [
+            r.payload() for r in receiver.received if r.event == "pull_request" and r.payload()["action"] == "opened"
+        ]
         assert opened[0]["pull_request"]["head"]["repo"]["fork"] is True
         assert "installation" in opened[0]  # an event of alice/calc, where the App is installed
 
         # A branch of the same name in the parent is another head: the fork's PR stays where it is.
         base_work = tmp_path / "base-work"
-        run_git(tmp_path, "clone", simulator.git_url("alice", "calc", token=user_token("alice")), str(base_work),
-                home=home)  # fmt: skip
+        run_git(
+            tmp_path, "clone", simulator.git_url("alice", "calc", token=user_token("alice")), str(base_work), home=home
+        )
         run_git(base_work, "checkout", "-b", "fix-add", home=home)
         (base_work / "OTHER.md").write_text("unrelated\n")
         run_git(base_work, "add", "OTHER.md", home=home)

@@ -15,8 +15,15 @@ def put_file(client, path: str, text: str, branch: str) -> str:
     got = client.get(f"{API}/contents/{path}", params={"ref": branch})
     if got.status_code == 200:
         sha = got.json()["sha"]
-    resp = client.put(f"{API}/contents/{path}", json={
-        "message": f"edit {path}", "content": base64.b64encode(text.encode()).decode(), "branch": branch, "sha": sha})  # fmt: skip
+    resp = client.put(
+        f"{API}/contents/{path}",
+        json={
+            "message": f"edit {path}",
+            "content": base64.b64encode(text.encode()).decode(),
+            "branch": branch,
+            "sha": sha,
+        },
+    )
     assert resp.status_code in (200, 201), resp.text
     return resp.json()["commit"]["sha"]
 

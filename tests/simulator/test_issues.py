@@ -58,13 +58,16 @@ def test_closing_keywords_close_issues_only_when_merging_into_the_default_branch
     bot.put(f"{API}/contents/b.txt", json={"message": "b", "content": content, "branch": "fix-b"})
     bot.put(f"{API}/contents/ac.txt", json={"message": "ac", "content": content, "branch": "fix-ac"})
 
-    into_release = bot.post(f"{API}/pulls", json={"title": "b", "head": "fix-b", "base": "release",
-                                                  "body": "Fixes #2"}).json()  # fmt: skip
+    into_release = bot.post(
+        f"{API}/pulls", json={"title": "b", "head": "fix-b", "base": "release", "body": "Fixes #2"}
+    ).json()
     assert bot.put(f"{API}/pulls/{into_release['number']}/merge").status_code == 200
     assert bot.get(f"{API}/issues/2").json()["state"] == "open"
 
-    pr = bot.post(f"{API}/pulls", json={"title": "Resolves #1", "head": "fix-ac", "base": "main",
-                                        "body": "also CLOSES #3, mentions #2"}).json()  # fmt: skip
+    pr = bot.post(
+        f"{API}/pulls",
+        json={"title": "Resolves #1", "head": "fix-ac", "base": "main", "body": "also CLOSES #3, mentions #2"},
+    ).json()
     assert bot.put(f"{API}/pulls/{pr['number']}/merge", json={"merge_method": "squash"}).status_code == 200
     states = {n: bot.get(f"{API}/issues/{n}").json()["state"] for n in (1, 2, 3)}
     assert states == {1: "closed", 2: "open", 3: "closed"}
@@ -79,8 +82,12 @@ def test_control_endpoints(simulator: SimulatorHandle):
         assert c.post("/_sim/repos", json={"owner": "alice"}).status_code == 422
         assert c.post("/_sim/faults", json={"path_regex": "(", "status": 500}).status_code == 422
     simulator.api().get(API)
-    assert {"method": "GET", "path": "/api/v3" + API, "status": 200, "login": "shopfloor[bot]"}.items() <= \
-        simulator.requests()[-1].items()  # fmt: skip
+    assert {
+        "method": "GET",
+        "path": "/api/v3" + API,
+        "status": 200,
+        "login": "shopfloor[bot]",
+    }.items() <= simulator.requests()[-1].items()
     assert all("token" not in str(r) for r in simulator.requests())
     simulator.reset()
     assert simulator.api().get(API).status_code == 404

@@ -32,7 +32,13 @@ def test_65_comments_page_by_30(simulator: SimulatorHandle):
     assert [c["body"] for c in third.json()] == [f"c{i}" for i in range(60, 65)]
     assert set(links(third.headers["link"])) == {"first", "prev"}
 
-    gh = Github(base_url=simulator.api_url, auth=Auth.Token(BOT_TOKEN), retry=None, per_page=30,
-                seconds_between_requests=0, seconds_between_writes=0)  # fmt: skip
+    gh = Github(
+        base_url=simulator.api_url,
+        auth=Auth.Token(BOT_TOKEN),
+        retry=None,
+        per_page=30,
+        seconds_between_requests=0,
+        seconds_between_writes=0,
+    )
     bodies = [c.body for c in gh.get_repo("alice/demo").get_issue(1).get_comments()]
     assert bodies == [f"c{i}" for i in range(65)]

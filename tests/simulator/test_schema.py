@@ -10,8 +10,8 @@ from typing import Any
 
 import githubkit_schemas.latest.models as m
 import pytest
-from githubkit.webhooks import parse_obj
 from fixture_files import fixture
+from githubkit.webhooks import parse_obj
 from pydantic import TypeAdapter
 from simulator_runs import SimulatorHandle
 from webhook_receiver import receiving
@@ -34,8 +34,11 @@ def test_rest_responses_and_webhooks_match_githubs_schemas(simulator: SimulatorH
         simulator.set_permission("alice", "demo", "carol", "write")
         alice, bot, carol = simulator.api("alice"), simulator.api(), simulator.api("carol")
         api = "/repos/alice/demo"
-        hook = check(m.Hook, alice.post(f"{api}/hooks", json={
-            "config": {"url": receiver.url, "secret": SECRET}, "events": ["*"]}), 201)  # fmt: skip
+        hook = check(
+            m.Hook,
+            alice.post(f"{api}/hooks", json={"config": {"url": receiver.url, "secret": SECRET}, "events": ["*"]}),
+            201,
+        )
         check(list[m.Hook], alice.get(f"{api}/hooks"))
         check(m.PrivateUser, alice.get("/user"))
         check(m.PublicUser, bot.get("/users/alice"))
@@ -62,8 +65,14 @@ def test_rest_responses_and_webhooks_match_githubs_schemas(simulator: SimulatorH
         check(m.IssueComment, bot.get(f"{api}/issues/comments/{comment['id']}"))
         check(list[m.IssueComment], bot.get(f"{api}/issues/1/comments"))
 
-        pr = check(m.PullRequest, bot.post(f"{api}/pulls", json={
-            "title": "Add app", "head": "feature", "base": "main", "body": f"Fixes #{issue['number']}"}), 201)  # fmt: skip
+        pr = check(
+            m.PullRequest,
+            bot.post(
+                f"{api}/pulls",
+                json={"title": "Add app", "head": "feature", "base": "main", "body": f"Fixes #{issue['number']}"},
+            ),
+            201,
+        )
         number, head = pr["number"], pr["head"]["sha"]
         check(list[m.Issue], bot.get(f"{api}/issues", params={"state": "all"}))
         check(list[m.PullRequestSimple], bot.get(f"{api}/pulls"))
@@ -74,16 +83,29 @@ def test_rest_responses_and_webhooks_match_githubs_schemas(simulator: SimulatorH
         check(m.Status, bot.post(f"{api}/statuses/{head}", json={"state": "success", "context": "lint"}), 201)
         check(m.CombinedCommitStatus, bot.get(f"{api}/commits/{head}/status"))
         check(list[m.Status], bot.get(f"{api}/commits/{head}/statuses"))
-        run = check(m.CheckRun, bot.post(f"{api}/check-runs", json={"name": "agent", "head_sha": head,
-                                                                    "status": "in_progress"}), 201)  # fmt: skip
-        check(m.CheckRun, bot.patch(f"{api}/check-runs/{run['id']}", json={
-            "conclusion": "success", "output": {"title": "ok", "summary": "all good"}}))  # fmt: skip
+        run = check(
+            m.CheckRun,
+            bot.post(f"{api}/check-runs", json={"name": "agent", "head_sha": head, "status": "in_progress"}),
+            201,
+        )
+        check(
+            m.CheckRun,
+            bot.patch(
+                f"{api}/check-runs/{run['id']}",
+                json={"conclusion": "success", "output": {"title": "ok", "summary": "all good"}},
+            ),
+        )
         check(m.CheckRun, bot.get(f"{api}/check-runs/{run['id']}"))
         simulator.wait_idle()
         check(m.ReposOwnerRepoCommitsRefCheckRunsGetResponse200, bot.get(f"{api}/commits/{head}/check-runs"))
         check(m.ReposOwnerRepoCommitsRefCheckSuitesGetResponse200, bot.get(f"{api}/commits/{head}/check-suites"))
-        check(m.PullRequestReview, alice.post(f"{api}/pulls/{number}/reviews", json={
-            "event": "APPROVE", "body": "ok", "comments": [{"path": "app.py", "line": 1, "body": "nice"}]}))  # fmt: skip
+        check(
+            m.PullRequestReview,
+            alice.post(
+                f"{api}/pulls/{number}/reviews",
+                json={"event": "APPROVE", "body": "ok", "comments": [{"path": "app.py", "line": 1, "body": "nice"}]},
+            ),
+        )
         check(list[m.PullRequestReview], bot.get(f"{api}/pulls/{number}/reviews"))
         check(list[m.PullRequestReviewComment], bot.get(f"{api}/pulls/{number}/comments"))
         check(m.SearchIssuesGetResponse200, bot.get("/search/issues", params={"q": "repo:alice/demo crash"}))
@@ -93,8 +115,9 @@ def test_rest_responses_and_webhooks_match_githubs_schemas(simulator: SimulatorH
         check(m.Issue, bot.patch(f"{api}/issues/1", json={"state": "open"}))
         simulator.wait_idle()
 
-        items = check(list[m.HookDeliveryItem], alice.get(f"{api}/hooks/{hook['id']}/deliveries",
-                                                         params={"per_page": 100}))  # fmt: skip
+        items = check(
+            list[m.HookDeliveryItem], alice.get(f"{api}/hooks/{hook['id']}/deliveries", params={"per_page": 100})
+        )
         check(m.HookDelivery, alice.get(f"{api}/hooks/{hook['id']}/deliveries/{items[0]['id']}"))
 
     seen = set()
@@ -106,11 +129,27 @@ def test_rest_responses_and_webhooks_match_githubs_schemas(simulator: SimulatorH
         except Exception as exc:  # noqa: BLE001 - report which event failed
             pytest.fail(f"{delivery.event}.{payload.get('action')} does not validate: {exc}")
         seen.add(f"{delivery.event}.{payload['action']}" if "action" in payload else delivery.event)
-    assert {"ping", "push", "issues.opened", "issues.edited", "issues.labeled", "issues.unlabeled",
-            "issues.closed", "issues.reopened", "issue_comment.created", "issue_comment.edited",
-            "pull_request.opened", "pull_request.edited", "pull_request.labeled", "pull_request.closed",
-            "pull_request_review.submitted", "status", "check_run.created", "check_run.completed",
-            "check_suite.completed"} <= seen, seen  # fmt: skip
+    assert {
+        "ping",
+        "push",
+        "issues.opened",
+        "issues.edited",
+        "issues.labeled",
+        "issues.unlabeled",
+        "issues.closed",
+        "issues.reopened",
+        "issue_comment.created",
+        "issue_comment.edited",
+        "pull_request.opened",
+        "pull_request.edited",
+        "pull_request.labeled",
+        "pull_request.closed",
+        "pull_request_review.submitted",
+        "status",
+        "check_run.created",
+        "check_run.completed",
+        "check_suite.completed",
+    } <= seen, seen
 
 
 @pytest.mark.fast

@@ -31,8 +31,9 @@ def call(name: str, **arguments: Any) -> dict[str, Any]:
     return {"name": name, "arguments": arguments}
 
 
-def agent_input(repo: Path, model: str, *, goal: str = "What does this repo do?", max_steps: int = 40,
-                heartbeat_s: float = 30.0) -> AgentInput:
+def agent_input(
+    repo: Path, model: str, *, goal: str = "What does this repo do?", max_steps: int = 40, heartbeat_s: float = 30.0
+) -> AgentInput:
     return AgentInput(
         agent="explore",
         model=model,

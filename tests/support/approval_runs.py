@@ -42,9 +42,13 @@ def held_comment(f: Factory, number: int, body: str, login: str) -> tuple[int, d
         f.sim.wait_idle()
     finally:
         _set_secret(f, hook, SECRET)
-    failed = [d for d in f.sim.deliveries()
-              if d["hook_id"] == hook and d["event"] == "issue_comment"
-              and (d["payload"].get("comment") or {}).get("id") == comment["id"]]  # fmt: skip
+    failed = [
+        d
+        for d in f.sim.deliveries()
+        if d["hook_id"] == hook
+        and d["event"] == "issue_comment"
+        and (d["payload"].get("comment") or {}).get("id") == comment["id"]
+    ]
     assert len(failed) == 1 and failed[0]["status_code"] == 401, failed
     return failed[0]["id"], comment
 
@@ -55,8 +59,9 @@ def redeliver(f: Factory, delivery_id: int) -> None:
     assert resp.status_code == 202, resp.text
 
 
-async def comments_when(f: Factory, number: int, ok: Callable[[list[dict[str, Any]]], bool], what: str,
-                        timeout_s: float = DEADLINE_S) -> list[dict[str, Any]]:  # fmt: skip
+async def comments_when(
+    f: Factory, number: int, ok: Callable[[list[dict[str, Any]]], bool], what: str, timeout_s: float = DEADLINE_S
+) -> list[dict[str, Any]]:
     """The comments on `number` once `ok` holds for them."""
     deadline = asyncio.get_running_loop().time() + timeout_s
     while not ok(comments := f.get(f"/issues/{number}/comments")):

@@ -24,8 +24,20 @@ from worker_process import SHOPFLOOR, worker_env
 
 T = TypeVar("T")
 
-__all__ = ["SHOPFLOOR", "cli_env", "run_cli", "arun_cli", "LongRunning", "pids_with_arg",
-           "kill_pids", "pid_alive", "port_open", "wait_until", "one_line", "StreamedRun"]
+__all__ = [
+    "SHOPFLOOR",
+    "cli_env",
+    "run_cli",
+    "arun_cli",
+    "LongRunning",
+    "pids_with_arg",
+    "kill_pids",
+    "pid_alive",
+    "port_open",
+    "wait_until",
+    "one_line",
+    "StreamedRun",
+]
 
 
 def cli_env(**overrides: str) -> dict[str, str]:
@@ -43,17 +55,23 @@ class CliResult:
     stderr: str
 
     def __str__(self) -> str:
-        return (f"shopfloor {' '.join(self.args)} -> {self.returncode}\n"
-                f"--- stdout\n{self.stdout}--- stderr\n{self.stderr}")
+        return (
+            f"shopfloor {' '.join(self.args)} -> {self.returncode}\n--- stdout\n{self.stdout}--- stderr\n{self.stderr}"
+        )
 
 
-def run_cli(args: Sequence[str], env: dict[str, str], *, timeout_s: float = 60.0,
-            cwd: Path | None = None) -> CliResult:
+def run_cli(args: Sequence[str], env: dict[str, str], *, timeout_s: float = 60.0, cwd: Path | None = None) -> CliResult:
     """Run `shopfloor ARGS` to completion. On timeout: SIGINT (so `dev` stops its children), then
     SIGKILL, and the test fails."""
     proc = subprocess.Popen(
-        [SHOPFLOOR, *args], env=env, cwd=cwd, stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+        [SHOPFLOOR, *args],
+        env=env,
+        cwd=cwd,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
     )
     try:
         out, err = proc.communicate(timeout=timeout_s)
@@ -61,8 +79,7 @@ def run_cli(args: Sequence[str], env: dict[str, str], *, timeout_s: float = 60.0
         _stop_group(proc, signal.SIGINT, 20)
         out, err = proc.communicate()
         raise AssertionError(
-            f"shopfloor {' '.join(args)} did not finish within {timeout_s:.0f} s\n"
-            f"--- stdout\n{out}--- stderr\n{err}"
+            f"shopfloor {' '.join(args)} did not finish within {timeout_s:.0f} s\n--- stdout\n{out}--- stderr\n{err}"
         ) from None
     finally:
         if proc.poll() is None:
@@ -70,8 +87,9 @@ def run_cli(args: Sequence[str], env: dict[str, str], *, timeout_s: float = 60.0
     return CliResult(list(args), proc.returncode, out, err)
 
 
-async def arun_cli(args: Sequence[str], env: dict[str, str], *, timeout_s: float = 60.0,
-                   cwd: Path | None = None) -> CliResult:
+async def arun_cli(
+    args: Sequence[str], env: dict[str, str], *, timeout_s: float = 60.0, cwd: Path | None = None
+) -> CliResult:
     """run_cli off the event loop, for async tests."""
     return await asyncio.to_thread(run_cli, args, env, timeout_s=timeout_s, cwd=cwd)
 
@@ -94,15 +112,18 @@ class LongRunning:
     output to a log file. `interrupt()` is a terminal's Ctrl-C; `close()` always cleans up,
     including stray processes whose command line holds `reap_marker` (e.g. a database path)."""
 
-    def __init__(self, args: Sequence[str], env: dict[str, str], log: Path, *,
-                 reap_marker: str | None = None) -> None:
+    def __init__(self, args: Sequence[str], env: dict[str, str], log: Path, *, reap_marker: str | None = None) -> None:
         self.args = list(args)
         self.log = log
         self.reap_marker = reap_marker
         self._out = open(log, "wb")
         self.proc = subprocess.Popen(
-            [SHOPFLOOR, *args], env=env, stdin=subprocess.DEVNULL, stdout=self._out,
-            stderr=subprocess.STDOUT, start_new_session=True,
+            [SHOPFLOOR, *args],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=self._out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
 
     def output(self) -> str:
@@ -178,8 +199,9 @@ def port_open(port: int, host: str = "127.0.0.1") -> bool:
         return s.connect_ex((host, port)) == 0
 
 
-async def wait_until(probe: Callable[[], Awaitable[T | None]], timeout_s: float, what: str,
-                     interval_s: float = 0.2) -> T:
+async def wait_until(
+    probe: Callable[[], Awaitable[T | None]], timeout_s: float, what: str, interval_s: float = 0.2
+) -> T:
     """Poll an async probe until it returns something truthy; fail after timeout_s."""
     deadline = time.monotonic() + timeout_s
     last: object = None
@@ -213,8 +235,14 @@ class StreamedRun:
         self.args = list(args)
         self.lines: list[tuple[float, str]] = []
         self.proc = subprocess.Popen(
-            [SHOPFLOOR, *args], env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, text=True, bufsize=1, start_new_session=True,
+            [SHOPFLOOR, *args],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            bufsize=1,
+            start_new_session=True,
         )
         self._stderr: list[str] = []
         self._readers = [
@@ -233,8 +261,10 @@ class StreamedRun:
             self.proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
             _stop_group(self.proc, signal.SIGKILL, 10)
-            raise AssertionError(f"shopfloor {' '.join(self.args)} did not finish within {timeout_s:.0f} s:\n"
-                                 + "\n".join(line for _, line in self.lines)) from None
+            raise AssertionError(
+                f"shopfloor {' '.join(self.args)} did not finish within {timeout_s:.0f} s:\n"
+                + "\n".join(line for _, line in self.lines)
+            ) from None
         finally:
             if self.proc.poll() is None:
                 _stop_group(self.proc, signal.SIGKILL, 10)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import uuid
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -36,8 +35,14 @@ def unique_owner() -> str:
     return "t" + uuid.uuid4().hex[:12]
 
 
-def delivery_headers(event: str, body: bytes, *, delivery: str | None = None, secret: str = SECRET,
-                     content_type: str = "application/json") -> dict[str, str]:
+def delivery_headers(
+    event: str,
+    body: bytes,
+    *,
+    delivery: str | None = None,
+    secret: str = SECRET,
+    content_type: str = "application/json",
+) -> dict[str, str]:
     return {
         "X-GitHub-Event": event,
         "X-GitHub-Delivery": delivery or str(uuid.uuid4()),
@@ -47,8 +52,9 @@ def delivery_headers(event: str, body: bytes, *, delivery: str | None = None, se
     }
 
 
-async def post_event(http: httpx.AsyncClient, event: str, payload: dict[str, Any], *,
-                     delivery: str | None = None) -> httpx.Response:
+async def post_event(
+    http: httpx.AsyncClient, event: str, payload: dict[str, Any], *, delivery: str | None = None
+) -> httpx.Response:
     body = json.dumps(payload).encode()
     return await http.post("/webhooks/github", content=body, headers=delivery_headers(event, body, delivery=delivery))
 

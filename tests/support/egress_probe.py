@@ -14,7 +14,7 @@ It prints one line per check, `PROBE <check> REACHED <detail>` or `PROBE <check>
 
 from __future__ import annotations
 
-SCRIPT = r'''
+SCRIPT = r"""
 import asyncio, os, socket, sys, urllib.error, urllib.parse, urllib.request
 
 def get(url):
@@ -63,7 +63,7 @@ for check in sys.argv[1:]:
     except BaseException as exc:  # noqa: BLE001 - every failure is an answer here
         text = " ".join(f"{type(exc).__name__}: {exc}".split())[:400]
         print(f"PROBE {check} BLOCKED {text}", flush=True)
-'''
+"""
 
 
 def probe_command(*checks: str) -> str:

@@ -26,11 +26,19 @@ from shopfloor.worker import ProviderCache, activities_for
 async def main(tool: str, workspace: str, arguments: dict) -> None:
     settings = Settings()
     blobs = FileBlobStore(settings.data_dir / "blobs")
-    activity = next(a for a in activities_for(settings, blobs, ProviderCache(settings))
-                    if getattr(a, "__temporal_activity_definition").name == tool)
+    activity = next(
+        a
+        for a in activities_for(settings, blobs, ProviderCache(settings))
+        if getattr(a, "__temporal_activity_definition").name == tool
+    )
     reply = Message(role="assistant", tool_calls=[ToolCall(id="call-1", name=tool, arguments=arguments)])
-    inp = ToolInput(workspace=WorkspaceRef(repo="local/probe", path=workspace), reply_digest=await put_json(blobs, reply),
-                    call_id="call-1", name=tool, run_id="probe")
+    inp = ToolInput(
+        workspace=WorkspaceRef(repo="local/probe", path=workspace),
+        reply_digest=await put_json(blobs, reply),
+        call_id="call-1",
+        name=tool,
+        run_id="probe",
+    )
     result = await ActivityEnvironment().run(activity, inp)
     output = (await blobs.get(result.output_digest)).decode() if result.output_digest else ""
     print(json.dumps({"ok": result.ok, "warning": result.warning, "output": output}))

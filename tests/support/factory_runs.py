@@ -17,7 +17,6 @@ from typing import Any
 
 from agent_runs import call, write_cassette
 from pydantic import SecretStr
-from shopfloor.webhooks.app import create_app
 from simulator_runs import SimulatorHandle
 from temporalio.client import Client, WorkflowHandle
 from threaded_server import serving
@@ -28,17 +27,21 @@ from shopfloor.models.factory import IssueOutcome
 from shopfloor.models.factory_run import FactoryState
 from shopfloor.models.inbox import issue_workflow_id
 from shopfloor.settings import Settings
+from shopfloor.webhooks.app import create_app
 
 SECRET = "factory-edge-secret"
 TEST_CMD = "python -m pytest -q"
 POLICY = f"auto_fix: always\nrequire_human_approval: true\ntest_command: {TEST_CMD}\nci_timeout_minutes: 10\n"
 
 TRIAGE = {
-    "kind": "bug", "severity": "medium", "labels": ["bug"],
+    "kind": "bug",
+    "severity": "medium",
+    "labels": ["bug"],
     "summary": "calc.add subtracts instead of adding.",
     "plan": "In calc/ops.py, add() returns a - b; make it a + b. tests/test_ops.py covers it.",
-    "fixability": 0.9, "fixability_reasons": ["one line", "a failing test shows it"],
-}  # fmt: skip
+    "fixability": 0.9,
+    "fixability_reasons": ["one line", "a failing test shows it"],
+}
 FIX = {
     "pr_title": "Fix add() returning the difference",
     "pr_body": "add() subtracted its arguments; it now adds them.",
@@ -113,14 +116,26 @@ class Factory:
         return body
 
     def progress_comments(self, number: int) -> list[dict[str, Any]]:
-        return [c for c in self.get(f"/issues/{number}/comments")
-                if "<!-- shopfloor:" in c["body"] and ":progress -->" in c["body"]]  # fmt: skip
+        return [
+            c
+            for c in self.get(f"/issues/{number}/comments")
+            if "<!-- shopfloor:" in c["body"] and ":progress -->" in c["body"]
+        ]
 
 
 @asynccontextmanager
-async def factory(simulator: SimulatorHandle, settings: Settings, running_worker, client: Client, tmp_path: Path,
-                  models: dict[str, list[dict[str, Any]]], policy: str = POLICY, *, name: str | None = None,
-                  **extra_settings: Any) -> AsyncIterator[Factory]:  # fmt: skip
+async def factory(
+    simulator: SimulatorHandle,
+    settings: Settings,
+    running_worker,
+    client: Client,
+    tmp_path: Path,
+    models: dict[str, list[dict[str, Any]]],
+    policy: str = POLICY,
+    *,
+    name: str | None = None,
+    **extra_settings: Any,
+) -> AsyncIterator[Factory]:
     """The repository is `acme/<name>` (default: a fresh one); `extra_settings` update the worker's
     and the edge's settings (alert token and routes...)."""
     owner, name = "acme", name or f"calc{uuid.uuid4().hex[:6]}"
@@ -128,10 +143,15 @@ async def factory(simulator: SimulatorHandle, settings: Settings, running_worker
     simulator.create_repo(owner, name, source_dir=sample_repo(tmp_path / "src", policy), ci_command=TEST_CMD)
     simulator.set_permission(owner, name, "maria", "maintain")
     agent_models = {agent: write_cassette(tmp_path / f"{agent}.json", turns) for agent, turns in models.items()}
-    worker_settings = settings.model_copy(update={
-        "github_api_url": simulator.api_url, "github_token": SecretStr("bot-token"),
-        "webhook_secret": SecretStr(SECRET), "agent_models": agent_models, **extra_settings,
-    })  # fmt: skip
+    worker_settings = settings.model_copy(
+        update={
+            "github_api_url": simulator.api_url,
+            "github_token": SecretStr("bot-token"),
+            "webhook_secret": SecretStr(SECRET),
+            "agent_models": agent_models,
+            **extra_settings,
+        }
+    )
     with edge_subscribed(simulator, repo, client, worker_settings) as edge_url:
         async with running_worker(worker_settings):
             yield Factory(simulator, client, repo, edge_url=edge_url)
@@ -149,10 +169,14 @@ def edge_subscribed(simulator: SimulatorHandle, repo: str, client: Client, edge_
 
     with serving(create_app(get_client, edge_settings, blobs), name="edge") as edge_url:
         secret = edge_settings.webhook_secret.get_secret_value()
-        hook = simulator.api(repo.split("/")[0]).post(f"/repos/{repo}/hooks", json={
-            "config": {"url": f"{edge_url}/webhooks/github", "secret": secret, "content_type": "json"},
-            "events": ["*"], "active": True,
-        })  # fmt: skip
+        hook = simulator.api(repo.split("/")[0]).post(
+            f"/repos/{repo}/hooks",
+            json={
+                "config": {"url": f"{edge_url}/webhooks/github", "secret": secret, "content_type": "json"},
+                "events": ["*"],
+                "active": True,
+            },
+        )
         assert hook.status_code == 201, hook.text
         yield edge_url
 
@@ -170,10 +194,12 @@ TRIAGE_TURNS = [{"tool_calls": [call("read_file", path="calc/ops.py")]}, {"tool_
 
 # The AlertWorkflow's assessing agent (`assess_alert`): the alert is a bug in calc/ops.py.
 ASSESS = {
-    "actionable": True, "severity": "high", "title": "add() returns the difference of its arguments",
+    "actionable": True,
+    "severity": "high",
+    "title": "add() returns the difference of its arguments",
     "reason": "calc/ops.py add() returns a - b; the alert's assertion add(2, 3) == -1 is exactly that.",
     "suspected_area": "calc/ops.py: add()",
-}  # fmt: skip
+}
 
 
 def assess_turns(path: str = "calc/ops.py", reads: int = 1, **verdict: Any) -> list[dict[str, Any]]:
@@ -189,7 +215,9 @@ async def approve_and_finish(f: Factory, number: int) -> IssueOutcome:
     return IssueOutcome.model_validate(await asyncio.wait_for(f.handle.result(), timeout=DEADLINE_S))
 
 
-def assert_merged(f: Factory, number: int, outcome: IssueOutcome, *, reviews: int = 1, label: str = "bug") -> dict[str, Any]:
+def assert_merged(
+    f: Factory, number: int, outcome: IssueOutcome, *, reviews: int = 1, label: str = "bug"
+) -> dict[str, Any]:
     assert outcome.state == "done", outcome
     assert outcome.factory is not None and outcome.factory.result == "merged", outcome
     issue = f.get(f"/issues/{number}")

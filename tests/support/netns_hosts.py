@@ -94,10 +94,23 @@ def netns_http_host(root: Path) -> Iterator[NetnsHost]:
         _ip("-n", namespace, "link", "set", inner, "up")
         _ip("-n", namespace, "link", "set", "lo", "up")
         server = subprocess.Popen(
-            ["ip", "netns", "exec", namespace, sys.executable, "-m", "http.server", str(PORT),
-             "--bind", address, "--directory", str(root)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )  # fmt: skip
+            [
+                "ip",
+                "netns",
+                "exec",
+                namespace,
+                sys.executable,
+                "-m",
+                "http.server",
+                str(PORT),
+                "--bind",
+                address,
+                "--directory",
+                str(root),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         _wait_listening(address, PORT, server)
         yield NetnsHost(namespace, address, PORT, token)
     finally:

@@ -20,10 +20,22 @@ from shopfloor.models.transcript import Manifest, Message
 # git as the test runs it: no user or system config, so the machine's settings cannot interfere.
 _GIT_ENV = {
     **{k: v for k, v in os.environ.items() if not k.startswith("GIT_")},
-    "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull, "GIT_TERMINAL_PROMPT": "0",
-}  # fmt: skip
-_GIT_OPTS = ["-c", "user.name=test", "-c", "user.email=test@localhost", "-c", "init.defaultBranch=main",
-             "-c", "commit.gpgsign=false", "-c", "core.autocrlf=false"]  # fmt: skip
+    "GIT_CONFIG_NOSYSTEM": "1",
+    "GIT_CONFIG_GLOBAL": os.devnull,
+    "GIT_TERMINAL_PROMPT": "0",
+}
+_GIT_OPTS = [
+    "-c",
+    "user.name=test",
+    "-c",
+    "user.email=test@localhost",
+    "-c",
+    "init.defaultBranch=main",
+    "-c",
+    "commit.gpgsign=false",
+    "-c",
+    "core.autocrlf=false",
+]
 
 
 def git(cwd: Path, *args: str, stdin: bytes | None = None) -> str:
@@ -48,9 +60,14 @@ def make_repo(root: Path, files: dict[str, str]) -> str:
 
 
 def code_input(
-    repo: Path, base_sha: str, goal: str, *, model: str = "openai:fake-model", heartbeat_s: float = 30.0,
+    repo: Path,
+    base_sha: str,
+    goal: str,
+    *,
+    model: str = "openai:fake-model",
+    heartbeat_s: float = 30.0,
     max_steps: int = 60,
-) -> AgentInput:  # fmt: skip
+) -> AgentInput:
     """A `code` agent run on a portable workspace: any worker clones `repo` and checks out base_sha."""
     return AgentInput(
         agent="code",
@@ -79,8 +96,12 @@ def run_pytest(cwd: Path) -> subprocess.CompletedProcess[str]:
     env.pop("PYTHONPATH", None)
     return subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"],
-        cwd=cwd, env=env, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 async def load_messages(blobs: BlobStore, transcript: str) -> list[Message]:

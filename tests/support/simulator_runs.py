@@ -41,6 +41,7 @@ def app_keys() -> tuple[str, str]:
     public = key.public_key().public_bytes(pem, serialization.PublicFormat.SubjectPublicKeyInfo).decode()
     return private, public
 
+
 __all__ = ["BOT_TOKEN", "SimulatorHandle", "app_keys", "running_simulator", "user_token"]
 
 
@@ -72,22 +73,54 @@ class SimulatorHandle:
         parts = urlsplit(self.base_url)
         return f"{parts.scheme}://x-access-token:{quote(token, safe='')}@{parts.netloc}/{owner}/{repo}.git"
 
-    def create_repo(self, owner: str, name: str, *, source_dir: Path | None = None, ci_command: str | None = None,
-                    default_branch: str = "main", private: bool = False) -> dict[str, Any]:  # fmt: skip
-        body = {"owner": owner, "name": name, "default_branch": default_branch, "ci_command": ci_command,
-                "private": private, "source_dir": str(source_dir) if source_dir is not None else None}  # fmt: skip
+    def create_repo(
+        self,
+        owner: str,
+        name: str,
+        *,
+        source_dir: Path | None = None,
+        ci_command: str | None = None,
+        default_branch: str = "main",
+        private: bool = False,
+    ) -> dict[str, Any]:
+        body = {
+            "owner": owner,
+            "name": name,
+            "default_branch": default_branch,
+            "ci_command": ci_command,
+            "private": private,
+            "source_dir": str(source_dir) if source_dir is not None else None,
+        }
         with httpx.Client(base_url=self.base_url, timeout=120) as c:
             return self._check(c.post("/_sim/repos", json=body), f"creating {owner}/{name}").json()
 
     def set_permission(self, owner: str, repo: str, login: str, permission: str) -> None:
         with self.api(owner) as c:
-            self._check(c.put(f"/repos/{owner}/{repo}/collaborators/{login}", json={"permission": permission}),
-                        f"giving {login} {permission} on {owner}/{repo}")  # fmt: skip
+            self._check(
+                c.put(f"/repos/{owner}/{repo}/collaborators/{login}", json={"permission": permission}),
+                f"giving {login} {permission} on {owner}/{repo}",
+            )
 
-    def inject_fault(self, method: str, path_regex: str, status: int, *, retry_after: int | None = None,
-                     times: int = 1, when: str = "before", message: str | None = None) -> None:  # fmt: skip
-        body = {"method": method.upper(), "path_regex": path_regex, "status": status, "retry_after": retry_after,
-                "times": times, "when": when, "message": message}  # fmt: skip
+    def inject_fault(
+        self,
+        method: str,
+        path_regex: str,
+        status: int,
+        *,
+        retry_after: int | None = None,
+        times: int = 1,
+        when: str = "before",
+        message: str | None = None,
+    ) -> None:
+        body = {
+            "method": method.upper(),
+            "path_regex": path_regex,
+            "status": status,
+            "retry_after": retry_after,
+            "times": times,
+            "when": when,
+            "message": message,
+        }
         with httpx.Client(base_url=self.base_url, timeout=30) as c:
             self._check(c.post("/_sim/faults", json=body), "injecting a fault")
 
@@ -110,8 +143,11 @@ class SimulatorHandle:
     def api(self, login: str | None = None) -> httpx.Client:
         """An httpx client on the REST API as `login` (None: the bot). Close it, or use `with`."""
         token = BOT_TOKEN if login is None else user_token(login)
-        client = httpx.Client(base_url=self.api_url, timeout=120, headers={
-            "Authorization": f"token {token}", "Accept": "application/vnd.github+json"})  # fmt: skip
+        client = httpx.Client(
+            base_url=self.api_url,
+            timeout=120,
+            headers={"Authorization": f"token {token}", "Accept": "application/vnd.github+json"},
+        )
         self._clients.append(client)
         return client
 

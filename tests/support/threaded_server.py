@@ -28,8 +28,7 @@ class _Server(uvicorn.Server):
 def serving(app: Any, *, name: str = "app", port: int | None = None) -> Iterator[str]:
     """Serve `app` (lifespan on) and yield its base URL; stop it on exit."""
     port = port or free_port()
-    server = _Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_config=None, access_log=False,
-                                    lifespan="on"))  # fmt: skip
+    server = _Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_config=None, access_log=False, lifespan="on"))
     thread = threading.Thread(target=lambda: asyncio.run(server.serve()), name=name, daemon=True)
     thread.start()
     deadline = time.monotonic() + 30

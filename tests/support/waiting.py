@@ -17,8 +17,14 @@ T = TypeVar("T")
 DEADLINE_S = 240.0
 
 
-async def query_until(handle: WorkflowHandle[Any, Any], query: str, result_type: type[T], ok: Callable[[T], bool],
-                      what: str, timeout_s: float = DEADLINE_S) -> T:  # fmt: skip
+async def query_until(
+    handle: WorkflowHandle[Any, Any],
+    query: str,
+    result_type: type[T],
+    ok: Callable[[T], bool],
+    what: str,
+    timeout_s: float = DEADLINE_S,
+) -> T:
     """`handle`'s `query` once `ok` holds for it; a workflow not started yet counts as "not yet"."""
     deadline = asyncio.get_running_loop().time() + timeout_s
     last: T | None = None

@@ -83,18 +83,31 @@ def git_env(home: Path) -> dict[str, str]:
     """git with no user or system config and no prompts."""
     home.mkdir(parents=True, exist_ok=True)
     env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
-    env.update({
-        "HOME": str(home), "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull, "GIT_TERMINAL_PROMPT": "0",
-        "GIT_AUTHOR_NAME": "Test Dev", "GIT_AUTHOR_EMAIL": "dev@example.test",
-        "GIT_COMMITTER_NAME": "Test Dev", "GIT_COMMITTER_EMAIL": "dev@example.test",
-    })  # fmt: skip
+    env.update(
+        {
+            "HOME": str(home),
+            "GIT_CONFIG_NOSYSTEM": "1",
+            "GIT_CONFIG_GLOBAL": os.devnull,
+            "GIT_TERMINAL_PROMPT": "0",
+            "GIT_AUTHOR_NAME": "Test Dev",
+            "GIT_AUTHOR_EMAIL": "dev@example.test",
+            "GIT_COMMITTER_NAME": "Test Dev",
+            "GIT_COMMITTER_EMAIL": "dev@example.test",
+        }
+    )
     return env
 
 
 def run_git(cwd: Path, *args: str, home: Path) -> str:
-    done = subprocess.run(["git", "-c", "init.defaultBranch=main", "-c", "commit.gpgsign=false", *args], check=False,
-                          cwd=cwd,
-                          env=git_env(home), capture_output=True, text=True, timeout=120)  # fmt: skip
+    done = subprocess.run(
+        ["git", "-c", "init.defaultBranch=main", "-c", "commit.gpgsign=false", *args],
+        check=False,
+        cwd=cwd,
+        env=git_env(home),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     if done.returncode != 0:
         raise AssertionError(f"git {' '.join(args)} failed: {done.stderr}")
     return done.stdout

@@ -24,8 +24,14 @@ def worker_env(**overrides: str) -> dict[str, str]:
 def worker_env_for(temporal_server: Any, settings: Settings, fake: FakeModelServer, **overrides: str) -> dict[str, str]:
     """A test's worker process: its Temporal server, task queue and data dir, every workflow task
     replayed (no cache), and `fake` as the OpenAI-wire model; `overrides` add or replace."""
-    return worker_env(**{
-        "SHOPFLOOR_TEMPORAL_ADDRESS": temporal_server.address, "SHOPFLOOR_TASK_QUEUE": settings.task_queue,
-        "SHOPFLOOR_DATA_DIR": str(settings.data_dir), "SHOPFLOOR_MAX_CACHED_WORKFLOWS": "0",
-        "OPENAI_BASE_URL": fake.openai_base_url, "OPENAI_API_KEY": "sk-test-not-a-secret", **overrides,
-    })  # fmt: skip
+    return worker_env(
+        **{
+            "SHOPFLOOR_TEMPORAL_ADDRESS": temporal_server.address,
+            "SHOPFLOOR_TASK_QUEUE": settings.task_queue,
+            "SHOPFLOOR_DATA_DIR": str(settings.data_dir),
+            "SHOPFLOOR_MAX_CACHED_WORKFLOWS": "0",
+            "OPENAI_BASE_URL": fake.openai_base_url,
+            "OPENAI_API_KEY": "sk-test-not-a-secret",
+            **overrides,
+        }
+    )

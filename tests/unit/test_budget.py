@@ -125,26 +125,43 @@ NOW = 1_000.0
         (Spent(), Limits(), None),
         (Spent(steps=39), Limits(max_steps=40), None),
         (Spent(steps=40), Limits(max_steps=40), "step limit reached: 40 of 40 steps"),
-        (Spent(steps=1, input_tokens=100_000, output_tokens=20_345), Limits(max_tokens=100_000),
-         "token limit reached: 120,345 of 100,000 tokens"),
+        (
+            Spent(steps=1, input_tokens=100_000, output_tokens=20_345),
+            Limits(max_tokens=100_000),
+            "token limit reached: 120,345 of 100,000 tokens",
+        ),
         (Spent(steps=1, input_tokens=99_000, output_tokens=999), Limits(max_tokens=100_000), None),
-        (Spent(steps=1, input_tokens=99_000, output_tokens=1_000), Limits(max_tokens=100_000),
-         "token limit reached: 100,000 of 100,000 tokens"),
+        (
+            Spent(steps=1, input_tokens=99_000, output_tokens=1_000),
+            Limits(max_tokens=100_000),
+            "token limit reached: 100,000 of 100,000 tokens",
+        ),
         (Spent(steps=1, cost_usd=1.2345), Limits(max_cost_usd=1.0), "cost limit reached: $1.2345 of $1.00"),
         (Spent(steps=1, cost_usd=0.5), Limits(max_cost_usd=1.0), None),
         (Spent(steps=1, cost_usd=50.0), Limits(), None),
         (Spent(steps=1, cost_unknown=True), Limits(), None),
-        (Spent(steps=1, started_at=NOW - 3612), Limits(max_wall_s=3600), "wall-time limit reached: 1h00m12s of 1h00m00s"),
+        (
+            Spent(steps=1, started_at=NOW - 3612),
+            Limits(max_wall_s=3600),
+            "wall-time limit reached: 1h00m12s of 1h00m00s",
+        ),
         (Spent(steps=1, started_at=NOW - 125), Limits(max_wall_s=120), "wall-time limit reached: 2m05s of 2m00s"),
         (Spent(steps=1, started_at=NOW - 45), Limits(max_wall_s=30), "wall-time limit reached: 45s of 30s"),
         (Spent(steps=1, started_at=NOW - 10), Limits(max_wall_s=30), None),
         (Spent(steps=1, started_at=None), Limits(max_wall_s=30), None),
         # the first limit reached wins, in the order steps, tokens, cost, time
-        (Spent(steps=5, input_tokens=10, cost_usd=9, started_at=0), Limits(max_steps=5, max_tokens=1, max_cost_usd=1, max_wall_s=1),
-         "step limit reached: 5 of 5 steps"),
-        (Spent(steps=1, cost_usd=9, started_at=0), Limits(max_cost_usd=1, max_wall_s=1), "cost limit reached: $9.0000 of $1.00"),
+        (
+            Spent(steps=5, input_tokens=10, cost_usd=9, started_at=0),
+            Limits(max_steps=5, max_tokens=1, max_cost_usd=1, max_wall_s=1),
+            "step limit reached: 5 of 5 steps",
+        ),
+        (
+            Spent(steps=1, cost_usd=9, started_at=0),
+            Limits(max_cost_usd=1, max_wall_s=1),
+            "cost limit reached: $9.0000 of $1.00",
+        ),
     ],
-)  # fmt: skip
+)
 def test_limit_reached(spent: Spent, limits: Limits, reason: str | None) -> None:
     assert limit_reached(spent, limits, NOW) == reason
 
@@ -158,11 +175,18 @@ def test_unknown_cost_under_a_cost_limit_is_said_not_passed() -> None:
     assert cost_limit_problem("openai:llama3", Limits()) is None
     assert cost_limit_problem("openai:gpt-4o", Limits(max_cost_usd=1)) is None
     assert cost_limit_problem("scripted:demo", Limits(max_cost_usd=1)) is None
-    assert cost_limit_problem("openai:llama3", Limits(max_cost_usd=1), {"llama3": Price(input_per_mtok=0, output_per_mtok=0)}) is None
+    assert (
+        cost_limit_problem(
+            "openai:llama3", Limits(max_cost_usd=1), {"llama3": Price(input_per_mtok=0, output_per_mtok=0)}
+        )
+        is None
+    )
 
 
 @given(
-    st.integers(0, 10**9), st.integers(0, 10**9), st.sampled_from(sorted(DEFAULT_PRICES)),
+    st.integers(0, 10**9),
+    st.integers(0, 10**9),
+    st.sampled_from(sorted(DEFAULT_PRICES)),
 )
 def test_cost_is_linear_and_non_negative(inp: int, out: int, model: str) -> None:
     usage = Usage(input_tokens=inp, output_tokens=out)

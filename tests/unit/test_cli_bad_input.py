@@ -48,14 +48,22 @@ BAD_AGENT_INPUT = [
     ("unknown-provider", {"model": "foo:bar"}, ["unknown model provider", "'foo'", "openai", "anthropic", "scripted"]),
     ("malformed-model", {"model": "gpt4"}, ["'gpt4'", "provider:model"]),
     ("openai-no-key", {"model": "openai:gpt-4o-mini"}, ["openai:gpt-4o-mini", "OPENAI_API_KEY", "OPENAI_BASE_URL"]),
-    ("anthropic-no-key", {"model": "anthropic:claude-sonnet-4-5"}, ["anthropic:claude-sonnet-4-5", "ANTHROPIC_API_KEY"]),
+    (
+        "anthropic-no-key",
+        {"model": "anthropic:claude-sonnet-4-5"},
+        ["anthropic:claude-sonnet-4-5", "ANTHROPIC_API_KEY"],
+    ),
     ("cassette-missing", {"model": "scripted:{tmp}/missing.json"}, ["cassette", "missing.json", "not found"]),
 ]
 
 
 def agent_args(repo_dir: Path, tmp: Path, /, **changes: str) -> list[str]:
-    values = {"name": "explore", "repo": str(repo_dir), "goal": "What does this repo do?",
-              "model": "scripted:explore-demo"} | changes
+    values = {
+        "name": "explore",
+        "repo": str(repo_dir),
+        "goal": "What does this repo do?",
+        "model": "scripted:explore-demo",
+    } | changes
     values = {k: v.format(repo=repo_dir, tmp=tmp) for k, v in values.items()}
     return ["agent", values["name"], "--repo", values["repo"], "--goal", values["goal"], "--model", values["model"]]
 
@@ -133,8 +141,10 @@ async def test_bad_input_starts_no_workflow_on_a_real_server(temporal_client, te
 @pytest.mark.parametrize("how", ["address", "port"])
 def test_worker_with_unreachable_temporal_says_what_to_do(how, tmp_path):
     port = free_port()
-    setting = {"address": {"SHOPFLOOR_TEMPORAL_ADDRESS": f"127.0.0.1:{port}"},
-               "port": {"SHOPFLOOR_TEMPORAL_PORT": str(port)}}[how]
+    setting = {
+        "address": {"SHOPFLOOR_TEMPORAL_ADDRESS": f"127.0.0.1:{port}"},
+        "port": {"SHOPFLOOR_TEMPORAL_PORT": str(port)},
+    }[how]
     started = time.monotonic()
     result = run_cli(["worker"], cli_env(SHOPFLOOR_DATA_DIR=str(tmp_path / "data"), **setting), timeout_s=60)
     assert result.returncode == 1, str(result)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from shopfloor.agents.comment_commands import KNOWN, parse_command
 
+from shopfloor.agents.comment_commands import KNOWN, parse_command
 from shopfloor.models.inbox import CommentCommand
 
 pytestmark = pytest.mark.fast
@@ -51,7 +51,13 @@ def test_write_commands() -> None:
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(st.sampled_from(["/shopfloor", " ", "fix", "review", ">", "```", "~~~", "\n", "\t", "\u200b", "<!--", "-->"]) | st.text(max_size=5), max_size=60).map("".join))
+@given(
+    st.lists(
+        st.sampled_from(["/shopfloor", " ", "fix", "review", ">", "```", "~~~", "\n", "\t", "\u200b", "<!--", "-->"])
+        | st.text(max_size=5),
+        max_size=60,
+    ).map("".join)
+)
 def test_never_raises(text: str) -> None:
     command = parse_command(text)
     assert command is None or command.name in KNOWN

@@ -138,8 +138,17 @@ def test_message_meta_and_compaction_message() -> None:
 
 def test_compaction_prompt() -> None:
     prompt = compaction_prompt(goal="Fix the login bug", target_tokens=800)
-    for needed in ["Fix the login bug", "## Goal and constraints", "## Decisions", "## Files touched",
-                   "## Errors", "## Remaining work", COMPACTION_MARKER, "read_output", "600 words"]:  # fmt: skip
+    for needed in [
+        "Fix the login bug",
+        "## Goal and constraints",
+        "## Decisions",
+        "## Files touched",
+        "## Errors",
+        "## Remaining work",
+        COMPACTION_MARKER,
+        "read_output",
+        "600 words",
+    ]:
         assert needed in prompt
     assert "goal, for reference" not in compaction_prompt()
     assert compaction_prompt() == compaction_prompt()

@@ -24,13 +24,13 @@ from typing import Any, get_args
 import pytest
 import yaml
 from pydantic import AliasChoices, SecretStr
-from shopfloor.activities.sandbox_mounts import shown_by_default
-from shopfloor.webhooks.app import create_app
 from typer.main import get_command
 
+from shopfloor.activities.sandbox_mounts import shown_by_default
 from shopfloor.blobs import FileBlobStore
 from shopfloor.cli.main import app as cli_app
 from shopfloor.settings import Settings
+from shopfloor.webhooks.app import create_app
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
@@ -59,8 +59,10 @@ def _settings_env_names() -> dict[str, str]:
 
 ENV_NAMES = _settings_env_names()
 SECRET_ENV_NAMES = {
-    env for env, field in ENV_NAMES.items()
-    if Settings.model_fields[field].annotation is SecretStr or SecretStr in get_args(Settings.model_fields[field].annotation)
+    env
+    for env, field in ENV_NAMES.items()
+    if Settings.model_fields[field].annotation is SecretStr
+    or SecretStr in get_args(Settings.model_fields[field].annotation)
 } | {"AWS_SECRET_ACCESS_KEY"}  # boto3's, for the S3 blob store
 CLI_COMMANDS = set(get_command(cli_app).commands)
 DEFAULT_WEBHOOK_PORT = Settings.model_fields["webhook_port"].default
@@ -285,7 +287,11 @@ def test_image_is_built_from_the_wheel_in_two_stages() -> None:
     assert installs and all("--no-index" in r and "from=builder" in r for r in installs)
     # The builder copies only what dockerignore lets into the context, and the context excludes
     # everything else (no .venv, no deploy/shopfloor.env, no deploy/secrets).
-    ignore = [line for line in (DEPLOY / "Dockerfile.dockerignore").read_text().splitlines() if line and not line.startswith("#")]
+    ignore = [
+        line
+        for line in (DEPLOY / "Dockerfile.dockerignore").read_text().splitlines()
+        if line and not line.startswith("#")
+    ]
     assert ignore[0] == "*" and not [line for line in ignore if line.startswith("!deploy")]
     allowed = {line[1:].rstrip("/") for line in ignore if line.startswith("!")}
     copied = {src.rstrip("/") for k, r in builder if k == "COPY" for src in r.split()[:-1]}

@@ -51,12 +51,15 @@ async def test_what_is_not_a_proxy_request_gets_a_400_with_a_reason(proxy):
     assert answer.startswith("HTTP/1.1 400 ") and "not an HTTP proxy request" in answer
 
 
-@pytest.mark.parametrize(("request_line", "reason"), [
-    (b"GET https://pypi.org/simple/ HTTP/1.1\r\nHost: pypi.org\r\n\r\n", "only http:// URLs"),
-    (b"GET /simple/ HTTP/1.1\r\nHost: pypi.org\r\n\r\n", "only http:// URLs"),
-    (b"CONNECT pypi.org HTTP/1.1\r\nHost: pypi.org\r\n\r\n", "CONNECT needs host:port"),
-    (b"CONNECT 127.0.0.1:22 HTTP/1.1\r\nHost: x\r\n\r\n", "not on this command's network allow-list"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("request_line", "reason"),
+    [
+        (b"GET https://pypi.org/simple/ HTTP/1.1\r\nHost: pypi.org\r\n\r\n", "only http:// URLs"),
+        (b"GET /simple/ HTTP/1.1\r\nHost: pypi.org\r\n\r\n", "only http:// URLs"),
+        (b"CONNECT pypi.org HTTP/1.1\r\nHost: pypi.org\r\n\r\n", "CONNECT needs host:port"),
+        (b"CONNECT 127.0.0.1:22 HTTP/1.1\r\nHost: x\r\n\r\n", "not on this command's network allow-list"),
+    ],
+)
 async def test_requests_it_cannot_check_are_refused_with_a_sentence(proxy, request_line, reason):
     answer = await ask(proxy[1], request_line)
     assert answer.startswith("HTTP/1.1 403 ") and reason in answer, answer

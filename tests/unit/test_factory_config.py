@@ -23,8 +23,13 @@ def test_the_most_specific_model_wins():
 
 async def test_the_activity_hands_out_settings_without_secrets(tmp_path):
     settings = Settings(
-        data_dir=tmp_path, model="openai:m", agent_models={"fix": "anthropic:f"}, temporal_ui_port=9999,
-        github_token=SecretStr("ghp_secret"), openai_api_key=SecretStr("sk-secret"), trigger_label="go",
+        data_dir=tmp_path,
+        model="openai:m",
+        agent_models={"fix": "anthropic:f"},
+        temporal_ui_port=9999,
+        github_token=SecretStr("ghp_secret"),
+        openai_api_key=SecretStr("sk-secret"),
+        trigger_label="go",
     )
     config = await ActivityEnvironment().run(FactoryConfigActivity(settings).factory_config)
     assert config.model_for("fix") == "anthropic:f" and config.model_for("triage") == "openai:m"
@@ -36,10 +41,12 @@ async def test_the_activity_hands_out_settings_without_secrets(tmp_path):
 
 async def test_models_without_a_price_are_named_so_runs_skip_the_cost_limit(tmp_path):
     settings = Settings(
-        data_dir=tmp_path, model="openai:my-local-llama", agent_models={"fix": "anthropic:claude-sonnet-4-5",
-        "review": "openai:other-local", "triage": "scripted:t"}, prices={"other-local": (0.5, 1.0)},
+        data_dir=tmp_path,
+        model="openai:my-local-llama",
+        agent_models={"fix": "anthropic:claude-sonnet-4-5", "review": "openai:other-local", "triage": "scripted:t"},
+        prices={"other-local": (0.5, 1.0)},
         model_heartbeat_seconds=7,
-    )  # fmt: skip
+    )
     config = await ActivityEnvironment().run(FactoryConfigActivity(settings).factory_config)
     assert config.unpriced_models == ["openai:my-local-llama"]
     assert not config.is_priced(config.model_for("triage-x")) and config.is_priced(config.model_for("fix"))

@@ -16,7 +16,7 @@ pytest_plugins = ["pytester"]
 
 CONFTEST = Path(__file__).resolve().parents[1] / "conftest.py"
 
-INNER_TESTS = '''
+INNER_TESTS = """
 import asyncio
 import socket
 import subprocess
@@ -76,7 +76,7 @@ def test_pure():
 
 def test_unmarked_may_start_a_process():
     subprocess.run(["true"], check=True)
-'''
+"""
 
 
 # (test name, phase) -> (outcome, what pytest reported)

@@ -10,8 +10,9 @@ import threading
 import pytest
 import requests
 from github import GithubException
-from shopfloor.activities.github.api import GitHubApi, call_github, read_github, write_github
 from temporalio.exceptions import ApplicationError
+
+from shopfloor.activities.github.api import GitHubApi, call_github, read_github, write_github
 
 pytestmark = pytest.mark.fast
 

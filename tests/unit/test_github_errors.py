@@ -13,6 +13,7 @@ from github import (
     RateLimitExceededException,
     UnknownObjectException,
 )
+
 from shopfloor.activities.github.errors import (
     MAX_RATE_LIMIT_WAIT_S,
     github_failure,
@@ -62,7 +63,9 @@ def test_primary_rate_limit_delay_is_at_least_a_second_and_capped():
     past = {"x-ratelimit-remaining": "0", "x-ratelimit-reset": str(int(NOW) - 30)}
     assert failure(exc(403, "API rate limit exceeded", past)).next_retry_delay == timedelta(seconds=1)
     far = {"x-ratelimit-remaining": "0", "x-ratelimit-reset": str(int(NOW) + 7200)}
-    assert failure(exc(429, "API rate limit exceeded", far)).next_retry_delay == timedelta(seconds=MAX_RATE_LIMIT_WAIT_S)
+    assert failure(exc(429, "API rate limit exceeded", far)).next_retry_delay == timedelta(
+        seconds=MAX_RATE_LIMIT_WAIT_S
+    )
     assert MAX_RATE_LIMIT_WAIT_S == 900
 
 
@@ -115,13 +118,14 @@ def test_not_found_names_the_request_and_the_likely_causes():
 
 def test_validation_errors_are_summarized():
     e = exc(
-        422, "Validation Failed",
+        422,
+        "Validation Failed",
         errors=[
             {"resource": "PullRequest", "code": "custom", "message": "A pull request already exists for acme:x."},
             {"resource": "Label", "field": "name", "code": "invalid"},
             "plain text error",
         ],
-    )  # fmt: skip
+    )
     f = failure(e, "POST /repos/acme/app/pulls")
     assert f.type == "GitHubValidation" and f.non_retryable
     assert f.message == (
@@ -131,7 +135,9 @@ def test_validation_errors_are_summarized():
 
 
 def test_bad_credentials_say_where_credentials_come_from():
-    f = failure(BadCredentialsException(401, {"message": "Bad credentials"}, {}), auth_hint="check SHOPFLOOR_GITHUB_TOKEN")
+    f = failure(
+        BadCredentialsException(401, {"message": "Bad credentials"}, {}), auth_hint="check SHOPFLOOR_GITHUB_TOKEN"
+    )
     assert f.type == "GitHubBadCredentials" and f.non_retryable
     assert f.message.endswith("401 Bad credentials: check SHOPFLOOR_GITHUB_TOKEN")
 
@@ -143,7 +149,9 @@ def test_other_forbidden_is_final():
 
 
 def test_merge_conflict_statuses():
-    moved = failure(exc(409, "Head branch was modified. Review and try the merge again."), "PUT /repos/a/b/pulls/3/merge")
+    moved = failure(
+        exc(409, "Head branch was modified. Review and try the merge again."), "PUT /repos/a/b/pulls/3/merge"
+    )
     assert moved.type == "GitHubHeadChanged" and moved.non_retryable
     blocked = failure(exc(405, "Pull Request is not mergeable"), "PUT /repos/a/b/pulls/3/merge")
     assert blocked.type == "GitHubNotMergeable" and blocked.non_retryable

@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
-from pathlib import Path
 
 import pytest
-from pydantic import TypeAdapter
 from fixture_files import GITHUB_WEBHOOKS, webhook_names
+from pydantic import TypeAdapter
 
 from shopfloor.models.github_events import (
     CheckRunEvent,
@@ -105,7 +104,14 @@ def test_pull_request_opened_and_synchronize():
     e = load("pull_request.opened.json")
     assert isinstance(e, PullRequestEvent) and e.action == "opened" and e.number == 2
     p = e.pull_request
-    assert (p.number, p.state, p.draft, p.merged, p.merged_at, p.merge_commit_sha) == (2, "open", False, False, None, None)
+    assert (p.number, p.state, p.draft, p.merged, p.merged_at, p.merge_commit_sha) == (
+        2,
+        "open",
+        False,
+        False,
+        None,
+        None,
+    )
     assert (p.head.ref, p.head.sha, p.head.repo_full_name) == ("changes", SHA_EC26, HELLO)
     assert (p.base.ref, p.base.sha) == ("master", "f95f852bd8fca8fcc58a9a2d6c842781e32a215e")
     assert p.user.login == "Codertocat" and p.labels == ["bug"] and p.html_url.endswith("/pull/2")
@@ -129,10 +135,14 @@ def test_pull_request_closed_with_and_without_merge():
     [
         ("pull_request_review.submitted.json", "commented", None, SHA_EC26),
         ("pull_request_review.submitted.approved.json", "approved", "", "9272f18514cbd3fa935b3ced62ae1c2bf6efa76d"),
-        ("pull_request_review.submitted.changes_requested.json", "changes_requested", "test2",
-         "812f646c59f9fa550a4eb271373776f33111cf63"),
+        (
+            "pull_request_review.submitted.changes_requested.json",
+            "changes_requested",
+            "test2",
+            "812f646c59f9fa550a4eb271373776f33111cf63",
+        ),
     ],
-)  # fmt: skip
+)
 def test_pull_request_reviews(name, state, body, commit):
     e = load(name)
     assert isinstance(e, PullRequestReviewEvent) and e.action == "submitted"
@@ -168,10 +178,11 @@ def test_push_deleting_a_tag():
 def test_push_to_a_branch_with_commits():
     payload = json.loads((WEBHOOKS / "push.json").read_text())
     payload.update(
-        ref="refs/heads/shopfloor/issue-7", deleted=False,
+        ref="refs/heads/shopfloor/issue-7",
+        deleted=False,
         commits=[{"id": "a" * 40, "message": "one"}, {"id": "b" * 40, "message": "two"}],
         head_commit={"id": "b" * 40, "message": "two"},
-    )  # fmt: skip
+    )
     e = parse_event("push", payload)
     assert e.branch == "shopfloor/issue-7" and e.commit_count == 2 and e.commit_ids == ["a" * 40, "b" * 40]
     assert e.head_commit.id == "b" * 40 and e.head_commit.message == "two"
@@ -180,7 +191,12 @@ def test_push_to_a_branch_with_commits():
 def test_status():
     e = load("status.json")
     assert isinstance(e, StatusEvent)
-    assert (e.sha, e.state, e.context, e.description) == ("6113728f27ae82c7b1a177c8d03f9e96e0adf246", "success", "default", None)
+    assert (e.sha, e.state, e.context, e.description) == (
+        "6113728f27ae82c7b1a177c8d03f9e96e0adf246",
+        "success",
+        "default",
+        None,
+    )
     assert e.branches == ["master", "changes", "gh-pages"]
 
 
@@ -188,7 +204,13 @@ def test_check_runs_success_and_failure():
     ok = load("check_run.completed.json")
     assert isinstance(ok, CheckRunEvent)
     r = ok.check_run
-    assert (r.id, r.name, r.status, r.conclusion, r.head_sha) == (128620228, "Octocoders-linter", "completed", "success", SHA_EC26)
+    assert (r.id, r.name, r.status, r.conclusion, r.head_sha) == (
+        128620228,
+        "Octocoders-linter",
+        "completed",
+        "success",
+        SHA_EC26,
+    )
     assert r.pull_requests == [2] and r.app.slug is None and r.app.id == 29310  # that delivery predates slugs
     failed = load("check_run.completed.failure.json").check_run
     assert failed.conclusion == "failure" and failed.app.slug == "github-actions" and failed.pull_requests == [2]
@@ -199,7 +221,12 @@ def test_check_suite():
     assert isinstance(e, CheckSuiteEvent)
     s = e.check_suite
     assert (s.id, s.status, s.conclusion, s.head_sha, s.head_branch, s.pull_requests) == (
-        118578147, "completed", "success", SHA_EC26, "changes", [2]
+        118578147,
+        "completed",
+        "success",
+        SHA_EC26,
+        "changes",
+        [2],
     )
 
 
@@ -207,7 +234,13 @@ def test_workflow_runs():
     plain = load("workflow_run.completed.json")
     assert isinstance(plain, WorkflowRunEvent) and plain.repo_full_name == "octo-org/octo-repo"
     w = plain.workflow_run
-    assert (w.id, w.status, w.conclusion, w.head_branch, w.pull_requests) == (289782451, "completed", "success", "master", [])
+    assert (w.id, w.status, w.conclusion, w.head_branch, w.pull_requests) == (
+        289782451,
+        "completed",
+        "success",
+        "master",
+        [],
+    )
     assert w.head_sha == "3484a3fb816e0859fd6e1cea078d76385ff50625"
     assert load("workflow_run.completed.with-pull-requests.json").workflow_run.pull_requests == [2]
 
@@ -223,7 +256,11 @@ def test_installation_created_has_no_repository():
 def test_pings():
     e = load("ping.json")
     assert isinstance(e, PingEvent) and e.action is None
-    assert (e.hook_id, e.zen, e.repo_full_name) == (109948940, "Anything added dilutes everything else.", "Octocoders/Hello-World")
+    assert (e.hook_id, e.zen, e.repo_full_name) == (
+        109948940,
+        "Anything added dilutes everything else.",
+        "Octocoders/Hello-World",
+    )
     assert e.hook.app_id is None
     assert load("ping.with-app_id.json").hook.app_id == 29310
 

@@ -53,7 +53,12 @@ def _probe(tmp_path: Path, code: str) -> dict:
     """Run code in the installed interpreter from an empty directory: the repo root is not on
     sys.path, as for any installed console script."""
     out = subprocess.run(
-        [sys.executable, "-c", code], cwd=tmp_path, env=cli_env(), capture_output=True, text=True, timeout=120,
+        [sys.executable, "-c", code],
+        cwd=tmp_path,
+        env=cli_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -76,8 +81,15 @@ print(json.dumps(results))
 @pytest.mark.fast
 def test_the_layout_finds_the_packages():
     # A guard for the walk below: an empty or partial list would make the other tests vacuous.
-    for name in ("shopfloor", "shopfloor.cli", "shopfloor.workflows", "shopfloor.activities",
-                 "shopfloor.activities.providers", "shopfloor.agents", "shopfloor.webhooks"):
+    for name in (
+        "shopfloor",
+        "shopfloor.cli",
+        "shopfloor.workflows",
+        "shopfloor.activities",
+        "shopfloor.activities.providers",
+        "shopfloor.agents",
+        "shopfloor.webhooks",
+    ):
         assert name in PACKAGES
 
 
@@ -162,8 +174,11 @@ def test_imports_flow_one_way():
     for module, path in _module_files().items():
         for layer, banned in FORBIDDEN.items():
             if module == layer or module.startswith(layer + "."):
-                wrong += [f"{module} imports {name}" for name in sorted(_imports(path))
-                          if any(name == b or name.startswith(b + ".") for b in banned)]  # fmt: skip
+                wrong += [
+                    f"{module} imports {name}"
+                    for name in sorted(_imports(path))
+                    if any(name == b or name.startswith(b + ".") for b in banned)
+                ]
     assert wrong == []
 
 

@@ -125,13 +125,25 @@ def test_secret_named_keys_are_redacted(capsys: pytest.CaptureFixture[str]) -> N
 @pytest.mark.parametrize(
     ("key", "secret"),
     [
-        ("api_key", True), ("apiKey", True), ("X-Api-Key", True), ("OPENAI_API_KEY", True),
-        ("token", True), ("access_token", True), ("password", True), ("Authorization", True),
-        ("cookie", True), ("client_secret", True), ("private_key", True),
-        ("input_tokens", False), ("token_count", False), ("key", False), ("blob_key", False),
-        ("digest", False), ("workflow_id", False),
+        ("api_key", True),
+        ("apiKey", True),
+        ("X-Api-Key", True),
+        ("OPENAI_API_KEY", True),
+        ("token", True),
+        ("access_token", True),
+        ("password", True),
+        ("Authorization", True),
+        ("cookie", True),
+        ("client_secret", True),
+        ("private_key", True),
+        ("input_tokens", False),
+        ("token_count", False),
+        ("key", False),
+        ("blob_key", False),
+        ("digest", False),
+        ("workflow_id", False),
     ],
-)  # fmt: skip
+)
 def test_is_secret_key(key: str, secret: bool) -> None:
     assert is_secret_key(key) is secret
 
@@ -148,9 +160,7 @@ def test_stdlib_record_with_temporal_activity_extra(capsys: pytest.CaptureFixtur
         "workflow_run_id": "run-1",
         "workflow_type": "AgentWorkflow",
     }
-    logging.getLogger("temporalio.activity").info(
-        "retrying model call", extra={"temporal_activity": details}
-    )
+    logging.getLogger("temporalio.activity").info("retrying model call", extra={"temporal_activity": details})
 
     (event,) = json_lines(capsys.readouterr().err)
     assert event["event"] == "retrying model call"
@@ -166,9 +176,7 @@ def test_stdlib_record_with_temporal_activity_extra(capsys: pytest.CaptureFixtur
 def test_stdlib_record_with_temporal_workflow_extra(capsys: pytest.CaptureFixture[str]) -> None:
     configure_logging(json=True)
     details = {"workflow_id": "wf-1", "run_id": "r-9", "workflow_type": "IssueWorkflow", "attempt": 1}
-    logging.getLogger("temporalio.workflow").warning(
-        f"stage done ({details})", extra={"temporal_workflow": details}
-    )
+    logging.getLogger("temporalio.workflow").warning(f"stage done ({details})", extra={"temporal_workflow": details})
 
     (event,) = json_lines(capsys.readouterr().err)
     # The adapter's "(…)" suffix is dropped: the same ids are keys now.
@@ -184,9 +192,7 @@ async def test_real_temporal_activity_logger(capsys: pytest.CaptureFixture[str])
         activity.logger.info("searching")
 
     env = ActivityEnvironment()
-    env.info = dataclasses.replace(
-        env.info, activity_id="7", activity_type="grep", workflow_id="issue/acme/app/7"
-    )
+    env.info = dataclasses.replace(env.info, activity_id="7", activity_type="grep", workflow_id="issue/acme/app/7")
     await env.run(grep)
 
     (event,) = json_lines(capsys.readouterr().err)

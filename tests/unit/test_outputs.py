@@ -6,6 +6,7 @@ import json
 
 import pytest
 from pydantic import ValidationError
+
 from shopfloor.agents.definition import AgentDefinition
 from shopfloor.agents.outputs import (
     MAX_OUTPUT_BYTES,
@@ -33,9 +34,12 @@ TRIAGE = {"kind": "bug", "severity": "low", "summary": "s", "fixability": 0.5}
 
 def test_registry_names_the_five_results():
     assert OUTPUT_MODELS == {
-        "TriageResult": TriageResult, "FixResult": FixResult, "ReviewResult": ReviewResult, "MergeResult": MergeResult,
+        "TriageResult": TriageResult,
+        "FixResult": FixResult,
+        "ReviewResult": ReviewResult,
+        "MergeResult": MergeResult,
         "AlertAssessment": AlertAssessment,
-    }  # fmt: skip
+    }
 
 
 @pytest.mark.parametrize(
@@ -65,8 +69,13 @@ def test_bounds_of_fix_review_and_merge():
             FixResult.model_validate({"pr_title": "t", "pr_body": "b", "summary": "s", **bad})
     comment = {"path": "a.py", "line": 1, "body": "b"}
     ReviewResult(verdict="approve", summary="ok", comments=[comment] * 25)
-    for bad in ({"verdict": "lgtm"}, {"comments": [comment] * 26}, {"comments": [{**comment, "line": 0}]},
-                {"comments": [{**comment, "body": "x" * 1001}]}, {"comments": [{**comment, "path": "x" * 301}]}):  # fmt: skip
+    for bad in (
+        {"verdict": "lgtm"},
+        {"comments": [comment] * 26},
+        {"comments": [{**comment, "line": 0}]},
+        {"comments": [{**comment, "body": "x" * 1001}]},
+        {"comments": [{**comment, "path": "x" * 301}]},
+    ):
         with pytest.raises(ValidationError):
             ReviewResult.model_validate({"verdict": "approve", "summary": "ok", **bad})
     MergeResult(commit_title="t", resolved=True, conflicts=["a"] * 50)
@@ -76,10 +85,20 @@ def test_bounds_of_fix_review_and_merge():
 
 def test_the_largest_results_stay_near_the_history_budget():
     # Every field at its bound (one comment-heavy review excepted: the submit cap refuses it).
-    triage = {**TRIAGE, "summary": "x" * 2000, "plan": "x" * 4000, "labels": ["x" * 50] * 10,
-              "fixability_reasons": ["x" * 300] * 10}  # fmt: skip
-    fix = {"pr_title": "x" * 120, "pr_body": "x" * 6000, "summary": "x" * 2000, "tests_command": "x" * 500,
-           "remaining_work": "x" * 2000}  # fmt: skip
+    triage = {
+        **TRIAGE,
+        "summary": "x" * 2000,
+        "plan": "x" * 4000,
+        "labels": ["x" * 50] * 10,
+        "fixability_reasons": ["x" * 300] * 10,
+    }
+    fix = {
+        "pr_title": "x" * 120,
+        "pr_body": "x" * 6000,
+        "summary": "x" * 2000,
+        "tests_command": "x" * 500,
+        "remaining_work": "x" * 2000,
+    }
     for name, data in (("TriageResult", triage), ("FixResult", fix)):
         output, error = validate_submission(name, data)
         assert error is None and len(json.dumps(output)) <= MAX_OUTPUT_BYTES
@@ -127,8 +146,11 @@ def test_submit_gate_follows_edits_and_test_runs():
 
 def test_the_factory_agents():
     assert {a: AGENTS[a].output_model for a in ("triage", "fix", "review", "merge")} == {
-        "triage": "TriageResult", "fix": "FixResult", "review": "ReviewResult", "merge": "MergeResult",
-    }  # fmt: skip
+        "triage": "TriageResult",
+        "fix": "FixResult",
+        "review": "ReviewResult",
+        "merge": "MergeResult",
+    }
     assert AGENTS["fix"].submit_requires_command and not AGENTS["review"].submit_requires_command
     assert all(t in ("read_file", "list_dir", "glob", "grep", "read_output") for t in AGENTS["triage"].tools)
     assert "run_command" in AGENTS["review"].tools and "edit_file" not in AGENTS["review"].tools

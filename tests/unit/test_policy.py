@@ -4,6 +4,7 @@ with the exact message a maintainer reads (the workflow parks and posts them).""
 from __future__ import annotations
 
 import pytest
+
 from shopfloor.agents.policy import PolicyLoad, RepoPolicy, is_protected, parse_policy
 
 pytestmark = pytest.mark.fast
@@ -55,8 +56,12 @@ def test_a_full_valid_file():
     assert p.budgets.max_steps.model_dump() == {"triage": 20, "fix": 150, "review": 40, "merge": 10}
     assert p.protected_paths == [".github/**", "*.lock", "/setup.py"]
     assert p.network_for_commands is True and p.ci_timeout_minutes == 90
-    assert p.labels.model_dump() == {"trigger": "autofix", "in_progress": "shopfloor: working",
-                                     "needs_human": "needs-human", "fixed": "fixed"}  # fmt: skip
+    assert p.labels.model_dump() == {
+        "trigger": "autofix",
+        "in_progress": "shopfloor: working",
+        "needs_human": "needs-human",
+        "fixed": "fixed",
+    }
     # Partial files keep the defaults for the rest; no cost limit is spelled null.
     partial = parse_policy("auto_fix: never\nbudgets: {max_cost_usd_per_run: null}\n")
     assert partial.ok and partial.policy.auto_fix == "never" and partial.policy.budgets.max_cost_usd_per_run is None
@@ -67,16 +72,18 @@ INVALID = [
     ("max_review_rounds: 50", "`max_review_rounds`: must be between 1 and 10 (got 50)"),
     ("max_review_rounds: 0", "`max_review_rounds`: must be between 1 and 10 (got 0)"),
     ("max_review_rounds: true", "`max_review_rounds`: must be a whole number (got true)"),
-    ("max_review_rounds: \"3\"", '`max_review_rounds`: must be a whole number (got "3")'),
+    ('max_review_rounds: "3"', '`max_review_rounds`: must be a whole number (got "3")'),
     ("fixability_threshold: 1.5", "`fixability_threshold`: must be between 0 and 1 (got 1.5)"),
     ("fixability_threshold: high", '`fixability_threshold`: must be a number (got "high")'),
     ("auto_fix: sometimes", '`auto_fix`: must be one of `never`, `label` or `always` (got "sometimes")'),
     ("require_human_approval: 1", "`require_human_approval`: must be true or false (got 1)"),
-    ("auto_merge: \"yes\"", '`auto_merge`: must be true or false (got "yes")'),
+    ('auto_merge: "yes"', '`auto_merge`: must be true or false (got "yes")'),
     ("ci_timeout_minutes: 3.5", "`ci_timeout_minutes`: must be a whole number (got 3.5)"),
     ("ci_timeout_minutes: 2000", "`ci_timeout_minutes`: must be between 1 and 1440 (got 2000)"),
-    ("budgets: {max_cost_usd_per_run: 0}",
-     "`budgets.max_cost_usd_per_run`: must be more than 0 and at most 1000 (got 0)"),
+    (
+        "budgets: {max_cost_usd_per_run: 0}",
+        "`budgets.max_cost_usd_per_run`: must be more than 0 and at most 1000 (got 0)",
+    ),
     ("budgets: {max_steps: {fix: 0}}", "`budgets.max_steps.fix`: must be between 1 and 500 (got 0)"),
     ("budgets: {max_steps: {triage: 1000}}", "`budgets.max_steps.triage`: must be between 1 and 200 (got 1000)"),
     ("budgets: 5", "`budgets`: must be a mapping of keys to values (got 5)"),
@@ -99,39 +106,57 @@ def test_each_invalid_value_is_named_with_its_problem(text, message):
     assert load.source == "file" and load.policy == RepoPolicy()  # the safe defaults, never half a file
 
 
-@pytest.mark.parametrize(("text", "message"), [
-    ("auto_merg: true", "unknown key `auto_merg` (did you mean `auto_merge`?)"),
-    ("max_review_round: 2", "unknown key `max_review_round` (did you mean `max_review_rounds`?)"),
-    ("budgets: {max_step: {fix: 3}}", "unknown key `budgets.max_step` (did you mean `budgets.max_steps`?)"),
-    ("budgets: {max_steps: {fixer: 3}}", "unknown key `budgets.max_steps.fixer` (did you mean `budgets.max_steps.fix`?)"),
-    ("labels: {trigerr: go}", "unknown key `labels.trigerr` (did you mean `labels.trigger`?)"),
-    ("colour: blue", "unknown key `colour`"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("auto_merg: true", "unknown key `auto_merg` (did you mean `auto_merge`?)"),
+        ("max_review_round: 2", "unknown key `max_review_round` (did you mean `max_review_rounds`?)"),
+        ("budgets: {max_step: {fix: 3}}", "unknown key `budgets.max_step` (did you mean `budgets.max_steps`?)"),
+        (
+            "budgets: {max_steps: {fixer: 3}}",
+            "unknown key `budgets.max_steps.fixer` (did you mean `budgets.max_steps.fix`?)",
+        ),
+        ("labels: {trigerr: go}", "unknown key `labels.trigerr` (did you mean `labels.trigger`?)"),
+        ("colour: blue", "unknown key `colour`"),
+    ],
+)
 def test_unknown_keys_are_errors_with_a_suggestion(text, message):
     assert parse_policy(text).errors == [message]
 
 
 def test_every_problem_of_a_file_is_listed_and_the_whole_file_is_set_aside():
     load = parse_policy("auto_fix: always\nauto_merg: true\nmax_review_rounds: 50\n")
-    assert load.errors == ["`max_review_rounds`: must be between 1 and 10 (got 50)",
-                           "unknown key `auto_merg` (did you mean `auto_merge`?)"]  # fmt: skip
+    assert load.errors == [
+        "`max_review_rounds`: must be between 1 and 10 (got 50)",
+        "unknown key `auto_merg` (did you mean `auto_merge`?)",
+    ]
     assert load.policy.auto_fix == "label"  # the valid part is not applied either
 
 
-@pytest.mark.parametrize(("text", "message"), [
-    ("auto_fix: [never\n", "invalid YAML at line 2, column 1: expected ',' or ']', but got '<stream end>'"),
-    ("auto_fix: never\n  auto_merge: true\n", "invalid YAML at line 2, column 13: mapping values are not allowed here"),
-    ("a: 1\n\tb: 2\n", "invalid YAML at line 2, column 1: found character '\\t' that cannot start any token"),
-    ("auto_fix: label\nauto_fix: always\n", "invalid YAML at line 2, column 1: duplicate key `auto_fix`"),
-    ("x: &a [1]\nprotected_paths: *a\n",
-     "invalid YAML at line 2, column 18: aliases (*name) are not allowed in a policy file"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("auto_fix: [never\n", "invalid YAML at line 2, column 1: expected ',' or ']', but got '<stream end>'"),
+        (
+            "auto_fix: never\n  auto_merge: true\n",
+            "invalid YAML at line 2, column 13: mapping values are not allowed here",
+        ),
+        ("a: 1\n\tb: 2\n", "invalid YAML at line 2, column 1: found character '\\t' that cannot start any token"),
+        ("auto_fix: label\nauto_fix: always\n", "invalid YAML at line 2, column 1: duplicate key `auto_fix`"),
+        (
+            "x: &a [1]\nprotected_paths: *a\n",
+            "invalid YAML at line 2, column 18: aliases (*name) are not allowed in a policy file",
+        ),
+    ],
+)
 def test_yaml_syntax_errors_say_where(text, message):
     load = parse_policy(text)
     assert load.errors == [message] and load.policy == RepoPolicy() and load.source == "file"
 
 
-@pytest.mark.parametrize(("text", "got"), [("- auto_fix\n", "a list"), ("just words\n", '"just words"'), ("42\n", "42")])
+@pytest.mark.parametrize(
+    ("text", "got"), [("- auto_fix\n", "a list"), ("just words\n", '"just words"'), ("42\n", "42")]
+)
 def test_a_file_that_is_not_a_mapping(text, got):
     assert parse_policy(text).errors == [f"the file must be a mapping of keys to values (got {got})"]
 
@@ -142,31 +167,43 @@ def test_a_file_wrong_everywhere_lists_a_bounded_number_of_problems():
     assert len(errors) == 21 and errors[-1] == "... and 20 more problems"
 
 
-@pytest.mark.parametrize(("path", "protected"), [
-    (".github/workflows/ci.yml", True),  # `.github/**`
-    (".github", True),                   # the directory itself (deleting it changes what is inside)
-    ("./.github/CODEOWNERS", True),
-    (".githubx/a", False),
-    ("poetry.lock", True),               # `*.lock`: no slash, so any depth
-    ("sub/dir/yarn.lock", True),
-    ("lock", False),
-    ("setup.py", True),                  # `/setup.py`: anchored at the root
-    ("pkg/setup.py", False),
-    ("src/secrets/key.pem", True),       # `src/**/key.pem` also matches at no depth in between
-    ("src/key.pem", True),
-    ("srcx/key.pem", False),
-    ("docs/guide/intro.md", True),       # `docs`: a directory protects everything in it
-    ("migrations/0007_x.py", True),      # `migrations/000?_*.py`
-    ("migrations/0010_x.py", False),
-    ("db/a.sql", True),                  # `[a-c]*.sql` at any depth
-    ("db/d.sql", False),
-    ("app/main.py", False),
-    ("../outside.txt", True),            # leaving the repository is never allowed by accident
-    ("", True),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("path", "protected"),
+    [
+        (".github/workflows/ci.yml", True),  # `.github/**`
+        (".github", True),  # the directory itself (deleting it changes what is inside)
+        ("./.github/CODEOWNERS", True),
+        (".githubx/a", False),
+        ("poetry.lock", True),  # `*.lock`: no slash, so any depth
+        ("sub/dir/yarn.lock", True),
+        ("lock", False),
+        ("setup.py", True),  # `/setup.py`: anchored at the root
+        ("pkg/setup.py", False),
+        ("src/secrets/key.pem", True),  # `src/**/key.pem` also matches at no depth in between
+        ("src/key.pem", True),
+        ("srcx/key.pem", False),
+        ("docs/guide/intro.md", True),  # `docs`: a directory protects everything in it
+        ("migrations/0007_x.py", True),  # `migrations/000?_*.py`
+        ("migrations/0010_x.py", False),
+        ("db/a.sql", True),  # `[a-c]*.sql` at any depth
+        ("db/d.sql", False),
+        ("app/main.py", False),
+        ("../outside.txt", True),  # leaving the repository is never allowed by accident
+        ("", True),
+    ],
+)
 def test_protected_path_globs(path, protected):
-    policy = RepoPolicy(protected_paths=[".github/**", "*.lock", "/setup.py", "src/**/key.pem", "docs",
-                                         "migrations/000?_*.py", "[a-c]*.sql"])  # fmt: skip
+    policy = RepoPolicy(
+        protected_paths=[
+            ".github/**",
+            "*.lock",
+            "/setup.py",
+            "src/**/key.pem",
+            "docs",
+            "migrations/000?_*.py",
+            "[a-c]*.sql",
+        ]
+    )
     assert is_protected(path, policy) is protected
 
 
@@ -175,7 +212,13 @@ def test_default_protection_and_none():
     assert is_protected("web/.gitattributes", RepoPolicy()) and is_protected("docs/CODEOWNERS", RepoPolicy())
     assert not is_protected(".github/workflows/ci.yml", RepoPolicy(protected_paths=[]))
     # The files that steer review and merging stay protected whatever the list says.
-    for path in (".github/shopfloor.yml", ".gitattributes", "a/.gitattributes", "CODEOWNERS", "docs/CODEOWNERS",
-                 ".github/CODEOWNERS"):  # fmt: skip
+    for path in (
+        ".github/shopfloor.yml",
+        ".gitattributes",
+        "a/.gitattributes",
+        "CODEOWNERS",
+        "docs/CODEOWNERS",
+        ".github/CODEOWNERS",
+    ):
         assert is_protected(path, RepoPolicy(protected_paths=[])), path
     assert not is_protected("src/CODEOWNERS", RepoPolicy(protected_paths=[]))

@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
+
 from shopfloor.agents.progress import (
     MAX_TIMELINE,
     ProgressLinks,
@@ -14,7 +15,6 @@ from shopfloor.agents.progress import (
     render_progress,
     untrusted,
 )
-
 from shopfloor.models.github_ops import comment_marker, find_markers
 
 pytestmark = pytest.mark.fast
@@ -29,27 +29,60 @@ LINKS = ProgressLinks(
 
 
 def view(**kw) -> ProgressView:
-    base = {"workflow_id": WF, "repo": "acme/app", "number": 7, "stage": "fix", "round": 1, "step": 12, "cost_usd": 0.42,
-                "tokens": 123_456, "links": LINKS, "updated_at": T0}  # fmt: skip
+    base = {
+        "workflow_id": WF,
+        "repo": "acme/app",
+        "number": 7,
+        "stage": "fix",
+        "round": 1,
+        "step": 12,
+        "cost_usd": 0.42,
+        "tokens": 123_456,
+        "links": LINKS,
+        "updated_at": T0,
+    }
     return ProgressView(**{**base, **kw})
 
 
-@pytest.mark.parametrize(("kw", "sentence"), [
-    ({"state": "running"}, "**Running** — stage fix, review round 1, step 12."),
-    ({"state": "waiting", "stage": "merge", "waiting_for": "approval"},
-     "**Waiting** for a maintainer's approval: comment `/shopfloor approve` on this issue (stage merge, review round 1, step 12)."),
-    ({"state": "merged", "stage": "done"},
-     "**Final state: merged.** The fix in [the pull request](https://github.com/acme/app/pull/8) is merged and the issue is closed."),
-    ({"state": "parked", "stage": "policy", "waiting_for": "fix_command", "reason": "fixability 0.3 is under 0.6"},
-     "**Final state: waiting for a human.** The run is parked until a maintainer to ask for a fix: comment `/shopfloor fix` on this issue. Why: ` fixability 0.3 is under 0.6 `."),
-    ({"state": "parked", "waiting_for": None}, "**Final state: waiting for a human.** The run is parked until a human to decide how to go on."),
-    ({"state": "failed", "stage": "review", "reason": "CI failed 3 times: test_login"},
-     "**Final state: failed** at review. Why: ` CI failed 3 times: test_login `."),
-    ({"state": "cancelled", "reason": "stopped by alice with /shopfloor stop"},
-     "**Final state: cancelled** at fix; nothing more will happen in this run. ` stopped by alice with /shopfloor stop `."),
-    ({"state": "salvaged", "reason": "tests in tests/test_auth.py still fail"},
-     "**Final state: salvaged** — stopped at fix before finishing. Work so far is saved in [the branch](https://github.com/acme/app/tree/shopfloor/issue-7). Left to do: ` tests in tests/test_auth.py still fail `."),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("kw", "sentence"),
+    [
+        ({"state": "running"}, "**Running** — stage fix, review round 1, step 12."),
+        (
+            {"state": "waiting", "stage": "merge", "waiting_for": "approval"},
+            "**Waiting** for a maintainer's approval: comment `/shopfloor approve` on this issue (stage merge, review round 1, step 12).",
+        ),
+        (
+            {"state": "merged", "stage": "done"},
+            "**Final state: merged.** The fix in [the pull request](https://github.com/acme/app/pull/8) is merged and the issue is closed.",
+        ),
+        (
+            {
+                "state": "parked",
+                "stage": "policy",
+                "waiting_for": "fix_command",
+                "reason": "fixability 0.3 is under 0.6",
+            },
+            "**Final state: waiting for a human.** The run is parked until a maintainer to ask for a fix: comment `/shopfloor fix` on this issue. Why: ` fixability 0.3 is under 0.6 `.",
+        ),
+        (
+            {"state": "parked", "waiting_for": None},
+            "**Final state: waiting for a human.** The run is parked until a human to decide how to go on.",
+        ),
+        (
+            {"state": "failed", "stage": "review", "reason": "CI failed 3 times: test_login"},
+            "**Final state: failed** at review. Why: ` CI failed 3 times: test_login `.",
+        ),
+        (
+            {"state": "cancelled", "reason": "stopped by alice with /shopfloor stop"},
+            "**Final state: cancelled** at fix; nothing more will happen in this run. ` stopped by alice with /shopfloor stop `.",
+        ),
+        (
+            {"state": "salvaged", "reason": "tests in tests/test_auth.py still fail"},
+            "**Final state: salvaged** — stopped at fix before finishing. Work so far is saved in [the branch](https://github.com/acme/app/tree/shopfloor/issue-7). Left to do: ` tests in tests/test_auth.py still fail `.",
+        ),
+    ],
+)
 def test_each_state_renders_its_explicit_sentence(kw, sentence):
     body = render_progress(view(**kw))
     assert sentence in body.splitlines()
@@ -73,10 +106,16 @@ def test_unsafe_links_are_left_out():
 
 def test_the_stage_table():
     timeline = [
-        TimelineEntry(stage="triage", started_at=T0, ended_at=T0 + timedelta(minutes=2), steps=4, cost_usd=0.05,
-                      outcome="fixable (0.8)"),
+        TimelineEntry(
+            stage="triage",
+            started_at=T0,
+            ended_at=T0 + timedelta(minutes=2),
+            steps=4,
+            cost_usd=0.05,
+            outcome="fixable (0.8)",
+        ),
         TimelineEntry(stage="fix", started_at=T0 + timedelta(minutes=2), steps=8, cost_usd=0.37),
-    ]  # fmt: skip
+    ]
     lines = render_progress(view(timeline=timeline)).splitlines()
     assert "| Stage | Started | Ended | Steps | Cost | Outcome |" in lines
     assert "| triage | 2025-03-01 12:00 UTC | 2025-03-01 12:02 UTC | 4 | $0.05 | ` fixable (0.8) ` |" in lines
@@ -97,8 +136,14 @@ def test_untrusted_text_is_one_inert_code_span():
 
 
 def test_untrusted_reason_cannot_break_the_comment():
-    body = render_progress(view(state="failed", reason=HOSTILE, waiting_for="@bob do it",
-                                timeline=[TimelineEntry(stage="fix", outcome="@carol | x\n<!--")]))  # fmt: skip
+    body = render_progress(
+        view(
+            state="failed",
+            reason=HOSTILE,
+            waiting_for="@bob do it",
+            timeline=[TimelineEntry(stage="fix", outcome="@carol | x\n<!--")],
+        )
+    )
     # Every @ sits inside a code span: outside the spans no mention is left.
     outside = "".join(part for i, part in enumerate(_split_code(body)) if i % 2 == 0)
     assert "@" not in outside and "<!--" not in outside.replace(comment_marker(WF, "progress"), "")
@@ -142,4 +187,6 @@ def test_the_rendered_comment_keeps_a_single_marker_when_upserted():
     view = ProgressView(workflow_id="issue/acme/shop/7", repo="acme/shop", number=7, stage="fix", state="running")
     body = with_marker(render_progress(view), "issue/acme/shop/7", "progress")
     assert body.count(comment_marker("issue/acme/shop/7", "progress")) == 1
-    assert with_marker("plain", "issue/acme/shop/7", "progress").startswith(comment_marker("issue/acme/shop/7", "progress"))
+    assert with_marker("plain", "issue/acme/shop/7", "progress").startswith(
+        comment_marker("issue/acme/shop/7", "progress")
+    )

@@ -68,12 +68,8 @@ async def test_tool_calls_then_results_then_final_text(server: FakeModelServer) 
     assert one.api == "anthropic"
     assert one.body["system"] == "You are a test."  # top level, not a message
     assert one.body["max_tokens"] == 555
-    assert one.body["tools"] == [
-        {"name": "grep", "description": "Search files.", "input_schema": GREP.parameters}
-    ]
-    assert one.body["messages"] == [
-        {"role": "user", "content": [{"type": "text", "text": "Where is login handled?"}]}
-    ]
+    assert one.body["tools"] == [{"name": "grep", "description": "Search files.", "input_schema": GREP.parameters}]
+    assert one.body["messages"] == [{"role": "user", "content": [{"type": "text", "text": "Where is login handled?"}]}]
     # The key travels as x-api-key or (newer SDKs) as a bearer token.
     auth = {one.headers.get("x-api-key"), one.headers.get("authorization")}
     assert auth & {"sk-ant-test", "Bearer sk-ant-test"} and "anthropic-version" in one.headers

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import socket
 from collections.abc import Iterator
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
 
 import openai
@@ -74,9 +74,7 @@ async def test_server_side_failures_are_retryable(api: str, status: int, server:
     assert str(error).startswith(f"{api}:fake-model: {status}")
 
 
-@pytest.mark.parametrize(
-    ("api", "key_env"), [("openai", "OPENAI_API_KEY"), ("anthropic", "ANTHROPIC_API_KEY")]
-)
+@pytest.mark.parametrize(("api", "key_env"), [("openai", "OPENAI_API_KEY"), ("anthropic", "ANTHROPIC_API_KEY")])
 async def test_401_is_final_and_names_the_key_variable(api: str, key_env: str, server: FakeModelServer) -> None:
     server.fail_next(401)
     error = await call_failing(api, server)
@@ -153,7 +151,7 @@ def _status_error(status: int, headers: dict[str, str]) -> openai.APIStatusError
 def test_retry_after_forms() -> None:
     assert parse_retry_after(httpx.Headers({"retry-after-ms": "1500", "retry-after": "9"})) == 1.5
     assert parse_retry_after(httpx.Headers({"retry-after": "12"})) == 12.0
-    now = datetime(2030, 1, 1, tzinfo=timezone.utc)
+    now = datetime(2030, 1, 1, tzinfo=UTC)
     date = format_datetime(now + timedelta(seconds=30), usegmt=True)
     assert parse_retry_after(httpx.Headers({"retry-after": date}), now=now.timestamp()) == 30.0
     assert parse_retry_after(httpx.Headers({"retry-after": "soon"})) is None

@@ -262,7 +262,9 @@ async def test_callable_script_sees_turn_and_body_and_its_failures_surface() -> 
 
     with FakeModelServer(script) as srv:
         provider = OpenAIChatProvider("fake-model", "k", srv.openai_base_url)
-        reply = await provider.complete(request(Message(role="assistant", content="a"), Message(role="user", content="b")))
+        reply = await provider.complete(
+            request(Message(role="assistant", content="a"), Message(role="user", content="b"))
+        )
         assert reply.message.content == "turn 1: b"
         with pytest.raises(ModelCallError) as info:
             await provider.complete(request(Message(role="user", content="explode")))

@@ -65,7 +65,10 @@ async def test_turn_is_the_number_of_assistant_messages(cassette: Path) -> None:
     assert [(c.id, c.name, c.arguments) for c in first.message.tool_calls] == [("call_1_0", "list_dir", {"path": "."})]
 
     second = await provider.complete(conversation(1))
-    assert [(c.id, c.arguments["path"]) for c in second.message.tool_calls] == [("call_2_0", "a.py"), ("call_2_1", "b.py")]
+    assert [(c.id, c.arguments["path"]) for c in second.message.tool_calls] == [
+        ("call_2_0", "a.py"),
+        ("call_2_1", "b.py"),
+    ]
     assert (second.usage.input_tokens, second.usage.output_tokens) == (10, 3)
 
     third = await provider.complete(conversation(2))
@@ -140,7 +143,11 @@ async def test_yaml_cassette(tmp_path: Path) -> None:
         ("turns: [unclosed", "broken.yaml", "not valid JSON/YAML"),
         ('{"turns": []}', "empty.json", "turns: List should have at least 1 item"),
         ('{"turns": [{"content": "x", "tool_call": []}]}', "typo.json", "turns.0.tool_call: Extra inputs"),
-        ('{"turns": [{"tool_calls": [{"arguments": {}}]}]}', "noname.json", "turns.0.tool_calls.0.name: Field required"),
+        (
+            '{"turns": [{"tool_calls": [{"arguments": {}}]}]}',
+            "noname.json",
+            "turns.0.tool_calls.0.name: Field required",
+        ),
         ("[1, 2]", "list.json", "(top level)"),
     ],
 )

@@ -147,8 +147,26 @@ def shared_ws(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_workspace(tmp_path_factory.mktemp("prop"))[0]
 
 
-_PIECES = ["..", ".", "", "src", "app.py", "leak.txt", "out", "docs", "loop", "dangling",
-           ".git", "alias.py", "nested", "\x00", "~", "x" * 260, "outside", "/"]
+_PIECES = [
+    "..",
+    ".",
+    "",
+    "src",
+    "app.py",
+    "leak.txt",
+    "out",
+    "docs",
+    "loop",
+    "dangling",
+    ".git",
+    "alias.py",
+    "nested",
+    "\x00",
+    "~",
+    "x" * 260,
+    "outside",
+    "/",
+]
 
 
 @pytest.mark.fast
@@ -395,7 +413,9 @@ def test_grep_line_numbers_agree_with_read_file(ws: Path) -> None:
 
 
 def test_grep_ignore_case_and_glob_filter(ws: Path) -> None:
-    assert grep(ws, GrepArgs(pattern="login", glob="*.py", path="src")).splitlines() == ["src/app.py:4: def login(user):"]
+    assert grep(ws, GrepArgs(pattern="login", glob="*.py", path="src")).splitlines() == [
+        "src/app.py:4: def login(user):"
+    ]
     assert grep(ws, GrepArgs(pattern="login", ignore_case=True, path="src")).splitlines() == [
         "src/app.py:4: def login(user):",
         "src/app.py:5:     return Login(user)",
@@ -428,7 +448,10 @@ def test_grep_caps_and_skips_large_files(ws: Path) -> None:
     assert out[5] == "... 25 more matches not shown (max_matches=5); narrow the pattern, path or glob"
     (ws / "big.log").write_text("needle\n" + "x" * read_only.GREP_MAX_FILE_BYTES)
     out = grep(ws, GrepArgs(pattern="needle")).splitlines()
-    assert out == ["no matches for 'needle' in '.'", "note: 1 file(s) over 2 MB were not searched; page them with read_file"]
+    assert out == [
+        "no matches for 'needle' in '.'",
+        "note: 1 file(s) over 2 MB were not searched; page them with read_file",
+    ]
     assert "too large" in tool_error(grep, ws, GrepArgs(pattern="needle", path="big.log"))
     (ws / "a.js").write_text("x" * 900)
     long = grep(ws, GrepArgs(pattern="x", glob="*.js"))
@@ -445,15 +468,19 @@ def test_grep_never_reads_outside(ws: Path) -> None:
 
 
 def test_secret_never_appears_in_any_output(ws: Path) -> None:
-    calls = [
-        (list_dir, ListDirArgs(path=p)) for p in (".", "src", "docs", "out", "..", "leak.txt")
-    ] + [
-        (read_file, ReadFileArgs(path=p)) for p in ("leak.txt", "leak.py", "out/secret.txt", "src/rel_leak.py", "dangling")
-    ] + [
-        (glob, GlobArgs(pattern=p)) for p in ("**", "**/*", "*", "out/**", "**/secret*", "**/*.py")
-    ] + [
-        (grep, GrepArgs(pattern=p, path=q)) for p in (".", "TOPSECRET", "(?i)topsecret") for q in (".", "src", "docs")
-    ]
+    calls = (
+        [(list_dir, ListDirArgs(path=p)) for p in (".", "src", "docs", "out", "..", "leak.txt")]
+        + [
+            (read_file, ReadFileArgs(path=p))
+            for p in ("leak.txt", "leak.py", "out/secret.txt", "src/rel_leak.py", "dangling")
+        ]
+        + [(glob, GlobArgs(pattern=p)) for p in ("**", "**/*", "*", "out/**", "**/secret*", "**/*.py")]
+        + [
+            (grep, GrepArgs(pattern=p, path=q))
+            for p in (".", "TOPSECRET", "(?i)topsecret")
+            for q in (".", "src", "docs")
+        ]
+    )
     seen = 0
     for fn, args in calls:
         try:

@@ -329,26 +329,56 @@ def _replace(text: str, old: str, new: str) -> str:
 @pytest.mark.parametrize(
     ("old", "new", "problem"),
     [
-        ("| `SHOPFLOOR_TASK_QUEUE` | `shopfloor` | task queue of workflows and activities |\n", "",
-         "setting task_queue (SHOPFLOOR_TASK_QUEUE) is missing"),
-        ("`ANTHROPIC_API_KEY`, `ANTHROPIC_BASE_URL`", "`ANTHROPIC_BASE_URL`",
-         "setting anthropic_api_key (ANTHROPIC_API_KEY) is missing"),
-        ("| `SHOPFLOOR_TASK_QUEUE` |", "| `SHOPFLOOR_TASK_QUEUE`, `SHOPFLOOR_TASK_QUEUES` |",
-         "SHOPFLOOR_TASK_QUEUES is in the configuration table but is not a setting"),
-        ("Run the tests", "Set `SHOPFLOOR_TEMPORAL_HOST` and run the tests",
-         "SHOPFLOOR_TEMPORAL_HOST is mentioned in the README but is not a setting"),
-        ("| `7233` / `8233` |", "| `7233` / `8234` |",
-         "SHOPFLOOR_TEMPORAL_UI_PORT: the README says the default is `8234`"),
-        ("| `SHOPFLOOR_TASK_QUEUE` | `shopfloor` |", "| `SHOPFLOOR_TASK_QUEUE` | `factory` |",
-         "SHOPFLOOR_TASK_QUEUE: the README says the default is `factory`"),
-        ("| `SHOPFLOOR_FACTORY_PIPELINE` | `true` |", "| `SHOPFLOOR_FACTORY_PIPELINE` | `false` |",
-         "SHOPFLOOR_FACTORY_PIPELINE: the README says the default is `false`"),
-        ("| `SHOPFLOOR_S3_ENDPOINT_URL` | unset |", "| `SHOPFLOOR_S3_ENDPOINT_URL` | `http://minio:9000` |",
-         "SHOPFLOOR_S3_ENDPOINT_URL: the README says the default is `http://minio:9000`"),
-        ("| `SHOPFLOOR_REPOS` | `[]` |", "| `SHOPFLOOR_REPOS` | `[\"acme/shop\"]` |",
-         "SHOPFLOOR_REPOS: the README says the default is"),
-        ("| `SHOPFLOOR_DATA_DIR` | `~/.shopfloor` |", "| `SHOPFLOOR_DATA_DIR` | `/var/lib/shopfloor` |",
-         "SHOPFLOOR_DATA_DIR: the README says the default is `/var/lib/shopfloor`"),
+        (
+            "| `SHOPFLOOR_TASK_QUEUE` | `shopfloor` | task queue of workflows and activities |\n",
+            "",
+            "setting task_queue (SHOPFLOOR_TASK_QUEUE) is missing",
+        ),
+        (
+            "`ANTHROPIC_API_KEY`, `ANTHROPIC_BASE_URL`",
+            "`ANTHROPIC_BASE_URL`",
+            "setting anthropic_api_key (ANTHROPIC_API_KEY) is missing",
+        ),
+        (
+            "| `SHOPFLOOR_TASK_QUEUE` |",
+            "| `SHOPFLOOR_TASK_QUEUE`, `SHOPFLOOR_TASK_QUEUES` |",
+            "SHOPFLOOR_TASK_QUEUES is in the configuration table but is not a setting",
+        ),
+        (
+            "Run the tests",
+            "Set `SHOPFLOOR_TEMPORAL_HOST` and run the tests",
+            "SHOPFLOOR_TEMPORAL_HOST is mentioned in the README but is not a setting",
+        ),
+        (
+            "| `7233` / `8233` |",
+            "| `7233` / `8234` |",
+            "SHOPFLOOR_TEMPORAL_UI_PORT: the README says the default is `8234`",
+        ),
+        (
+            "| `SHOPFLOOR_TASK_QUEUE` | `shopfloor` |",
+            "| `SHOPFLOOR_TASK_QUEUE` | `factory` |",
+            "SHOPFLOOR_TASK_QUEUE: the README says the default is `factory`",
+        ),
+        (
+            "| `SHOPFLOOR_FACTORY_PIPELINE` | `true` |",
+            "| `SHOPFLOOR_FACTORY_PIPELINE` | `false` |",
+            "SHOPFLOOR_FACTORY_PIPELINE: the README says the default is `false`",
+        ),
+        (
+            "| `SHOPFLOOR_S3_ENDPOINT_URL` | unset |",
+            "| `SHOPFLOOR_S3_ENDPOINT_URL` | `http://minio:9000` |",
+            "SHOPFLOOR_S3_ENDPOINT_URL: the README says the default is `http://minio:9000`",
+        ),
+        (
+            "| `SHOPFLOOR_REPOS` | `[]` |",
+            '| `SHOPFLOOR_REPOS` | `["acme/shop"]` |',
+            "SHOPFLOOR_REPOS: the README says the default is",
+        ),
+        (
+            "| `SHOPFLOOR_DATA_DIR` | `~/.shopfloor` |",
+            "| `SHOPFLOOR_DATA_DIR` | `/var/lib/shopfloor` |",
+            "SHOPFLOOR_DATA_DIR: the README says the default is `/var/lib/shopfloor`",
+        ),
     ],
 )
 def test_config_mistakes_are_caught(old, new, problem):
@@ -359,14 +389,19 @@ def test_config_mistakes_are_caught(old, new, problem):
 @pytest.mark.parametrize(
     ("old", "new", "problem"),
     [
-        ("```sh\n.venv/bin/shopfloor dev\n```", "```sh\n.venv/bin/shopfloor show-demo\n```",
-         "`shopfloor show-demo` is in the README but is not a command"),
-        ("`shopfloor run issue acme/shop#12`", "`shopfloor run pr acme/shop#12`",
-         "`shopfloor run pr` is in the README but is not a command"),
+        (
+            "```sh\n.venv/bin/shopfloor dev\n```",
+            "```sh\n.venv/bin/shopfloor show-demo\n```",
+            "`shopfloor show-demo` is in the README but is not a command",
+        ),
+        (
+            "`shopfloor run issue acme/shop#12`",
+            "`shopfloor run pr acme/shop#12`",
+            "`shopfloor run pr` is in the README but is not a command",
+        ),
         ("| `shopfloor worker` | a worker alone |\n", "", "`shopfloor worker` is missing from the Commands table"),
         ("| `shopfloor bench webhooks", "| `shopfloor bench hooks", "the Commands table lists `shopfloor bench hooks"),
-        ("`reject ID [--call C] [--reason T]`", "`reject ID [--call C] [--why T]`",
-         "gives `reject` the option --why"),
+        ("`reject ID [--call C] [--reason T]`", "`reject ID [--call C] [--why T]`", "gives `reject` the option --why"),
     ],
 )
 def test_command_mistakes_are_caught(old, new, problem):

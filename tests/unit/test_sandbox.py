@@ -31,8 +31,10 @@ def bwrap() -> None:
     if mode != "bwrap":
         if os.environ.get("SHOPFLOOR_ALLOW_NO_BWRAP") == "1":
             pytest.skip(f"bubblewrap is not usable here: {note}")
-        pytest.fail(f"bubblewrap is not usable here ({note}); install bubblewrap, "
-                    "or set SHOPFLOOR_ALLOW_NO_BWRAP=1 to skip the sandbox tests")
+        pytest.fail(
+            f"bubblewrap is not usable here ({note}); install bubblewrap, "
+            "or set SHOPFLOOR_ALLOW_NO_BWRAP=1 to skip the sandbox tests"
+        )
 
 
 @pytest.fixture
@@ -66,15 +68,23 @@ async def test_tools_of_a_worker_living_under_tmp_stay_usable(bwrap, ws, tmp_pat
     tools.mkdir(parents=True)
     (tools / "worker-tool").write_text("#!/bin/sh\necho tool-ran\n")
     (tools / "worker-tool").chmod(0o755)
-    out = await sh(ws, "worker-tool && touch " + str(tools / "x") + " 2>/dev/null; echo rc=$?", path_prepend=[str(tools)])
+    out = await sh(
+        ws, "worker-tool && touch " + str(tools / "x") + " 2>/dev/null; echo rc=$?", path_prepend=[str(tools)]
+    )
     assert "tool-ran" in out.output, out.output
     assert "rc=1" in out.output and not (tools / "x").exists()  # read-only
 
 
-@pytest.mark.parametrize("command", [
-    "touch /usr/shopfloor-probe", "echo x > /etc/shopfloor-probe", "mkdir /shopfloor-probe",
-    "mkdir /opt", "touch /dev/shopfloor-probe",
-])
+@pytest.mark.parametrize(
+    "command",
+    [
+        "touch /usr/shopfloor-probe",
+        "echo x > /etc/shopfloor-probe",
+        "mkdir /shopfloor-probe",
+        "mkdir /opt",
+        "touch /dev/shopfloor-probe",
+    ],
+)
 async def test_the_system_is_read_only(bwrap, ws, command):
     out = await sh(ws, command)
     assert out.exit_code != 0
@@ -112,8 +122,11 @@ async def test_hidden_directories_are_not_visible(bwrap, ws, tmp_path):
 async def test_real_home_directories_are_hidden(bwrap, ws):
     out = await sh(ws, "ls -A /root /home 2>&1; cat /etc/shadow 2>&1 | head -c 200")
     # Only the way to this Python (mounted back so `python` works) may show under /root or /home.
-    allowed = {Path(os.path.realpath(p)).parts[2] for p in (sys.prefix, sys.base_prefix, os.path.dirname(sys.executable))
-               if os.path.realpath(p).startswith(("/root/", "/home/"))}
+    allowed = {
+        Path(os.path.realpath(p)).parts[2]
+        for p in (sys.prefix, sys.base_prefix, os.path.dirname(sys.executable))
+        if os.path.realpath(p).startswith(("/root/", "/home/"))
+    }
     for top in ("/root", "/home"):
         if os.path.isdir(top) and os.access(top, os.R_OK):
             for entry in set(os.listdir(top)) - allowed:
@@ -140,8 +153,10 @@ async def test_the_host_network_is_never_shared(bwrap, ws):
 
     server = await asyncio.start_server(answer, "127.0.0.1", 0)
     port = server.sockets[0].getsockname()[1]
-    probe = (f"{PY} -c \"import socket; s = socket.create_connection(('127.0.0.1', {port}), timeout=2); "
-             "print(s.recv(100).decode())\"")
+    probe = (
+        f"{PY} -c \"import socket; s = socket.create_connection(('127.0.0.1', {port}), timeout=2); "
+        'print(s.recv(100).decode())"'
+    )
     async with server:
         outside = await sh(ws, probe, mode="none")
         assert outside.exit_code == 0 and "hello from outside" in outside.output
@@ -164,8 +179,9 @@ async def test_git_works_on_a_checkout_borrowing_objects_from_a_hidden_mirror(bw
     subprocess.run([*git, "-C", str(origin), "commit", "-qm", "first"], check=True)
     checkout = data / "runs" / "r1"
     subprocess.run(["git", "clone", "-q", "--shared", str(origin), str(checkout)], check=True)
-    out = await sh(checkout, "git log --oneline && echo two >> a.txt && git diff --stat && ls -A ../../origin",
-                   hide=[data])
+    out = await sh(
+        checkout, "git log --oneline && echo two >> a.txt && git diff --stat && ls -A ../../origin", hide=[data]
+    )
     assert out.exit_code == 0, out.output
     assert "first" in out.output and "1 file changed" in out.output
     # Of the hidden data directory only the borrowed objects came back (read-only).
@@ -280,7 +296,9 @@ def test_resolve_mode_when_bubblewrap_is_missing(no_bwrap):
     with pytest.raises(UsageError, match="bwrap was not found"):
         resolve_mode("bwrap")
     mode, note = resolve_mode("auto")
-    assert mode == "refuse" and "SHOPFLOOR_ALLOW_UNSANDBOXED_COMMANDS=true" in note and "bubblewrap is not usable" in note
+    assert (
+        mode == "refuse" and "SHOPFLOOR_ALLOW_UNSANDBOXED_COMMANDS=true" in note and "bubblewrap is not usable" in note
+    )
     mode, note = resolve_mode(SandboxConfig(mode="auto", allow_unsandboxed=True))
     assert mode == "none" and "UNSANDBOXED" in note and "bubblewrap is not usable" in note
 
@@ -309,23 +327,26 @@ def test_resolve_mode_prefers_bubblewrap(bwrap):
 
 
 @pytest.mark.fast
-@pytest.mark.parametrize(("files", "expected"), [
-    ({"pytest.ini": ""}, "python -m pytest -q"),
-    ({"pyproject.toml": "[tool.pytest.ini_options]\n"}, "python -m pytest -q"),
-    ({"pyproject.toml": "[project]\nname='x'\n", "tests/test_a.py": ""}, "python -m pytest -q"),
-    ({"tests/helpers.py": ""}, "python -m pytest -q"),
-    ({"src/pkg/test_mod.py": ""}, "python -m pytest -q"),
-    ({"setup.cfg": "[tool:pytest]\n"}, "python -m pytest -q"),
-    ({"package.json": '{"scripts": {"test": "jest"}}'}, "npm test --silent"),
-    ({"package.json": '{"scripts": {"test": "echo \\"Error: no test specified\\" && exit 1"}}'}, None),
-    ({"package.json": '{"scripts": {"test": "vitest"}}', "tests/e2e.spec.js": ""}, "npm test --silent"),
-    ({"go.mod": "module x\n"}, "go test ./..."),
-    ({"Cargo.toml": "[package]\n"}, "cargo test"),
-    ({"Makefile": "build:\n\ttrue\ntest: build\n\ttrue\n"}, "make test"),
-    ({"Makefile": "build:\n\ttrue\n"}, None),
-    ({"README.md": "hi"}, None),
-    ({}, None),
-])
+@pytest.mark.parametrize(
+    ("files", "expected"),
+    [
+        ({"pytest.ini": ""}, "python -m pytest -q"),
+        ({"pyproject.toml": "[tool.pytest.ini_options]\n"}, "python -m pytest -q"),
+        ({"pyproject.toml": "[project]\nname='x'\n", "tests/test_a.py": ""}, "python -m pytest -q"),
+        ({"tests/helpers.py": ""}, "python -m pytest -q"),
+        ({"src/pkg/test_mod.py": ""}, "python -m pytest -q"),
+        ({"setup.cfg": "[tool:pytest]\n"}, "python -m pytest -q"),
+        ({"package.json": '{"scripts": {"test": "jest"}}'}, "npm test --silent"),
+        ({"package.json": '{"scripts": {"test": "echo \\"Error: no test specified\\" && exit 1"}}'}, None),
+        ({"package.json": '{"scripts": {"test": "vitest"}}', "tests/e2e.spec.js": ""}, "npm test --silent"),
+        ({"go.mod": "module x\n"}, "go test ./..."),
+        ({"Cargo.toml": "[package]\n"}, "cargo test"),
+        ({"Makefile": "build:\n\ttrue\ntest: build\n\ttrue\n"}, "make test"),
+        ({"Makefile": "build:\n\ttrue\n"}, None),
+        ({"README.md": "hi"}, None),
+        ({}, None),
+    ],
+)
 def test_detect_test_command(tmp_path, files, expected):
     for name, content in files.items():
         path = tmp_path / name

@@ -66,11 +66,30 @@ class Sim:
         self, cwd: Path, *args: str, ok: bool = True, extra_env: dict[str, str] | None = None
     ) -> subprocess.CompletedProcess[str]:
         """The git client with no user, system or credential-helper config (plus `extra_env`)."""
-        env = {"PATH": os.environ["PATH"], "HOME": str(self.home), "GIT_CONFIG_NOSYSTEM": "1",
-               "GIT_CONFIG_GLOBAL": os.devnull, "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C", **(extra_env or {})}  # fmt: skip
-        opts = ["-c", "user.name=Dev", "-c", "user.email=dev@example.com", "-c", "credential.helper=",
-                "-c", "init.defaultBranch=main", "-c", "protocol.version=2"]  # fmt: skip
-        done = subprocess.run(["git", *opts, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=60, check=False)
+        env = {
+            "PATH": os.environ["PATH"],
+            "HOME": str(self.home),
+            "GIT_CONFIG_NOSYSTEM": "1",
+            "GIT_CONFIG_GLOBAL": os.devnull,
+            "GIT_TERMINAL_PROMPT": "0",
+            "LC_ALL": "C",
+            **(extra_env or {}),
+        }
+        opts = [
+            "-c",
+            "user.name=Dev",
+            "-c",
+            "user.email=dev@example.com",
+            "-c",
+            "credential.helper=",
+            "-c",
+            "init.defaultBranch=main",
+            "-c",
+            "protocol.version=2",
+        ]
+        done = subprocess.run(
+            ["git", *opts, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=60, check=False
+        )
         if ok and done.returncode != 0:
             raise AssertionError(f"git {' '.join(args)} failed: {done.stderr}")
         return done

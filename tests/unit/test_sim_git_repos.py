@@ -159,8 +159,13 @@ def _commit_tree_change(
     """A commit on `branch` that removes and adds files at once (write_file sets one file)."""
     parent = base or repo.ref_sha(branch)
     assert parent is not None
-    env = {"GIT_INDEX_FILE": str(repo.path / "scratch-index"), "GIT_AUTHOR_NAME": "Bob",
-           "GIT_AUTHOR_EMAIL": "b@x", "GIT_COMMITTER_NAME": "Bob", "GIT_COMMITTER_EMAIL": "b@x"}  # fmt: skip
+    env = {
+        "GIT_INDEX_FILE": str(repo.path / "scratch-index"),
+        "GIT_AUTHOR_NAME": "Bob",
+        "GIT_AUTHOR_EMAIL": "b@x",
+        "GIT_COMMITTER_NAME": "Bob",
+        "GIT_COMMITTER_EMAIL": "b@x",
+    }
     run_git(["read-tree", parent], git_dir=repo.path, env=env)
     removals = "".join(f"0 {'0' * 40}\t{path}\n" for path in remove).encode()  # mode 0 drops the entry
     run_git(["update-index", "--index-info"], git_dir=repo.path, env=env, input=removals)
@@ -186,8 +191,14 @@ def _diverge(repo: BareRepo) -> tuple[str, str]:
 def test_merge_commit_has_two_parents_and_both_changes(repo: BareRepo) -> None:
     main, topic = _diverge(repo)
     assert repo.can_merge(main, topic)
-    new = repo.merge("main", topic, method="merge", title="Merge pull request #1 from acme/topic",
-                     message="Add the feature", author=ALICE)  # fmt: skip
+    new = repo.merge(
+        "main",
+        topic,
+        method="merge",
+        title="Merge pull request #1 from acme/topic",
+        message="Add the feature",
+        author=ALICE,
+    )
     info = repo.commit(new)
     assert info.parents == (main, topic)
     assert info.message == "Merge pull request #1 from acme/topic\n\nAdd the feature"
@@ -198,8 +209,15 @@ def test_merge_commit_has_two_parents_and_both_changes(repo: BareRepo) -> None:
 
 def test_squash_is_one_commit_with_the_combined_change(repo: BareRepo) -> None:
     main, topic = _diverge(repo)
-    new = repo.merge("main", topic, method="squash", title="Add feature (#1)", message="* feature 1\n* feature 2",
-                     author=BOB, committer=("GitHub", "noreply@github.com"))  # fmt: skip
+    new = repo.merge(
+        "main",
+        topic,
+        method="squash",
+        title="Add feature (#1)",
+        message="* feature 1\n* feature 2",
+        author=BOB,
+        committer=("GitHub", "noreply@github.com"),
+    )
     info = repo.commit(new)
     assert info.parents == (main,)
     assert info.message == "Add feature (#1)\n\n* feature 1\n* feature 2"
@@ -210,8 +228,15 @@ def test_squash_is_one_commit_with_the_combined_change(repo: BareRepo) -> None:
 
 def test_rebase_replays_each_commit_onto_base(repo: BareRepo) -> None:
     main, topic = _diverge(repo)
-    new = repo.merge("main", topic, method="rebase", title="ignored", message="", author=ALICE,
-                     committer=("GitHub", "noreply@github.com"))  # fmt: skip
+    new = repo.merge(
+        "main",
+        topic,
+        method="rebase",
+        title="ignored",
+        message="",
+        author=ALICE,
+        committer=("GitHub", "noreply@github.com"),
+    )
     replayed = repo.commits_between(main, new)
     assert [c.message for c in replayed] == ["feature 1", "feature 2"]
     assert replayed[0].parents == (main,)
@@ -252,8 +277,12 @@ def test_binary_file_has_no_patch(repo: BareRepo) -> None:
     head, blob = repo.write_file("bin", "logo.png", bytes(range(256)) * 4, message="logo", author=BOB)
     [change] = repo.changed_files(main, head)
     assert (change.filename, change.status, change.patch, change.changes, change.blob_sha) == (
-        "logo.png", "added", None, 0, blob,
-    )  # fmt: skip
+        "logo.png",
+        "added",
+        None,
+        0,
+        blob,
+    )
 
 
 def test_concurrent_writes_to_one_branch_all_land(repo: BareRepo) -> None:
@@ -261,8 +290,11 @@ def test_concurrent_writes_to_one_branch_all_land(repo: BareRepo) -> None:
     main = repo.ref_sha("main")
     assert main is not None
     with ThreadPoolExecutor(max_workers=8) as pool:
-        list(pool.map(lambda i: repo.write_file("busy", f"f{i}.txt", b"%d\n" % i, message=f"f{i}", author=BOB),
-                      range(12)))  # fmt: skip
+        list(
+            pool.map(
+                lambda i: repo.write_file("busy", f"f{i}.txt", b"%d\n" % i, message=f"f{i}", author=BOB), range(12)
+            )
+        )
     commits = repo.commits_between(main, "busy")
     assert sorted(c.message for c in commits) == sorted(f"f{i}" for i in range(12))
     assert all(repo.read_file("busy", f"f{i}.txt") == b"%d\n" % i for i in range(12))

@@ -23,13 +23,28 @@ def parsed(text: str) -> list[tuple[str, dict, str | None]]:
     ("text", "expected"),
     [
         ("Action: grep(pattern='Login')", [("grep", {"pattern": "Login"}, None)]),
-        ('Action:read_file(path="a.py", offset=3, limit=10)', [("read_file", {"path": "a.py", "offset": 3, "limit": 10}, None)]),
+        (
+            'Action:read_file(path="a.py", offset=3, limit=10)',
+            [("read_file", {"path": "a.py", "offset": 3, "limit": 10}, None)],
+        ),
         ("   Action:   list_dir  ( path = 'src' )", [("list_dir", {"path": "src"}, None)]),
         ("\tAction: git_diff()", [("git_diff", {}, None)]),
-        ("Action: grep(pattern='x', ignore_case=True, glob=None)", [("grep", {"pattern": "x", "ignore_case": True, "glob": None}, None)]),
-        ("Action: grep(pattern='x', ignore_case=true, glob=null)", [("grep", {"pattern": "x", "ignore_case": True, "glob": None}, None)]),
-        ("Action: run_command(command='ls', timeout_s=2.5)", [("run_command", {"command": "ls", "timeout_s": 2.5}, None)]),
-        ("Action: x(items=[1, (2, 3)], opts={'a': [True, None]}, n=-4)", [("x", {"items": [1, [2, 3]], "opts": {"a": [True, None]}, "n": -4}, None)]),
+        (
+            "Action: grep(pattern='x', ignore_case=True, glob=None)",
+            [("grep", {"pattern": "x", "ignore_case": True, "glob": None}, None)],
+        ),
+        (
+            "Action: grep(pattern='x', ignore_case=true, glob=null)",
+            [("grep", {"pattern": "x", "ignore_case": True, "glob": None}, None)],
+        ),
+        (
+            "Action: run_command(command='ls', timeout_s=2.5)",
+            [("run_command", {"command": "ls", "timeout_s": 2.5}, None)],
+        ),
+        (
+            "Action: x(items=[1, (2, 3)], opts={'a': [True, None]}, n=-4)",
+            [("x", {"items": [1, [2, 3]], "opts": {"a": [True, None]}, "n": -4}, None)],
+        ),
         ("Action: grep(pattern='a)b(c')", [("grep", {"pattern": "a)b(c"}, None)]),
         ("Action: grep(pattern='x')  # look for x", [("grep", {"pattern": "x"}, None)]),
         ("Action: grep(pattern='x') and then more text", [("grep", {"pattern": "x"}, None)]),
@@ -201,8 +216,38 @@ def test_never_raises_on_arbitrary_text(text: str) -> None:
 
 
 fragments = st.sampled_from(
-    ["Action: ", "grep", "(", ")", "pattern=", "'", '"', '"""', "'''", "\n", " ", "```", "> ", "[", "]",
-     "{", "}", ",", "x", "1", "\\", "#", "Observation:", "**", "=", "\t", "\r", "\x00", "é", "λ"]  # fmt: skip
+    [
+        "Action: ",
+        "grep",
+        "(",
+        ")",
+        "pattern=",
+        "'",
+        '"',
+        '"""',
+        "'''",
+        "\n",
+        " ",
+        "```",
+        "> ",
+        "[",
+        "]",
+        "{",
+        "}",
+        ",",
+        "x",
+        "1",
+        "\\",
+        "#",
+        "Observation:",
+        "**",
+        "=",
+        "\t",
+        "\r",
+        "\x00",
+        "é",
+        "λ",
+    ]
 )
 
 

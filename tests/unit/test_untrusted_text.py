@@ -8,6 +8,7 @@ import unicodedata
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from shopfloor.agents.hidden_markdown import HiddenPart, split_markdown
 from shopfloor.agents.untrusted_snapshot import HIDDEN_LABEL, quote_hidden, snapshot_text, stored_text
 from shopfloor.agents.untrusted_text import BIDI_CONTROLS, ZERO_WIDTH, sanitize
@@ -52,9 +53,28 @@ def test_properties(text: str) -> None:
 
 # --- markdown: the visible text, the hidden parts apart, and how a model gets them ---------------
 
-_pieces = st.sampled_from(list("[]()!<>-*_`#|:/\"' \n\tab=") + ["<!--", "-->", "<details>", "</details>",
-                          "<summary>", "title=", "\u200b", "\u202e", "    ", "> ", "- ", "1. ", "<![", "https://a.b`",
-                          "[^1]:", "```", "<script>"])  # fmt: skip
+_pieces = st.sampled_from(
+    list("[]()!<>-*_`#|:/\"' \n\tab=")
+    + [
+        "<!--",
+        "-->",
+        "<details>",
+        "</details>",
+        "<summary>",
+        "title=",
+        "\u200b",
+        "\u202e",
+        "    ",
+        "> ",
+        "- ",
+        "1. ",
+        "<![",
+        "https://a.b`",
+        "[^1]:",
+        "```",
+        "<script>",
+    ]
+)
 _markdown = st.lists(_pieces, max_size=120).map("".join)
 
 

@@ -129,7 +129,15 @@ async def test_open_gives_the_base_state(worker_a: Workspaces, source: Path) -> 
     ref = await worker_a.base_ref("o/demo", str(source), "feature")
     path = await worker_a.open(ref, "run-1")
     assert path.parent == worker_a.root / "runs"
-    assert set(snapshot(path)) == {"README.md", "old.txt", "run.sh", ".gitignore", "calc.py", "test_calc.py", "feature.txt"}
+    assert set(snapshot(path)) == {
+        "README.md",
+        "old.txt",
+        "run.sh",
+        ".gitignore",
+        "calc.py",
+        "test_calc.py",
+        "feature.txt",
+    }
     assert (path / "calc.py").read_text() == CALC
 
 
@@ -197,7 +205,9 @@ async def test_a_step_that_died_before_its_checkpoint_is_undone(worker_a: Worksp
     ref1 = await worker_a.checkpoint(ref, "run-1")
     committed = snapshot(path)
 
-    fix_mul = EditFileArgs(path="calc.py", old="def mul(a, b):\n    return a + b", new="def mul(a, b):\n    return a * b")
+    fix_mul = EditFileArgs(
+        path="calc.py", old="def mul(a, b):\n    return a + b", new="def mul(a, b):\n    return a * b"
+    )
     await worker_a.open(ref1, "run-1")  # the next mutating step starts ...
     edit_file(path, fix_mul)
     (path / "half-written.py").write_text("x = ")
@@ -334,7 +344,9 @@ async def test_a_killed_worker_s_run_is_finished_by_another(
         edit_file(path, EditFileArgs(path=file, old=old, new=new))
         ref = await worker_a.checkpoint(ref, "agent-run")
     path = await worker_a.open(ref, "agent-run")
-    fix_mul = EditFileArgs(path="calc.py", old="def mul(a, b):\n    return a + b", new="def mul(a, b):\n    return a * b")
+    fix_mul = EditFileArgs(
+        path="calc.py", old="def mul(a, b):\n    return a + b", new="def mul(a, b):\n    return a * b"
+    )
     edit_file(path, fix_mul)
     # SIGKILL here: worker A is gone with its disk, and this fourth edit was never checkpointed.
 
@@ -346,7 +358,10 @@ async def test_a_killed_worker_s_run_is_finished_by_another(
     assert ref.patch_digest is not None
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_calc.py"],
-        cwd=path, capture_output=True, text=True, env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
+        cwd=path,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
     )
     assert "2 passed" in done.stdout, done.stdout + done.stderr
 
@@ -380,7 +395,10 @@ async def test_a_change_over_the_cap_is_refused_and_undone(tmp_path: Path, blobs
     assert not (path / "data").exists() and (path / "calc.py").read_text() == CALC
     assert (path / "README.md").read_text() == "kept\n"
     assert json.loads((path / ".git" / STATE_FILE).read_text()) == {
-        "base_sha": kept.base_sha, "patch_digest": kept.patch_digest, "dirty": False}  # fmt: skip
+        "base_sha": kept.base_sha,
+        "patch_digest": kept.patch_digest,
+        "dirty": False,
+    }
     (path / "calc.py").write_text("a small change\n")
     assert (await small.checkpoint(kept, "run-1")).patch_digest not in (None, kept.patch_digest)
     assert max(p.stat().st_size for p in blobs.root.rglob("*") if p.is_file()) < 64 * 1024

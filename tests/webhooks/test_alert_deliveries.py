@@ -8,12 +8,11 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-from pathlib import Path
 
 import httpx
 import pytest
-from pydantic import SecretStr
 from fixture_files import ALERTS
+from pydantic import SecretStr
 from structlog.testing import capture_logs
 from temporalio.client import Client
 
@@ -41,7 +40,11 @@ DELIVERIES = [
 @pytest.fixture
 def alert_settings(settings: Settings) -> Settings:
     return settings.model_copy(
-        update={"alert_token": SecretStr(TOKEN), "sentry_client_secret": SecretStr(SENTRY_SECRET), "alert_routes": ROUTES}
+        update={
+            "alert_token": SecretStr(TOKEN),
+            "sentry_client_secret": SecretStr(SENTRY_SECRET),
+            "alert_routes": ROUTES,
+        }
     )
 
 
@@ -64,11 +67,18 @@ def _sign(body: bytes, secret: str = SENTRY_SECRET) -> str:
 
 def _headers(source: str, body: bytes, resource: str | None = None) -> dict[str, str]:
     if source == "sentry":
-        return {"Content-Type": "application/json", "Sentry-Hook-Resource": resource or "",
-                "Sentry-Hook-Timestamp": "1566248777", "Sentry-Hook-Signature": _sign(body), "Request-ID": "r-1"}
+        return {
+            "Content-Type": "application/json",
+            "Sentry-Hook-Resource": resource or "",
+            "Sentry-Hook-Timestamp": "1566248777",
+            "Sentry-Hook-Signature": _sign(body),
+            "Request-ID": "r-1",
+        }
     # The headers Alertmanager really sent (fixture), plus what its http_config.authorization adds.
     recorded = FIXTURES / "alertmanager" / "webhook.v4.firing.request.json"
-    headers = {k: v for k, v in json.loads(recorded.read_text())["headers"].items() if k in ("User-Agent", "Content-Type")}
+    headers = {
+        k: v for k, v in json.loads(recorded.read_text())["headers"].items() if k in ("User-Agent", "Content-Type")
+    }
     return {**headers, "Authorization": f"Bearer {TOKEN}"}
 
 
@@ -87,7 +97,9 @@ async def _alert_signals(client: Client, workflow_id: str, delivery_id: str | No
 
 
 @pytest.mark.parametrize("rel, resource, fingerprints, status, repo", DELIVERIES, ids=[d[0] for d in DELIVERIES])
-async def test_every_real_payload_reaches_its_alert_workflow(edge, temporal_client, rel, resource, fingerprints, status, repo):
+async def test_every_real_payload_reaches_its_alert_workflow(
+    edge, temporal_client, rel, resource, fingerprints, status, repo
+):
     source = rel.split("/")[0]
     body = (FIXTURES / rel).read_bytes()
     resp = await edge.post(f"/webhooks/alerts/{source}", content=body, headers=_headers(source, body, resource))
@@ -126,7 +138,9 @@ async def test_sentry_installation_is_acknowledged_and_ignored(edge):
     assert resp.json()["alerts"] == [] and "installation" in resp.json()["ignored"]
 
 
-@pytest.mark.parametrize("rel, resource", [(d[0], d[1]) for d in DELIVERIES if d[1]] + [("sentry/installation.created.json", "installation")])
+@pytest.mark.parametrize(
+    "rel, resource", [(d[0], d[1]) for d in DELIVERIES if d[1]] + [("sentry/installation.created.json", "installation")]
+)
 async def test_sentry_refuses_a_changed_byte_or_signature(edge, rel, resource):
     body = (FIXTURES / rel).read_bytes()
     headers = _headers("sentry", body, resource)
@@ -135,7 +149,9 @@ async def test_sentry_refuses_a_changed_byte_or_signature(edge, rel, resource):
     assert (await edge.post("/webhooks/alerts/sentry", content=tampered, headers=headers)).status_code == 401
     sig = headers["Sentry-Hook-Signature"]
     bad_sig = sig[:-1] + ("0" if sig[-1] != "0" else "1")
-    resp = await edge.post("/webhooks/alerts/sentry", content=body, headers={**headers, "Sentry-Hook-Signature": bad_sig})
+    resp = await edge.post(
+        "/webhooks/alerts/sentry", content=body, headers={**headers, "Sentry-Hook-Signature": bad_sig}
+    )
     assert resp.status_code == 401
     no_sig = {k: v for k, v in headers.items() if k != "Sentry-Hook-Signature"}
     assert (await edge.post("/webhooks/alerts/sentry", content=body, headers=no_sig)).status_code == 401
@@ -146,7 +162,10 @@ async def test_sentry_refuses_a_changed_byte_or_signature(edge, rel, resource):
 async def test_sentry_signature_over_the_reserialized_body_is_accepted(edge):
     # Sentry's docs verify json.dumps(request.body): a sender signing that form is accepted too.
     body = (FIXTURES / "sentry/metric_alert.resolved.json").read_bytes()
-    headers = {**_headers("sentry", body, "metric_alert"), "Sentry-Hook-Signature": _sign(json.dumps(json.loads(body)).encode())}
+    headers = {
+        **_headers("sentry", body, "metric_alert"),
+        "Sentry-Hook-Signature": _sign(json.dumps(json.loads(body)).encode()),
+    }
     resp = await edge.post("/webhooks/alerts/sentry", content=body, headers=headers)
     assert resp.status_code == 202, resp.text
     assert resp.json()["alerts"][0]["workflow_id"] == "alert/sentry/metric-7"
@@ -179,12 +198,15 @@ async def test_no_token_or_secret_configured_is_503_never_accepted(temporal_clie
 
 
 async def test_unrouted_alert_is_acknowledged_logged_and_counted(edge, temporal_client):
-    body = json.dumps({"fingerprint": "unrouted-billing-1", "summary": "billing is slow",
-                       "labels": {"service": "billing"}}).encode()
+    body = json.dumps(
+        {"fingerprint": "unrouted-billing-1", "summary": "billing is slow", "labels": {"service": "billing"}}
+    ).encode()
     with capture_logs() as logs:
         resp = await edge.post("/webhooks/alerts/generic", content=body, headers=_headers("generic", body))
     assert resp.status_code == 202
-    assert resp.json() == {"alerts": [{"fingerprint": "unrouted-billing-1", "workflow_id": None, "outcome": "unrouted"}]}
+    assert resp.json() == {
+        "alerts": [{"fingerprint": "unrouted-billing-1", "workflow_id": None, "outcome": "unrouted"}]
+    }
     (warning,) = [e for e in logs if e["log_level"] == "warning"]
     assert warning["source"] == "generic" and warning["fingerprint"] == "unrouted-billing-1"
     assert warning["labels"] == {"service": "billing"}
@@ -201,7 +223,9 @@ async def test_unrouted_alert_is_acknowledged_logged_and_counted(edge, temporal_
 
 
 async def test_the_same_notification_twice_gives_one_signal(edge, temporal_client):
-    body = json.dumps({"fingerprint": "dup-once-1", "summary": "checkout 5xx", "labels": {"service": "checkout"}}).encode()
+    body = json.dumps(
+        {"fingerprint": "dup-once-1", "summary": "checkout 5xx", "labels": {"service": "checkout"}}
+    ).encode()
     first = await edge.post("/webhooks/alerts/generic", content=body, headers=_headers("generic", body))
     second = await edge.post("/webhooks/alerts/generic", content=body, headers=_headers("generic", body))
     assert first.status_code == second.status_code == 202
@@ -210,11 +234,20 @@ async def test_the_same_notification_twice_gives_one_signal(edge, temporal_clien
     signals = await _alert_signals(temporal_client, "alert/generic/dup-once-1")
     assert len(signals) == 1
     # A new notification about the same fingerprint reaches the same workflow.
-    resolved = json.dumps({"fingerprint": "dup-once-1", "summary": "checkout 5xx", "status": "resolved",
-                           "labels": {"service": "checkout"}}).encode()
+    resolved = json.dumps(
+        {
+            "fingerprint": "dup-once-1",
+            "summary": "checkout 5xx",
+            "status": "resolved",
+            "labels": {"service": "checkout"},
+        }
+    ).encode()
     third = await edge.post("/webhooks/alerts/generic", content=resolved, headers=_headers("generic", resolved))
     assert third.json()["alerts"][0]["outcome"] == "signalled"
-    assert [a.status for a in await _alert_signals(temporal_client, "alert/generic/dup-once-1")] == ["firing", "resolved"]
+    assert [a.status for a in await _alert_signals(temporal_client, "alert/generic/dup-once-1")] == [
+        "firing",
+        "resolved",
+    ]
 
 
 @pytest.mark.parametrize(

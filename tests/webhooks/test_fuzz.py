@@ -14,20 +14,20 @@ from edge_app import SECRET, delivery_headers
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import SecretStr
-from shopfloor.agents.comment_commands import parse_command
-from shopfloor.agents.untrusted_text import sanitize
-from shopfloor.webhooks.app import create_app
-from shopfloor.webhooks.github_body import FORM_TYPE, BodyError, decode_payload
-from shopfloor.webhooks.github_body import delivery_headers as read_headers
-from shopfloor.webhooks.github_routing import route
 from temporalio.client import Client
 
+from shopfloor.agents.comment_commands import parse_command
+from shopfloor.agents.untrusted_text import sanitize
 from shopfloor.blobs import FileBlobStore
 from shopfloor.devserver import DevServer
 from shopfloor.github_signature import sign, verify
 from shopfloor.models.github_events import EVENT_MODELS, MalformedEvent, parse_event
 from shopfloor.settings import Settings
 from shopfloor.temporal import connect
+from shopfloor.webhooks.app import create_app
+from shopfloor.webhooks.github_body import FORM_TYPE, BodyError, decode_payload
+from shopfloor.webhooks.github_body import delivery_headers as read_headers
+from shopfloor.webhooks.github_routing import route
 
 
 def fuzz_app(server: DevServer, data_dir) -> Any:
@@ -40,9 +40,14 @@ def fuzz_app(server: DevServer, data_dir) -> Any:
             clients[loop] = await connect(Settings(temporal_address=server.address))
         return clients[loop]
 
-    s = Settings(temporal_address=server.address, task_queue="fuzz", data_dir=data_dir,
-                 webhook_secret=SecretStr(SECRET), alert_token=SecretStr("fuzz-token"),
-                 webhook_max_body_bytes=64 * 1024)
+    s = Settings(
+        temporal_address=server.address,
+        task_queue="fuzz",
+        data_dir=data_dir,
+        webhook_secret=SecretStr(SECRET),
+        alert_token=SecretStr("fuzz-token"),
+        webhook_max_body_bytes=64 * 1024,
+    )
     return create_app(get_client, s, FileBlobStore(data_dir / "blobs"))
 
 
@@ -61,7 +66,11 @@ def test_no_server_errors(temporal_server: DevServer, tmp_path) -> None:
             seen.setdefault(case.path, set()).add(response.status_code)
             # 503 is documented (Temporal unavailable / not configured); any other 5xx is a bug.
             assert response.status_code < 500 or response.status_code == 503, (
-                case.method, case.path, response.status_code, response.text)
+                case.method,
+                case.path,
+                response.status_code,
+                response.text,
+            )
 
         check()
     assert seen["/webhooks/github"] & {400, 401, 415}
@@ -87,7 +96,10 @@ def test_verify_never_raises(body: bytes, header: str | None) -> None:
 
 @pytest.mark.fast
 @settings(max_examples=300, deadline=None)
-@given(st.binary(max_size=300) | json_values.map(lambda v: json.dumps(v).encode()), st.sampled_from(["application/json", FORM_TYPE]))
+@given(
+    st.binary(max_size=300) | json_values.map(lambda v: json.dumps(v).encode()),
+    st.sampled_from(["application/json", FORM_TYPE]),
+)
 def test_decode_payload_fails_only_with_body_errors(body: bytes, kind: str) -> None:
     try:
         assert isinstance(decode_payload(body, kind), dict)
@@ -107,7 +119,16 @@ def test_headers_fail_only_with_body_errors(headers: dict[str, str]) -> None:
 
 @pytest.mark.fast
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(event_names, st.dictionaries(st.sampled_from(["action", "repository", "sender", "issue", "pull_request", "comment", "check_run", "branches", "x"]), json_values, max_size=6))
+@given(
+    event_names,
+    st.dictionaries(
+        st.sampled_from(
+            ["action", "repository", "sender", "issue", "pull_request", "comment", "check_run", "branches", "x"]
+        ),
+        json_values,
+        max_size=6,
+    ),
+)
 def test_parse_and_route_fail_only_with_malformed_event(event: str, payload: dict[str, Any]) -> None:
     try:
         parsed = parse_event(event, payload)
@@ -140,7 +161,11 @@ def http_app(temporal_client: Client, settings: Settings, blobs):
 @given(data=st.data())
 async def test_signed_random_deliveries(http_app, data) -> None:
     event = data.draw(event_names)
-    payload = data.draw(st.dictionaries(st.sampled_from(["action", "repository", "sender", "issue", "comment", "zen"]), json_values, max_size=5))
+    payload = data.draw(
+        st.dictionaries(
+            st.sampled_from(["action", "repository", "sender", "issue", "comment", "zen"]), json_values, max_size=5
+        )
+    )
     body = json.dumps(payload).encode()
     transport = httpx.ASGITransport(app=http_app, raise_app_exceptions=False)
     async with httpx.AsyncClient(transport=transport, base_url="http://edge") as http:

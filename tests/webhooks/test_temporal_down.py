@@ -8,13 +8,13 @@ from pathlib import Path
 import httpx
 from edge_app import SECRET, fixture_payload, github_signals, post_event, unique_owner
 from pydantic import SecretStr
-from shopfloor.webhooks.app import create_app
 from temporalio.client import Client
 
 from shopfloor.devserver import DevServer, free_port
 from shopfloor.errors import TemporalUnreachable
 from shopfloor.settings import Settings
 from shopfloor.temporal import connect
+from shopfloor.webhooks.app import create_app
 
 
 async def test_server_down_then_back(tmp_path: Path, settings: Settings, blobs) -> None:

@@ -37,7 +37,10 @@ async def test_explore_run_answers_and_records_everything(temporal_client, setti
     assert status.state == "completed" and status.final_answer == result.final_answer
     # Calls of one reply run concurrently, so events within a step come in completion order.
     assert sorted((e.step, e.summary) for e in status.events if e.kind == "tool") == [
-        (1, "glob '**/*.py'"), (1, "list_dir ."), (2, "grep 'Hello' in ."), (2, "read_file src/greet.py"),
+        (1, "glob '**/*.py'"),
+        (1, "list_dir ."),
+        (2, "grep 'Hello' in ."),
+        (2, "read_file src/greet.py"),
     ]
     assert all(e.ok for e in status.events)
 
@@ -73,13 +76,15 @@ async def test_tool_errors_are_results_the_model_reads(temporal_client, settings
     model = write_cassette(
         tmp_path / "c.json",
         [
-            {"tool_calls": [
-                call("read_file", path="../secret.txt"),
-                call("read_file", path="link"),
-                call("read_file", path="missing.py"),
-                call("read_file"),  # no path: invalid arguments
-                call("write_file", path="x", content="y"),  # not an explore tool
-            ]},
+            {
+                "tool_calls": [
+                    call("read_file", path="../secret.txt"),
+                    call("read_file", path="link"),
+                    call("read_file", path="missing.py"),
+                    call("read_file"),  # no path: invalid arguments
+                    call("write_file", path="x", content="y"),  # not an explore tool
+                ]
+            },
             {"content": "I could not read those."},
         ],
     )
@@ -115,7 +120,9 @@ async def test_step_limit_ends_the_run_as_limit_reached(temporal_client, setting
     assert "step limit" in (result.reason or "")
 
 
-async def test_rejected_model_call_fails_the_run_with_a_clear_reason(temporal_client, settings, running_worker, tmp_path):
+async def test_rejected_model_call_fails_the_run_with_a_clear_reason(
+    temporal_client, settings, running_worker, tmp_path
+):
     repo = sample_repo(tmp_path / "repo")
     async with running_worker():
         handle = await start_agent(

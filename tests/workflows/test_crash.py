@@ -44,10 +44,13 @@ async def test_sigkilled_worker_run_is_finished_by_another_without_repeating_mod
             # Kill while a model call is in flight, after three have completed.
             # Well inside the call's 1 s of latency, so the worker cannot have its answer yet.
             await wait_for(
-                lambda: sum(r.completed for r in fake.requests) >= 3
-                and not fake.requests[-1].completed
-                and time.time() - fake.requests[-1].started > 0.2,
-                60, "three completed model calls and a fourth in flight",
+                lambda: (
+                    sum(r.completed for r in fake.requests) >= 3
+                    and not fake.requests[-1].completed
+                    and time.time() - fake.requests[-1].started > 0.2
+                ),
+                60,
+                "three completed model calls and a fourth in flight",
             )
             first.kill()
             in_flight = {r.key for r in fake.requests if not r.completed}

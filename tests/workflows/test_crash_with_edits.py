@@ -32,11 +32,7 @@ from shopfloor.testing import FakeModelServer, ScriptTurn
 from shopfloor.workflows.agent import AgentWorkflow
 
 AWS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
-BUGGY = (
-    "def add(a, b):\n    return a - b\n\n\n"
-    "def sub(a, b):\n    return a + b\n\n\n"
-    "def mul(a, b):\n    return a + b\n"
-)
+BUGGY = "def add(a, b):\n    return a - b\n\n\ndef sub(a, b):\n    return a + b\n\n\ndef mul(a, b):\n    return a + b\n"
 TESTS = (
     "from calc import add, mul, sub\n\n\n"
     "def test_add():\n    assert add(2, 3) == 5\n\n\n"
@@ -51,9 +47,7 @@ EDITS = [
     {"path": "calc.py", "old": "def add(a, b):\n", "new": DOCSTRING + "def add(a, b):\n"},
 ]
 AFTER_THREE = (
-    "def add(a, b):\n    return a + b\n\n\n"
-    "def sub(a, b):\n    return a - b\n\n\n"
-    "def mul(a, b):\n    return a * b\n"
+    "def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n    return a - b\n\n\ndef mul(a, b):\n    return a * b\n"
 )
 FIXED = DOCSTRING + AFTER_THREE
 ANSWER = "Fixed add, sub and mul in calc.py and documented the module; all three tests pass."
@@ -103,9 +97,14 @@ async def test_second_worker_finishes_the_run_with_every_edit_intact(
 
         def env(data_dir: Path) -> dict[str, str]:
             return worker_env_for(
-                temporal_server, settings, fake,
-                SHOPFLOOR_DATA_DIR=str(data_dir), SHOPFLOOR_BLOB_URL=blob_url, SHOPFLOOR_S3_ENDPOINT_URL=endpoint, **AWS,
-            )  # fmt: skip
+                temporal_server,
+                settings,
+                fake,
+                SHOPFLOOR_DATA_DIR=str(data_dir),
+                SHOPFLOOR_BLOB_URL=blob_url,
+                SHOPFLOOR_S3_ENDPOINT_URL=endpoint,
+                **AWS,
+            )
 
         handle = result = None
         first = WorkerProcess(env(data[0]), tmp_path / "worker-1.log")
@@ -113,14 +112,17 @@ async def test_second_worker_finishes_the_run_with_every_edit_intact(
             try:
                 inp = code_input(repo, base_sha, "Make the tests in test_calc.py pass.", heartbeat_s=3)
                 handle = await temporal_client.start_workflow(
-                    AgentWorkflow.run, inp, id=f"test/crash-edits-{uuid.uuid4().hex[:10]}",
+                    AgentWorkflow.run,
+                    inp,
+                    id=f"test/crash-edits-{uuid.uuid4().hex[:10]}",
                     task_queue=settings.task_queue,
                 )
                 # The request for turn 3 carries the third edit's result: that edit is done and
                 # checkpointed. Kill while the model "thinks" about it (1 s of latency).
                 await wait_for(
                     lambda: first.proc.poll() is not None or any(r.turn == 3 for r in fake.requests),
-                    90, "the model request carrying the third edit's result",
+                    90,
+                    "the model request carrying the third edit's result",
                 )
                 assert first.proc.poll() is None, f"the first worker died on its own:\n{first.log.read_text()}"
                 first.kill()

@@ -16,19 +16,19 @@ import asyncio
 import base64
 import json
 import logging
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 import structlog
-from shopfloor.activities.git_remote import GitRemoteActivities
-from shopfloor.activities.github.clients import GitHubClients
-from shopfloor.activities.workspace import Workspaces
 from simulator_runs import BOT_TOKEN, SimulatorHandle
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
+from shopfloor.activities.git_remote import GitRemoteActivities
+from shopfloor.activities.github.clients import GitHubClients
+from shopfloor.activities.workspace import Workspaces
 from shopfloor.blobs import FileBlobStore
 from shopfloor.models.agent_run import WorkspaceRef
 from shopfloor.models.git_remote import PushInput, PushOutput, UpdateInput
@@ -37,7 +37,7 @@ from shopfloor.settings import Settings
 REPO = "acme/app"
 BRANCH = "shopfloor/issue-1"
 CALC = "def add(a, b):\n    return a - b\n\n\ndef mul(a, b):\n    return a * b\n"
-WHEN = datetime(2025, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
+WHEN = datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC)
 
 
 class Env:
@@ -66,8 +66,11 @@ class Env:
 
     def human_commit(self, branch: str, name: str, text: str) -> str:
         """alice commits through the contents API (a push by a person, as far as refs go)."""
-        body: dict[str, Any] = {"message": f"edit {name}", "content": base64.b64encode(text.encode()).decode(),
-                                "branch": branch}  # fmt: skip
+        body: dict[str, Any] = {
+            "message": f"edit {name}",
+            "content": base64.b64encode(text.encode()).decode(),
+            "branch": branch,
+        }
         with self.sim.api("alice") as c:
             existing = c.get(f"/repos/{REPO}/contents/{name}", params={"ref": branch})
             if existing.status_code == 200:
@@ -86,7 +89,9 @@ class Env:
 
     def pushes(self, branch: str = BRANCH) -> list[dict[str, Any]]:
         self.sim.wait_idle()
-        return [d for d in self.sim.deliveries() if d["event"] == "push" and d["payload"]["ref"] == f"refs/heads/{branch}"]
+        return [
+            d for d in self.sim.deliveries() if d["event"] == "push" and d["payload"]["ref"] == f"refs/heads/{branch}"
+        ]
 
 
 @pytest.fixture
@@ -98,8 +103,10 @@ def env(simulator: SimulatorHandle, tmp_path: Path):
     simulator.create_repo("acme", "app", source_dir=src)
     simulator.set_permission("acme", "app", "alice", "write")
     with simulator.api() as c:  # a hook, so pushes show in the delivery log (nobody listens)
-        c.post(f"/repos/{REPO}/hooks", json={"config": {"url": "http://127.0.0.1:9/hook", "content_type": "json"},
-                                             "events": ["push"]}).raise_for_status()  # fmt: skip
+        c.post(
+            f"/repos/{REPO}/hooks",
+            json={"config": {"url": "http://127.0.0.1:9/hook", "content_type": "json"}, "events": ["push"]},
+        ).raise_for_status()
     e = Env(simulator, tmp_path)
     yield e
     e.clients.close()
@@ -170,7 +177,9 @@ async def test_the_commit_is_a_function_of_the_input(env, tmp_path):
     other = GitRemoteActivities(Workspaces(tmp_path / "worker-c", env.blobs), env.clients)
     assert await run(other.push_workspace, push_input(ref)) == first.model_copy(update={"pushed": False})
     # A later push (another time) is another commit; it goes on only from where we left the branch.
-    later = push_input(ref, expected_remote_sha=first.head_sha).model_copy(update={"committed_at": WHEN.replace(hour=9)})
+    later = push_input(ref, expected_remote_sha=first.head_sha).model_copy(
+        update={"committed_at": WHEN.replace(hour=9)}
+    )
     moved = await run(env.acts.push_workspace, later)
     assert moved.pushed and moved.head_sha != first.head_sha and env.branch_sha(BRANCH) == moved.head_sha
 
@@ -216,8 +225,9 @@ async def test_default_and_foreign_branches_are_refused_without_a_push(env):
     env.sim.create_repo("acme", "odd", source_dir=None, default_branch="shopfloor/main")
     odd_url = env.sim.git_url("acme", "odd")
     odd = WorkspaceRef(repo="acme/odd", clone_url=odd_url, base_sha=ref.base_sha, patch_digest=ref.patch_digest)
-    default = await refused(env.acts.push_workspace, PushInput(workspace=odd, branch="shopfloor/main", message="x",
-                                                                committed_at=WHEN))  # fmt: skip
+    default = await refused(
+        env.acts.push_workspace, PushInput(workspace=odd, branch="shopfloor/main", message="x", committed_at=WHEN)
+    )
     assert default.type == "ShopfloorRefused" and "default branch" in default.message
     bad = await refused(env.acts.push_workspace, push_input(ref).model_copy(update={"branch": "shopfloor/a..b"}))
     assert bad.type == "ShopfloorRefused"
@@ -283,9 +293,13 @@ async def test_a_github_app_pushes_with_its_installation_token(tmp_path):
         base = await editor.base_ref(REPO, sim.git_url("acme", "app"), "main")
         (await editor.open(base, "r") / "calc.py").write_text("fixed\n")
         ref = await editor.checkpoint(base, "r")
-        clients = GitHubClients(Settings(github_api_url=sim.api_url, github_app_id=4242, github_app_private_key=private))
+        clients = GitHubClients(
+            Settings(github_api_url=sim.api_url, github_app_id=4242, github_app_private_key=private)
+        )
         with structlog.testing.capture_logs() as logs:
-            out = await run(GitRemoteActivities(Workspaces(tmp_path / "b", blobs), clients).push_workspace, push_input(ref))
+            out = await run(
+                GitRemoteActivities(Workspaces(tmp_path / "b", blobs), clients).push_workspace, push_input(ref)
+            )
         token = clients.git_token(REPO)
         clients.close()
         with sim.api() as c:

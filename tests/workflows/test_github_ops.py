@@ -24,8 +24,6 @@ from typing import Any
 import pytest
 import structlog
 from pydantic import BaseModel
-from shopfloor.activities.github.clients import GitHubClients
-from shopfloor.activities.github.operations import GitHubActivities
 from simulator_runs import BOT_TOKEN, SimulatorHandle, app_keys, running_simulator
 from temporalio import workflow
 from temporalio.client import WorkflowFailureError
@@ -34,6 +32,8 @@ from temporalio.exceptions import ActivityError, ApplicationError
 from temporalio.testing import ActivityEnvironment
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
+from shopfloor.activities.github.clients import GitHubClients
+from shopfloor.activities.github.operations import GitHubActivities
 from shopfloor.models.github_ops import (
     CiStatusInput,
     CloseIssueInput,
@@ -197,7 +197,9 @@ async def test_upsert_comment_twice_edits_in_place_and_survives_a_lost_response(
     assert len(gh.requests_to("PATCH", f"/issues/comments/{first.id}")) == 1  # the unchanged run edited nothing
 
     triage = inp.model_copy(update={"kind": "triage", "body": "Triage: a bug."})
-    assert (await lost_then_retried(gh, "POST", r"/issues/\d+/comments$", acts.upsert_comment, triage)).action == "unchanged"
+    assert (
+        await lost_then_retried(gh, "POST", r"/issues/\d+/comments$", acts.upsert_comment, triage)
+    ).action == "unchanged"
 
     comments = gh.get(f"/repos/{REPO}/issues/{gh.issue}/comments")
     assert [c["body"] for c in comments] == [
@@ -210,8 +212,10 @@ async def test_a_copied_marker_in_someone_elses_comment_is_not_ours(gh, acts):
     marker = comment_marker(WF, "progress")
     with gh.sim.api("mallory") as c:
         c.post(f"/repos/{REPO}/issues/{gh.issue}/comments", json={"body": f"{marker}\nhijacked"}).raise_for_status()
-    out = await run(acts.upsert_comment, UpsertCommentInput(repo=REPO, issue_number=gh.issue, workflow_id=WF,
-                                                            kind="progress", body="ours"))  # fmt: skip
+    out = await run(
+        acts.upsert_comment,
+        UpsertCommentInput(repo=REPO, issue_number=gh.issue, workflow_id=WF, kind="progress", body="ours"),
+    )
     assert out.action == "created"
     bodies = {c["user"]["login"]: c["body"] for c in gh.get(f"/repos/{REPO}/issues/{gh.issue}/comments")}
     assert bodies == {"mallory": f"{marker}\nhijacked", "shopfloor[bot]": f"{marker}\nours"}
@@ -219,7 +223,9 @@ async def test_a_copied_marker_in_someone_elses_comment_is_not_ours(gh, acts):
 
 async def test_submit_review_once_per_round(gh, acts):
     await _branch_with_commit(gh, acts, "shopfloor/issue-1")
-    pr = await run(acts.find_or_create_pr, FindOrCreatePrInput(repo=REPO, head="shopfloor/issue-1", base="main", title="t"))
+    pr = await run(
+        acts.find_or_create_pr, FindOrCreatePrInput(repo=REPO, head="shopfloor/issue-1", base="main", title="t")
+    )
     inp = SubmitReviewInput(repo=REPO, pr_number=pr.number, workflow_id=WF, round=1, event="COMMENT", body="Round 1")
     first, again = await run(acts.submit_review, inp), await run(acts.submit_review, inp)
     assert (first.created, again.created, again.id) == (True, False, first.id)
@@ -234,7 +240,9 @@ async def test_submit_review_once_per_round(gh, acts):
 
 async def test_merge_once_even_when_the_response_is_lost(gh, acts):
     head = await _branch_with_commit(gh, acts, "shopfloor/issue-1")
-    pr = await run(acts.find_or_create_pr, FindOrCreatePrInput(repo=REPO, head="shopfloor/issue-1", base="main", title="t"))
+    pr = await run(
+        acts.find_or_create_pr, FindOrCreatePrInput(repo=REPO, head="shopfloor/issue-1", base="main", title="t")
+    )
     inp = MergePrInput(repo=REPO, pr_number=pr.number, head_sha=head)
     merged = await lost_then_retried(gh, "PUT", r"/pulls/\d+/merge$", acts.merge_pr, inp)
     assert merged.already_merged is True
@@ -249,7 +257,9 @@ async def test_merge_once_even_when_the_response_is_lost(gh, acts):
 
 async def test_merge_refuses_a_head_that_moved(gh, acts):
     reviewed = await _branch_with_commit(gh, acts, "shopfloor/issue-1")
-    pr = await run(acts.find_or_create_pr, FindOrCreatePrInput(repo=REPO, head="shopfloor/issue-1", base="main", title="t"))
+    pr = await run(
+        acts.find_or_create_pr, FindOrCreatePrInput(repo=REPO, head="shopfloor/issue-1", base="main", title="t")
+    )
     gh.commit_to("shopfloor/issue-1", "late.txt", "pushed after review\n")
     with pytest.raises(ApplicationError) as info:
         await run(acts.merge_pr, MergePrInput(repo=REPO, pr_number=pr.number, head_sha=reviewed))
@@ -282,8 +292,10 @@ async def test_reads(gh, acts):
     )
 
     gh.sim.set_permission("acme", "app", "bob", "maintain")
-    perms = {login: (await run(acts.permission, PermissionInput(repo=REPO, login=login))).permission
-             for login in ("acme", "bob", "alice")}  # fmt: skip
+    perms = {
+        login: (await run(acts.permission, PermissionInput(repo=REPO, login=login))).permission
+        for login in ("acme", "bob", "alice")
+    }
     assert perms == {"acme": "admin", "bob": "maintain", "alice": "read"}
     policy = await run(acts.read_file, ReadFileInput(repo=REPO, path=".github/shopfloor.yml"))
     assert (policy.found, policy.content) == (True, "merge: auto\n")
@@ -293,7 +305,9 @@ async def test_reads(gh, acts):
     assert (ci.state, ci.total) == ("pending", 0)  # nothing reported yet
     with gh.sim.api() as c:
         for context, state in (("lint", "success"), ("build", "failure")):
-            c.post(f"/repos/{REPO}/statuses/{gh.main_sha}", json={"state": state, "context": context}).raise_for_status()
+            c.post(
+                f"/repos/{REPO}/statuses/{gh.main_sha}", json={"state": state, "context": context}
+            ).raise_for_status()
     ci = await run(acts.ci_status, CiStatusInput(repo=REPO, sha=gh.main_sha))
     assert (ci.state, ci.failing, ci.total) == ("failure", ["build"], 2)
 
@@ -327,16 +341,21 @@ async def through_worker(temporal_client, settings, blobs, simulator):
     s = settings.model_copy(update={"github_api_url": simulator.api_url, "github_token": BOT_TOKEN})
     s = Settings.model_validate(s.model_dump())  # secrets as SecretStr again
     worker = Worker(
-        temporal_client, task_queue=s.task_queue, workflows=[GitHubOpWorkflow],
-        activities=activities_for(s, blobs, ProviderCache(s)), workflow_runner=UnsandboxedWorkflowRunner(),
+        temporal_client,
+        task_queue=s.task_queue,
+        workflows=[GitHubOpWorkflow],
+        activities=activities_for(s, blobs, ProviderCache(s)),
+        workflow_runner=UnsandboxedWorkflowRunner(),
         max_cached_workflows=0,
-    )  # fmt: skip
+    )
 
     async def call(activity: str, inp: BaseModel):
         handle = await temporal_client.start_workflow(
-            GitHubOpWorkflow.run, Call(activity=activity, input=inp.model_dump(mode="json")),
-            id=f"github-op-{uuid.uuid4().hex[:8]}", task_queue=s.task_queue,
-        )  # fmt: skip
+            GitHubOpWorkflow.run,
+            Call(activity=activity, input=inp.model_dump(mode="json")),
+            id=f"github-op-{uuid.uuid4().hex[:8]}",
+            task_queue=s.task_queue,
+        )
         try:
             return await handle.result(), handle
         except WorkflowFailureError as exc:
@@ -423,7 +442,9 @@ async def test_app_auth_mints_one_installation_token_and_never_shows_it(tmp_path
     private, public = app_keys()
     with running_simulator(tmp_path / "sim", app_id=4242, app_public_keys={4242: public}) as sim:
         gh = seed(sim, tmp_path)
-        clients = GitHubClients(Settings(github_api_url=sim.api_url, github_app_id=4242, github_app_private_key=private))
+        clients = GitHubClients(
+            Settings(github_api_url=sim.api_url, github_app_id=4242, github_app_private_key=private)
+        )
         acts = GitHubActivities(clients)
         seeded = len(sim.requests())
         caplog.set_level(logging.DEBUG)
@@ -451,7 +472,7 @@ async def test_app_auth_mints_one_installation_token_and_never_shows_it(tmp_path
     assert {r["login"] for r in requests if "/repos/acme/app/issues" in r["path"]} == {"shopfloor[bot]"}
     shown = json.dumps([r.model_dump() for r in results]) + caplog.text + json.dumps(logs, default=str)
     # PyGithub logged the minting response (its DEBUG lines hold whole bodies), token scrubbed.
-    assert '/access_tokens {' in caplog.text and '"token":"[redacted]"' in caplog.text
+    assert "/access_tokens {" in caplog.text and '"token":"[redacted]"' in caplog.text
     assert token not in shown and "PRIVATE KEY" not in shown
 
 
@@ -484,9 +505,9 @@ async def test_concurrent_writes_reach_github_one_at_a_time(gh, acts):
     before = len(gh.sim.requests())
     kinds = [f"k{i}" for i in range(8)]
     env = ActivityEnvironment()
-    outs = await asyncio.gather(*(
-        env.run(acts.upsert_comment, comment(gh).model_copy(update={"kind": k, "body": k})) for k in kinds
-    ))  # fmt: skip
+    outs = await asyncio.gather(
+        *(env.run(acts.upsert_comment, comment(gh).model_copy(update={"kind": k, "body": k})) for k in kinds)
+    )
     assert {o.action for o in outs} == {"created"}
     seq = [(r["method"], r["path"].rsplit("/", 1)[-1]) for r in gh.sim.requests()[before:]]
     assert seq == [("GET", "comments"), ("POST", "comments")] * len(kinds)
@@ -497,8 +518,9 @@ async def test_an_installation_token_is_minted_again_only_near_its_expiry(tmp_pa
     private, public = app_keys()
     with running_simulator(tmp_path / "sim", app_id=5, app_public_keys={5: public}, installation_token_ttl_s=24) as sim:
         gh = seed(sim, tmp_path)
-        acts = GitHubActivities(GitHubClients(Settings(github_api_url=sim.api_url, github_app_id=5,
-                                                       github_app_private_key=private)))  # fmt: skip
+        acts = GitHubActivities(
+            GitHubClients(Settings(github_api_url=sim.api_url, github_app_id=5, github_app_private_key=private))
+        )
         issue = IssueRef(repo=REPO, number=gh.issue)
 
         def mints() -> int:

@@ -16,15 +16,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from shopfloor.activities.github.clients import GitHubClients
-from shopfloor.activities.github.operations import GitHubActivities
-from shopfloor.agents.policy import PolicyLoad, RepoPolicy
 from simulator_runs import BOT_TOKEN, SimulatorHandle
 from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.testing import ActivityEnvironment
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
+from shopfloor.activities.github.clients import GitHubClients
+from shopfloor.activities.github.operations import GitHubActivities
+from shopfloor.agents.policy import PolicyLoad, RepoPolicy
 from shopfloor.models.github_reads import PolicyInput, SimilarIssuesInput
 from shopfloor.settings import Settings
 from shopfloor.worker import ProviderCache, activities_for
@@ -113,8 +113,10 @@ async def test_invalid_policy_gives_errors_and_the_safe_defaults(simulator, tmp_
     make_repo(simulator, tmp_path, "auto_fix: always\nauto_merg: true\nmax_review_rounds: 50\n")
     load = await run(acts.load_policy, PolicyInput(repo=REPO))
     assert load.source == "file" and load.policy == RepoPolicy() and load.sha
-    assert load.errors == ["`max_review_rounds`: must be between 1 and 10 (got 50)",
-                           "unknown key `auto_merg` (did you mean `auto_merge`?)"]  # fmt: skip
+    assert load.errors == [
+        "`max_review_rounds`: must be between 1 and 10 (got 50)",
+        "unknown key `auto_merg` (did you mean `auto_merge`?)",
+    ]
 
 
 def put_bytes(sim: SimulatorHandle, branch: str, path: str, data: bytes) -> None:
@@ -124,10 +126,13 @@ def put_bytes(sim: SimulatorHandle, branch: str, path: str, data: bytes) -> None
         c.put(f"/repos/{REPO}/contents/{path}", json=body).raise_for_status()
 
 
-@pytest.mark.parametrize(("data", "problem"), [
-    (b"auto_fix: \xff\xfe never\n", "is not a UTF-8 text file"),
-    (b"# padding\n" * 7000, "is too large"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("data", "problem"),
+    [
+        (b"auto_fix: \xff\xfe never\n", "is not a UTF-8 text file"),
+        (b"# padding\n" * 7000, "is too large"),
+    ],
+)
 async def test_a_policy_file_that_cannot_be_read_is_reported(simulator, tmp_path, acts, data, problem):
     make_repo(simulator, tmp_path, "auto_fix: always\n")
     put_bytes(simulator, "main", POLICY, data)
@@ -152,14 +157,14 @@ async def test_similar_issues_finds_related_ones_and_not_itself(simulator, tmp_p
     main_sha = make_repo(simulator, tmp_path, None)
     n = open_issues(
         simulator,
-        "Login fails with unicode password",               # the one being triaged
-        "Login crashes for unicode usernames",              # shares login + unicode
-        "Unicode password rejected at login",               # shares every keyword
-        "Dark mode colours",                                 # unrelated
-        "Password reset email missing",                      # one keyword only: too weak
-        "Session expires",                                   # related only through its body
+        "Login fails with unicode password",  # the one being triaged
+        "Login crashes for unicode usernames",  # shares login + unicode
+        "Unicode password rejected at login",  # shares every keyword
+        "Dark mode colours",  # unrelated
+        "Password reset email missing",  # one keyword only: too weak
+        "Session expires",  # related only through its body
         bodies={"Session expires": "after a unicode password login the session expires"},
-    )  # fmt: skip
+    )
     with simulator.api() as c:  # a PR with a matching title is not an issue
         c.post(f"/repos/{REPO}/git/refs", json={"ref": "refs/heads/f", "sha": main_sha})
         c.put(f"/repos/{REPO}/contents/x.txt", json={"message": "x", "content": "eA==", "branch": "f"})
@@ -168,13 +173,18 @@ async def test_similar_issues_finds_related_ones_and_not_itself(simulator, tmp_p
         c.patch(f"/repos/{REPO}/issues/{n['Login crashes for unicode usernames']}", json={"state": "closed"})
 
     me = n["Login fails with unicode password"]
-    out = await run(acts.similar_issues, SimilarIssuesInput(repo=REPO, number=me, title="Login fails with unicode password"))
+    out = await run(
+        acts.similar_issues, SimilarIssuesInput(repo=REPO, number=me, title="Login fails with unicode password")
+    )
     assert out.keywords == ["login", "unicode", "password", "fails"]
     found = [i.number for i in out.issues]
     assert me not in found
     assert found[0] == n["Unicode password rejected at login"]  # every keyword beats some
-    assert set(found) == {n["Unicode password rejected at login"], n["Login crashes for unicode usernames"],
-                          n["Session expires"]}  # fmt: skip
+    assert set(found) == {
+        n["Unicode password rejected at login"],
+        n["Login crashes for unicode usernames"],
+        n["Session expires"],
+    }
     crash = next(i for i in out.issues if i.number == n["Login crashes for unicode usernames"])
     assert crash.state == "closed" and crash.url.endswith(f"/issues/{crash.number}")
     searches = [r for r in simulator.requests() if r["path"].endswith("/search/issues")]
@@ -206,10 +216,12 @@ class PolicyReadWorkflow:
     @workflow.run
     async def run(self, repo: str) -> PolicyLoad:
         return await workflow.execute_activity(
-            "github_load_policy", PolicyInput(repo=repo), result_type=PolicyLoad,
+            "github_load_policy",
+            PolicyInput(repo=repo),
+            result_type=PolicyLoad,
             start_to_close_timeout=timedelta(seconds=30),
             retry_policy=RetryPolicy(initial_interval=timedelta(seconds=0.5), maximum_attempts=3),
-        )  # fmt: skip
+        )
 
 
 async def test_load_policy_runs_on_the_worker(simulator, tmp_path, temporal_client, settings, blobs):
@@ -218,10 +230,13 @@ async def test_load_policy_runs_on_the_worker(simulator, tmp_path, temporal_clie
     s = settings.model_copy(update={"github_api_url": simulator.api_url, "github_token": BOT_TOKEN})
     s = Settings.model_validate(s.model_dump())  # secrets as SecretStr again
     worker = Worker(
-        temporal_client, task_queue=s.task_queue, workflows=[PolicyReadWorkflow],
-        activities=activities_for(s, blobs, ProviderCache(s)), workflow_runner=UnsandboxedWorkflowRunner(),
+        temporal_client,
+        task_queue=s.task_queue,
+        workflows=[PolicyReadWorkflow],
+        activities=activities_for(s, blobs, ProviderCache(s)),
+        workflow_runner=UnsandboxedWorkflowRunner(),
         max_cached_workflows=0,
-    )  # fmt: skip
+    )
     async with worker:
         load = await temporal_client.execute_workflow(
             PolicyReadWorkflow.run, REPO, id=f"policy-{uuid.uuid4().hex[:8]}", task_queue=s.task_queue

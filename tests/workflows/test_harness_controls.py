@@ -68,19 +68,41 @@ async def assert_salvaged(result, blobs, root, base_sha: str) -> None:
 # -- limits, each ending limit_reached with the work salvaged --------------------------------
 
 LIMITS = {
-    "steps": dict(limits=Limits(max_steps=3), model="openai:fake", usage=None, latency=0.0,
-                  reason=r"step limit reached: 3 of 3 steps", steps=3),
-    "tokens": dict(limits=Limits(max_tokens=2_500), model="openai:fake",
-                   usage=Usage(input_tokens=1_000, output_tokens=100), latency=0.0,
-                   reason=r"token limit reached: 3,300 of 2,500 tokens", steps=3),
+    "steps": dict(
+        limits=Limits(max_steps=3),
+        model="openai:fake",
+        usage=None,
+        latency=0.0,
+        reason=r"step limit reached: 3 of 3 steps",
+        steps=3,
+    ),
+    "tokens": dict(
+        limits=Limits(max_tokens=2_500),
+        model="openai:fake",
+        usage=Usage(input_tokens=1_000, output_tokens=100),
+        latency=0.0,
+        reason=r"token limit reached: 3,300 of 2,500 tokens",
+        steps=3,
+    ),
     # gpt-4o-mini: $0.15 per million input tokens, so $0.15 a step.
-    "cost": dict(limits=Limits(max_cost_usd=0.40), model="openai:gpt-4o-mini",
-                 usage=Usage(input_tokens=1_000_000, output_tokens=0), latency=0.0,
-                 reason=r"cost limit reached: \$0\.4500 of \$0\.40", steps=3),
+    "cost": dict(
+        limits=Limits(max_cost_usd=0.40),
+        model="openai:gpt-4o-mini",
+        usage=Usage(input_tokens=1_000_000, output_tokens=0),
+        latency=0.0,
+        reason=r"cost limit reached: \$0\.4500 of \$0\.40",
+        steps=3,
+    ),
     # A second a model call: the 2.5 s run out after a few steps (how many depends on the machine).
-    "wall": dict(limits=Limits(max_wall_s=2.5), model="openai:fake", usage=None, latency=1.0,
-                 reason=r"wall-time limit reached: \d+s of 2s", steps=None),
-}  # fmt: skip
+    "wall": dict(
+        limits=Limits(max_wall_s=2.5),
+        model="openai:fake",
+        usage=None,
+        latency=1.0,
+        reason=r"wall-time limit reached: \d+s of 2s",
+        steps=None,
+    ),
+}
 
 
 @pytest.mark.parametrize("kind", list(LIMITS))
@@ -156,9 +178,7 @@ async def _with_pending(handle):
     return status if status.pending else None
 
 
-async def test_approved_call_runs_and_the_model_reads_its_result(
-    temporal_client, settings, running_worker, tmp_path
-):
+async def test_approved_call_runs_and_the_model_reads_its_result(temporal_client, settings, running_worker, tmp_path):
     repo, sha = git_repo(tmp_path / "repo")
     with FakeModelServer([INSTALL, ScriptTurn(content="Tried to install it.")]) as fake:
         async with running_worker(with_fake(settings, fake)):
@@ -388,7 +408,10 @@ async def test_cancel_signal_also_releases_a_later_asking_call_of_the_same_reply
     repo, sha = git_repo(tmp_path / "repo")
     both = ScriptTurn(
         content="Two installs.",
-        tool_calls=[("run_command", {"command": "pip install requests"}), ("run_command", {"command": "pip install httpx"})],
+        tool_calls=[
+            ("run_command", {"command": "pip install requests"}),
+            ("run_command", {"command": "pip install httpx"}),
+        ],
     )
     with FakeModelServer([both, ScriptTurn(content="never asked")]) as fake:
         async with running_worker(with_fake(settings, fake)):
@@ -420,8 +443,10 @@ async def test_temporal_cancellation_returns_a_cancelled_result_with_the_last_ch
                 s = await status_of(handle)
                 last = fake.requests[-1]
                 return (
-                    s.workspace is not None and s.workspace.patch_digest
-                    and not last.completed and time.time() - last.started > 0.2
+                    s.workspace is not None
+                    and s.workspace.patch_digest
+                    and not last.completed
+                    and time.time() - last.started > 0.2
                 )
 
             # Cancel while a model call (an activity) is in flight, after a first edit.
@@ -463,9 +488,7 @@ async def test_temporal_cancellation_while_waiting_for_approval_returns_a_cancel
 CAN_STEPS = 12
 
 
-async def test_long_run_continues_as_new_and_carries_its_counters(
-    temporal_client, settings, running_worker, tmp_path
-):
+async def test_long_run_continues_as_new_and_carries_its_counters(temporal_client, settings, running_worker, tmp_path):
     repo = sample_repo(tmp_path / "repo")
     paths = ["README.md", "src/greet.py"]
     usage = {"input_tokens": 10, "output_tokens": 1}

@@ -238,7 +238,7 @@ TEXT_TURNS = [
     'I ran\n> Action: read_file(path="README.md")\nand it says the package greets people.\n'
     'Now the code:\nAction: read_file(path="src/greet.py")\n',
     # A recap with an action mid-line and in a quote, and the final answer: nothing runs.
-    "I ran\n> Action: read_file(path=\"README.md\")\nthen also Action: list_dir(path=\".\") earlier.\n"
+    'I ran\n> Action: read_file(path="README.md")\nthen also Action: list_dir(path=".") earlier.\n'
     "Final answer: src/greet.py defines greet(), which says hello.",
 ]
 

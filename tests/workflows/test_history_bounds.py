@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from agent_runs import agent_input, call, history_bytes, start_agent, write_cassette
 
-
 STEPS = 100
 OUTPUT_BYTES = 20_000
 

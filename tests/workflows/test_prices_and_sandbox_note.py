@@ -3,8 +3,8 @@ without a sandbox says so in the run's status, not only in the log."""
 
 from __future__ import annotations
 
-from harness_runs import code_input, git_repo, with_fake
 from agent_runs import start_agent
+from harness_runs import code_input, git_repo, with_fake
 
 from shopfloor.models.agent_run import Limits
 from shopfloor.models.transcript import Usage
@@ -31,7 +31,9 @@ async def test_settings_price_override_enforces_the_cost_limit(temporal_client, 
     assert result.cost_usd == 2.0
 
 
-async def test_unknown_price_means_the_cost_limit_cannot_be_enforced(temporal_client, settings, running_worker, tmp_path):
+async def test_unknown_price_means_the_cost_limit_cannot_be_enforced(
+    temporal_client, settings, running_worker, tmp_path
+):
     repo, sha = git_repo(tmp_path / "repo")
     with FakeModelServer(_reads) as fake:
         inp = code_input(repo, sha, "openai:house-model").model_copy(update={"limits": Limits(max_cost_usd=1.5)})

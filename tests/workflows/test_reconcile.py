@@ -23,15 +23,14 @@ import pytest
 from agent_runs import record_history
 from github import Auth
 from pydantic import SecretStr
-from shopfloor.webhooks.app import create_app
-from shopfloor.workflows.reconcile import ReconcileWorkflow
 from simulator_runs import SimulatorHandle, app_keys, running_simulator
-from threaded_server import serving
 from temporalio.client import Client, ScheduleIntervalSpec, ScheduleOverlapPolicy, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 from temporalio.worker import Worker
+from threaded_server import serving
 from webhook_receiver import receiving
 
+from shopfloor.activities.github.clients import GitHubClients
 from shopfloor.blobs import FileBlobStore, get_json
 from shopfloor.devserver import DevServer, free_port
 from shopfloor.models.inbox import RepoEvent
@@ -39,8 +38,9 @@ from shopfloor.models.reconcile import APP_HOOK, ReconcileInput, ReconcileReport
 from shopfloor.reconcile_schedule import SCHEDULE_ID, ensure_reconcile_schedule
 from shopfloor.settings import Settings
 from shopfloor.temporal import connect
-from shopfloor.activities.github.clients import GitHubClients
+from shopfloor.webhooks.app import create_app
 from shopfloor.worker import SANDBOX, reconcile_activities
+from shopfloor.workflows.reconcile import ReconcileWorkflow
 
 REPO = "acme/app"
 
@@ -70,9 +70,13 @@ def add_hook(sim: SimulatorHandle, repo: str, url: str, secret: str | None = Non
 async def reconcile(client: Client, task_queue: str, inp: ReconcileInput, record: str = "") -> ReconcileReport:
     """One reconciler run; `record` names its history in tests/histories (SHOPFLOOR_RECORD_HISTORIES=1)."""
     handle = await client.start_workflow(
-        ReconcileWorkflow.run, inp, id=f"reconcile-{uuid.uuid4().hex[:8]}", task_queue=task_queue,
-        result_type=ReconcileReport, execution_timeout=timedelta(minutes=2),
-    )  # fmt: skip
+        ReconcileWorkflow.run,
+        inp,
+        id=f"reconcile-{uuid.uuid4().hex[:8]}",
+        task_queue=task_queue,
+        result_type=ReconcileReport,
+        execution_timeout=timedelta(minutes=2),
+    )
     report = await handle.result()
     if record:
         await record_history(handle, record)
@@ -86,8 +90,14 @@ async def reconcile_worker(client: Client, s: Settings, issue_queue: str) -> Asy
     blobs = FileBlobStore(s.data_dir / "blobs")
     issue_settings = s.model_copy(update={"task_queue": issue_queue})
     acts = reconcile_activities(client, issue_settings, blobs, GitHubClients(issue_settings))
-    worker = Worker(client, task_queue=s.task_queue, workflows=[ReconcileWorkflow], activities=acts,
-                    workflow_runner=SANDBOX, max_cached_workflows=0)  # fmt: skip
+    worker = Worker(
+        client,
+        task_queue=s.task_queue,
+        workflows=[ReconcileWorkflow],
+        activities=acts,
+        workflow_runner=SANDBOX,
+        max_cached_workflows=0,
+    )
     async with worker:
         yield worker
 
@@ -104,8 +114,11 @@ async def test_failed_delivery_is_redelivered_once_then_left_alone(
         with simulator.api("alice") as c:
             c.post(f"/repos/{repo}/issues", json={"title": "It breaks", "body": "..."}).raise_for_status()
         simulator.wait_idle()
-        (guid,) = [r.headers["x-github-delivery"] for r in receiver.received
-                   if r.event == "issues" and r.headers.get("x-github-hook-id") == str(hook_id)]  # fmt: skip
+        (guid,) = [
+            r.headers["x-github-delivery"]
+            for r in receiver.received
+            if r.event == "issues" and r.headers.get("x-github-hook-id") == str(hook_id)
+        ]
         assert any(d.get("status_code") == 503 for d in simulator.deliveries()), simulator.deliveries()
 
         receiver.status = 202
@@ -132,8 +145,10 @@ async def test_labelled_issue_without_workflow_is_started_once(
 ):
     repo = make_repo(simulator, tmp_path)
     with simulator.api("acme") as c:  # the owner may label; no hook, so no webhook ever arrived
-        issue = c.post(f"/repos/{repo}/issues", json={
-            "title": "Fix me", "body": "Steps\u200b to <!-- hidden -->reproduce", "labels": ["shopfloor"]}).json()
+        issue = c.post(
+            f"/repos/{repo}/issues",
+            json={"title": "Fix me", "body": "Steps\u200b to <!-- hidden -->reproduce", "labels": ["shopfloor"]},
+        ).json()
         c.post(f"/repos/{repo}/issues", json={"title": "Not for us", "labels": ["question"]}).raise_for_status()
     s = github_settings(settings, simulator)
     inp = ReconcileInput(repos=[repo], trigger_label="shopfloor")
@@ -144,14 +159,20 @@ async def test_labelled_issue_without_workflow_is_started_once(
         assert first.issues_started == [workflow_id], first
         desc = await temporal_client.get_workflow_handle(workflow_id).describe()
         assert desc.status == WorkflowExecutionStatus.RUNNING and desc.workflow_type == "IssueWorkflow"
-        assert (await desc.static_summary() or "").endswith("started by the reconciler (`shopfloor` label, no workflow)")
+        assert (await desc.static_summary() or "").endswith(
+            "started by the reconciler (`shopfloor` label, no workflow)"
+        )
         event = await start_signal(temporal_client, workflow_id)
         # What the edge would have sent: a stable delivery id, a person as sender, the text snapshotted.
         assert event.delivery_id == f"reconcile:{repo}#{issue['number']}:shopfloor"
         assert (event.event, event.action, event.label, event.sender) == ("issues", "labeled", "shopfloor", "acme")
         assert event.text is not None and event.text.preview == "Steps to reproduce"
         stored = await get_json(FileBlobStore(s.data_dir / "blobs"), event.text.digest)
-        assert stored == {"title": "Fix me", "body": "Steps to reproduce", "hidden": [{"kind": "HTML comment", "text": "hidden"}]}
+        assert stored == {
+            "title": "Fix me",
+            "body": "Steps to reproduce",
+            "hidden": [{"kind": "HTML comment", "text": "hidden"}],
+        }
 
         second = await reconcile(temporal_client, s.task_queue, inp)
         assert second.issues_started == [] and second.errors == [], second
@@ -167,8 +188,10 @@ async def test_a_failed_delivery_of_the_github_apps_own_webhook_is_redelivered_o
     """A GitHub App deployment has no repository hooks: events arrive through the App's webhook,
     whose deliveries only the App itself (its JWT) may list and redeliver."""
     private, public = app_keys()
-    with running_simulator(tmp_path / "sim", app_id=4242, app_public_keys={4242: public}) as sim, \
-            receiving() as receiver:  # fmt: skip
+    with (
+        running_simulator(tmp_path / "sim", app_id=4242, app_public_keys={4242: public}) as sim,
+        receiving() as receiver,
+    ):
         jwt = {"Authorization": f"Bearer {Auth.AppAuth(4242, private).token}"}
         config = {"url": receiver.url.replace("/hook", "/webhooks/github"), "content_type": "json"}
         with sim.api() as c:
@@ -181,8 +204,9 @@ async def test_a_failed_delivery_of_the_github_apps_own_webhook_is_redelivered_o
         (guid,) = [r.headers["x-github-delivery"] for r in receiver.received if r.event == "issues"]
         receiver.status = 202
 
-        app = settings.model_copy(update={"github_api_url": sim.api_url, "github_app_id": 4242,
-                                          "github_app_private_key": SecretStr(private)})  # fmt: skip
+        app = settings.model_copy(
+            update={"github_api_url": sim.api_url, "github_app_id": 4242, "github_app_private_key": SecretStr(private)}
+        )
         inp = ReconcileInput(repos=[repo], app_hook=True)
         async with reconcile_worker(temporal_client, app, f"issues-{uuid.uuid4().hex[:8]}"):
             first = await reconcile(temporal_client, app.task_queue, inp, record="reconcile-app-hook-redelivered")
@@ -203,8 +227,11 @@ async def test_a_failed_delivery_of_the_github_apps_own_webhook_is_redelivered_o
 
 async def start_signal(client: Client, workflow_id: str) -> RepoEvent:
     history = await client.get_workflow_handle(workflow_id).fetch_history()
-    signal = next(e.workflow_execution_signaled_event_attributes for e in history.events
-                  if e.HasField("workflow_execution_signaled_event_attributes"))  # fmt: skip
+    signal = next(
+        e.workflow_execution_signaled_event_attributes
+        for e in history.events
+        if e.HasField("workflow_execution_signaled_event_attributes")
+    )
     assert signal.signal_name == "github_event"
     (event,) = await client.data_converter.decode(signal.input.payloads, [RepoEvent])
     return event
@@ -243,8 +270,13 @@ async def test_an_issue_missed_while_temporal_was_down_reaches_its_workflow(
     server.start()
     await server.wait_ready()
     issue_queue = f"issues-{uuid.uuid4().hex[:8]}"  # nobody polls it: the issue run stays as started
-    edge = github_settings(settings, simulator).model_copy(update={
-        "temporal_address": server.address, "webhook_secret": SecretStr("hook-secret"), "task_queue": issue_queue})
+    edge = github_settings(settings, simulator).model_copy(
+        update={
+            "temporal_address": server.address,
+            "webhook_secret": SecretStr("hook-secret"),
+            "task_queue": issue_queue,
+        }
+    )
 
     async def get_client() -> Client:  # a fresh connection each time: Temporal comes and goes here
         return await connect(edge, timeout_s=2)

@@ -11,11 +11,11 @@ from typing import Any
 
 from agent_runs import call, record_history, sample_repo, start_agent, write_cassette
 from harness_runs import code_input, explore_input, git
-from shopfloor.workflows.agent import AgentWorkflow
 
 from shopfloor.blobs import get_json
 from shopfloor.models.agent_run import AgentResult
 from shopfloor.models.transcript import Manifest, Message
+from shopfloor.workflows.agent import AgentWorkflow
 
 TRIAGE = {
     "kind": "bug",

@@ -44,10 +44,14 @@ async def stop_mid_call_then_finish(temporal_client, temporal_server, settings, 
         env = worker_env_for(temporal_server, settings, fake, SHOPFLOOR_WORKER_SHUTDOWN_GRACE_SECONDS=grace)
         first = WorkerProcess(env, tmp_path / "worker-1.log")
         try:
-            handle = await start_agent(temporal_client, agent_input(repo, "openai:fake-model", heartbeat_s=5),
-                                       settings.task_queue)  # fmt: skip
-            await wait_for(lambda: len(fake.requests) == 1 and time.time() - fake.requests[0].started > 0.2, 60,
-                           "the first model call to be in flight")  # fmt: skip
+            handle = await start_agent(
+                temporal_client, agent_input(repo, "openai:fake-model", heartbeat_s=5), settings.task_queue
+            )
+            await wait_for(
+                lambda: len(fake.requests) == 1 and time.time() - fake.requests[0].started > 0.2,
+                60,
+                "the first model call to be in flight",
+            )
             first.proc.send_signal(signal.SIGTERM)
             code = await asyncio.to_thread(first.proc.wait, 60)
             answered = fake.requests[0].completed
@@ -65,7 +69,8 @@ async def test_a_stopping_worker_finishes_its_model_call_and_nothing_is_asked_tw
     temporal_client, temporal_server, settings, tmp_path
 ):
     code, answered, result, requests, attempts = await stop_mid_call_then_finish(
-        temporal_client, temporal_server, settings, tmp_path, grace="30")
+        temporal_client, temporal_server, settings, tmp_path, grace="30"
+    )
     assert code == 0 and answered, (code, answered)
     assert result.state == "completed" and result.final_answer == "It greets people."
     assert Counter(r.key for r in requests).most_common(1)[0][1] == 1  # every conversation state asked once
@@ -76,7 +81,8 @@ async def test_with_no_grace_the_call_in_flight_is_cut_off_and_asked_again(
     temporal_client, temporal_server, settings, tmp_path
 ):
     code, answered, result, requests, attempts = await stop_mid_call_then_finish(
-        temporal_client, temporal_server, settings, tmp_path, grace="0")
+        temporal_client, temporal_server, settings, tmp_path, grace="0"
+    )
     assert code == 0 and not answered
     assert result.state == "completed" and result.final_answer == "It greets people."
     assert requests[0].key == requests[1].key and requests[1].completed  # the same call, asked again

@@ -21,8 +21,8 @@ from shopfloor.simulator.auth import app_jwt
 from shopfloor.simulator.core import Simulator
 from shopfloor.simulator.deps import sim_of
 from shopfloor.simulator.errors import not_found
-from shopfloor.simulator.shapes.common import iso
 from shopfloor.simulator.shapes.checks import APP_EVENTS, APP_PERMISSIONS
+from shopfloor.simulator.shapes.common import iso
 from shopfloor.simulator.store import APP_SLUG, Hook, InstallationToken, now
 
 router = APIRouter()
@@ -41,15 +41,27 @@ def _installation(sim, owner_login: str) -> dict:
     api = sim.shapes.api
     t = iso(owner.created_at)
     return {
-        "id": inst, "account": sim.shapes.user(owner), "repository_selection": "all",
+        "id": inst,
+        "account": sim.shapes.user(owner),
+        "repository_selection": "all",
         "access_tokens_url": f"{api}/app/installations/{inst}/access_tokens",
         "repositories_url": f"{api}/installation/repositories",
-        "html_url": f"{sim.config.base_url}/settings/installations/{inst}", "app_id": sim.config.app_id,
-        "client_id": f"Iv1.{sim.config.app_id:016x}", "target_id": owner.id, "target_type": owner.type,
-        "permissions": APP_PERMISSIONS, "events": APP_EVENTS, "created_at": t, "updated_at": t,
-        "single_file_name": None, "has_multiple_single_files": False, "single_file_paths": [],
-        "app_slug": APP_SLUG, "suspended_by": None, "suspended_at": None,
-    }  # fmt: skip
+        "html_url": f"{sim.config.base_url}/settings/installations/{inst}",
+        "app_id": sim.config.app_id,
+        "client_id": f"Iv1.{sim.config.app_id:016x}",
+        "target_id": owner.id,
+        "target_type": owner.type,
+        "permissions": APP_PERMISSIONS,
+        "events": APP_EVENTS,
+        "created_at": t,
+        "updated_at": t,
+        "single_file_name": None,
+        "has_multiple_single_files": False,
+        "single_file_paths": [],
+        "app_slug": APP_SLUG,
+        "suspended_by": None,
+        "suspended_at": None,
+    }
 
 
 @router.get("/repos/{owner}/{repo}/installation")
@@ -74,8 +86,10 @@ def access_token(installation_id: int, request: Request) -> JSONResponse:
         token = "ghs_" + secrets.token_urlsafe(27).replace("-", "a").replace("_", "b")[:36]
         expires = now() + timedelta(seconds=sim.config.installation_token_ttl_s)
         sim.store.tokens[token] = InstallationToken(token=token, installation_id=installation_id, expires_at=expires)
-    return JSONResponse({"token": token, "expires_at": iso(expires), "permissions": APP_PERMISSIONS,
-                         "repository_selection": "all"}, status_code=201)  # fmt: skip
+    return JSONResponse(
+        {"token": token, "expires_at": iso(expires), "permissions": APP_PERMISSIONS, "repository_selection": "all"},
+        status_code=201,
+    )
 
 
 # ---- the App's own webhook -------------------------------------------------------------------------
@@ -109,8 +123,15 @@ def update_hook_config(body: HookConfig, request: Request) -> JSONResponse:
     with sim.store.lock:
         hook = sim.store.app_hook
         if hook is None:
-            hook = Hook(id=sim.store.new_id(), repo_id=0, url="", secret=None, events=["*"], active=True,
-                        app_id=sim.config.app_id)  # fmt: skip
+            hook = Hook(
+                id=sim.store.new_id(),
+                repo_id=0,
+                url="",
+                secret=None,
+                events=["*"],
+                active=True,
+                app_id=sim.config.app_id,
+            )
             apply_config(hook, body)  # validates before anything is kept
             sim.store.app_hook = hook
         else:

@@ -21,8 +21,7 @@ from shopfloor.simulator.store import (
 )
 
 router = APIRouter()
-Conclusion = Literal["action_required", "cancelled", "failure", "neutral", "success", "skipped", "stale",
-                     "timed_out"]  # fmt: skip
+Conclusion = Literal["action_required", "cancelled", "failure", "neutral", "success", "skipped", "stale", "timed_out"]
 
 
 def _sha(r: Repo, ref: str) -> str:
@@ -45,19 +44,48 @@ def create_status(owner: str, repo: str, sha: str, body: NewStatus, request: Req
     with sim.store.lock:
         full = _sha(r, sha)
         t = now()
-        st = CommitStatus(id=sim.store.new_id(), sha=full, state=body.state, context=body.context,
-                          description=body.description, target_url=body.target_url, creator=actor.user,
-                          created_at=t, updated_at=t)  # fmt: skip
+        st = CommitStatus(
+            id=sim.store.new_id(),
+            sha=full,
+            state=body.state,
+            context=body.context,
+            description=body.description,
+            target_url=body.target_url,
+            creator=actor.user,
+            created_at=t,
+            updated_at=t,
+        )
         r.statuses.append(st)
         shaped = sim.checks.status(r, st)
         commit = sim.git_shapes.commit(r, r.git.commit(full))
-        branches = [{"name": b, "commit": {"sha": s, "url": f"{sim.shapes.api}/repos/{r.full_name}/commits/{s}"},
-                     "protected": False} for b, s in r.git.branches().items() if s == full]  # fmt: skip
-        sim.events.send(r, "status", {
-            "id": st.id, "sha": full, "name": r.full_name, "target_url": st.target_url, "context": st.context,
-            "description": st.description, "state": st.state, "commit": commit, "branches": branches,
-            "created_at": shaped["created_at"], "updated_at": shaped["updated_at"], "avatar_url": None,
-        }, actor.user)  # fmt: skip
+        branches = [
+            {
+                "name": b,
+                "commit": {"sha": s, "url": f"{sim.shapes.api}/repos/{r.full_name}/commits/{s}"},
+                "protected": False,
+            }
+            for b, s in r.git.branches().items()
+            if s == full
+        ]
+        sim.events.send(
+            r,
+            "status",
+            {
+                "id": st.id,
+                "sha": full,
+                "name": r.full_name,
+                "target_url": st.target_url,
+                "context": st.context,
+                "description": st.description,
+                "state": st.state,
+                "commit": commit,
+                "branches": branches,
+                "created_at": shaped["created_at"],
+                "updated_at": shaped["updated_at"],
+                "avatar_url": None,
+            },
+            actor.user,
+        )
         return JSONResponse(shaped, status_code=201)
 
 
@@ -112,13 +140,15 @@ def _apply(run: CheckRun, body: CheckRunBody) -> None:
 
 
 def _events_for(sim: Any, r: Repo, run: CheckRun, action: str, sender: Any) -> None:
-    sim.events.send(r, "check_run", {"action": action,
-                    "check_run": sim.checks.check_run(r, run, with_suite_detail=True)}, sender)  # fmt: skip
+    sim.events.send(
+        r, "check_run", {"action": action, "check_run": sim.checks.check_run(r, run, with_suite_detail=True)}, sender
+    )
     if run.status == "completed":
         runs = [c for c in r.check_runs.values() if c.suite.id == run.suite.id]
         if suite_state(runs)[0] == "completed":
-            sim.events.send(r, "check_suite", {"action": "completed", "check_suite": sim.checks.suite(r, run.suite)},
-                            sender)  # fmt: skip
+            sim.events.send(
+                r, "check_suite", {"action": "completed", "check_suite": sim.checks.suite(r, run.suite)}, sender
+            )
 
 
 @router.post("/repos/{owner}/{repo}/check-runs", status_code=201)
@@ -134,12 +164,28 @@ def create_check_run(owner: str, repo: str, body: CheckRunBody, request: Request
         suite = next((s for s in r.check_suites.values() if s.head_sha == sha and s.app_slug == APP_SLUG), None)
         if suite is None:
             branch = next((b for b, s in r.git.branches().items() if s == sha), None)
-            suite = CheckSuite(id=sim.store.new_id(), head_sha=sha, head_branch=branch, app_slug=APP_SLUG,
-                               before=None, after=sha, created_at=t, updated_at=t)  # fmt: skip
+            suite = CheckSuite(
+                id=sim.store.new_id(),
+                head_sha=sha,
+                head_branch=branch,
+                app_slug=APP_SLUG,
+                before=None,
+                after=sha,
+                created_at=t,
+                updated_at=t,
+            )
             r.check_suites[suite.id] = suite
-        run = CheckRun(id=sim.store.new_id(), name=body.name, head_sha=sha, suite=suite, status="queued",
-                       conclusion=None, started_at=t, completed_at=None,
-                       output={"title": None, "summary": None, "text": None})  # fmt: skip
+        run = CheckRun(
+            id=sim.store.new_id(),
+            name=body.name,
+            head_sha=sha,
+            suite=suite,
+            status="queued",
+            conclusion=None,
+            started_at=t,
+            completed_at=None,
+            output={"title": None, "summary": None, "text": None},
+        )
         _apply(run, body)
         r.check_runs[run.id] = run
         _events_for(sim, r, run, "created", actor.user)
@@ -159,8 +205,11 @@ def update_check_run(owner: str, repo: str, check_run_id: int, body: CheckRunBod
     with sim.store.lock:
         run = _run(r, check_run_id)
         if actor.kind != "bot" or run.suite.app_slug != APP_SLUG:
-            raise GitHubError(403, "Invalid app_id `%s` - check run can only be modified by the GitHub App "
-                              "that created it." % (sim.config.app_id + 1))  # fmt: skip
+            raise GitHubError(
+                403,
+                "Invalid app_id `%s` - check run can only be modified by the GitHub App "
+                "that created it." % (sim.config.app_id + 1),
+            )
         was_completed = run.status == "completed"
         _apply(run, body)
         run.suite.updated_at = now()
@@ -182,17 +231,26 @@ def list_check_runs(owner: str, repo: str, ref: str, request: Request) -> JSONRe
     q = request.query_params
     with sim.store.lock:
         sha = _sha(r, ref)
-        runs = [c for c in r.check_runs.values() if c.head_sha == sha
-                and (not q.get("check_name") or c.name == q["check_name"])
-                and (not q.get("status") or c.status == q["status"])]  # fmt: skip
+        runs = [
+            c
+            for c in r.check_runs.values()
+            if c.head_sha == sha
+            and (not q.get("check_name") or c.name == q["check_name"])
+            and (not q.get("status") or c.status == q["status"])
+        ]
         if q.get("filter", "latest") == "latest":  # the newest run per name
             latest: dict[str, CheckRun] = {}
             for c in runs:
                 latest[c.name] = c
             runs = list(latest.values())
         runs.sort(key=lambda c: c.id, reverse=True)
-        return paginate(request, runs, shape=lambda c: sim.checks.check_run(r, c), wrap="check_runs",
-                        extra={"total_count": len(runs)})  # fmt: skip
+        return paginate(
+            request,
+            runs,
+            shape=lambda c: sim.checks.check_run(r, c),
+            wrap="check_runs",
+            extra={"total_count": len(runs)},
+        )
 
 
 @router.get("/repos/{owner}/{repo}/commits/{ref:path}/check-suites")
@@ -201,5 +259,10 @@ def list_check_suites(owner: str, repo: str, ref: str, request: Request) -> JSON
     with sim.store.lock:
         sha = _sha(r, ref)
         suites = sorted((s for s in r.check_suites.values() if s.head_sha == sha), key=lambda s: s.id)
-        return paginate(request, suites, shape=lambda s: sim.checks.suite(r, s), wrap="check_suites",
-                        extra={"total_count": len(suites)})  # fmt: skip
+        return paginate(
+            request,
+            suites,
+            shape=lambda s: sim.checks.suite(r, s),
+            wrap="check_suites",
+            extra={"total_count": len(suites)},
+        )

@@ -77,9 +77,15 @@ def create_hook(owner: str, repo: str, body: NewHook, request: Request) -> JSONR
     if body.name != "web":
         raise invalid("Hook", "name")
     url = check_url(body.config.url)
-    hook = sim.add_hook(r, url=url, secret=body.config.secret, events=body.events or ["push"],
-                        content_type=body.config.content_type or "json", active=body.active,
-                        insecure_ssl=str(body.config.insecure_ssl or "0"))  # fmt: skip
+    hook = sim.add_hook(
+        r,
+        url=url,
+        secret=body.config.secret,
+        events=body.events or ["push"],
+        content_type=body.config.content_type or "json",
+        active=body.active,
+        insecure_ssl=str(body.config.insecure_ssl or "0"),
+    )
     with sim.store.lock:
         return JSONResponse(sim.checks.hook(r, hook), status_code=201)
 
@@ -209,6 +215,11 @@ def ping(owner: str, repo: str, hook_id: int, request: Request) -> Response:
     sim, actor, r = _hooks_access(request, owner, repo)
     with sim.store.lock:
         hook = _hook(r, hook_id)
-        sim.events.send(r, "ping", {"zen": "Design for failure.", "hook_id": hook.id,
-                                    "hook": sim.checks.hook(r, hook)}, actor.user, only_hook=hook)  # fmt: skip
+        sim.events.send(
+            r,
+            "ping",
+            {"zen": "Design for failure.", "hook_id": hook.id, "hook": sim.checks.hook(r, hook)},
+            actor.user,
+            only_hook=hook,
+        )
     return Response(status_code=204)

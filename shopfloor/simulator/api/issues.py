@@ -9,10 +9,10 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
+from shopfloor.simulator.api.labels import apply_labels
 from shopfloor.simulator.auth import can
 from shopfloor.simulator.deps import load_issue, load_repo, paginate
 from shopfloor.simulator.errors import GitHubError, invalid, not_found
-from shopfloor.simulator.api.labels import apply_labels
 from shopfloor.simulator.store import Comment, Issue, now
 
 router = APIRouter()
@@ -34,8 +34,15 @@ def create_issue(owner: str, repo: str, body: NewIssue, request: Request) -> JSO
         raise invalid("Issue", "title", "missing_field")
     with sim.store.lock:
         t = now()
-        issue = Issue(id=sim.store.new_id(), number=r.next_number(), title=title, body=body.body, user=actor.user,
-                      created_at=t, updated_at=t)  # fmt: skip
+        issue = Issue(
+            id=sim.store.new_id(),
+            number=r.next_number(),
+            title=title,
+            body=body.body,
+            user=actor.user,
+            created_at=t,
+            updated_at=t,
+        )
         r.issues[issue.number] = issue
         if can(r, actor.user, "triage"):  # GitHub silently drops labels/assignees from non-triagers
             apply_labels(sim, r, issue, _names(body.labels or []), actor.user, emit=False)
@@ -104,8 +111,17 @@ def update_fields(sim, r, issue: Issue, body: IssueUpdate, user) -> None:
         close(sim, r, issue, user, body.state_reason or "completed")
     elif body.state == "open" and issue.state == "closed":
         if issue.pr is not None and issue.pr.merged:
-            raise GitHubError(422, "Validation Failed", errors=[{"resource": "PullRequest", "code": "custom",
-                              "message": "state cannot be changed. The pull request has been merged."}])  # fmt: skip
+            raise GitHubError(
+                422,
+                "Validation Failed",
+                errors=[
+                    {
+                        "resource": "PullRequest",
+                        "code": "custom",
+                        "message": "state cannot be changed. The pull request has been merged.",
+                    }
+                ],
+            )
         issue.state, issue.state_reason, issue.closed_at, issue.closed_by = "open", "reopened", None, None
         if issue.pr is not None:
             issue.pr.frozen_base_sha = None
@@ -134,12 +150,13 @@ def list_issues(owner: str, repo: str, request: Request) -> JSONResponse:
     since = _since(q.get("since"))
     with sim.store.lock:
         found = [
-            i for i in r.issues.values()
+            i
+            for i in r.issues.values()
             if (state == "all" or i.state == state)
             and labels <= {lab.name.lower() for lab in i.labels}
             and (not creator or i.user.login.lower() == creator)
             and (since is None or i.updated_at >= since)
-        ]  # fmt: skip
+        ]
         key = "updated_at" if q.get("sort") == "updated" else "created_at"
         found.sort(key=lambda i: (getattr(i, key), i.number), reverse=q.get("direction", "desc") != "asc")
         return paginate(request, found, shape=lambda i: sim.shapes.issue(r, i))
@@ -174,8 +191,9 @@ def create_comment(owner: str, repo: str, number: int, body: CommentBody, reques
     with sim.store.lock:
         issue = load_issue(r, number)
         t = now()
-        comment = Comment(id=sim.store.new_id(), issue_number=number, user=actor.user, body=body.body,
-                          created_at=t, updated_at=t)  # fmt: skip
+        comment = Comment(
+            id=sim.store.new_id(), issue_number=number, user=actor.user, body=body.body, created_at=t, updated_at=t
+        )
         issue.comments.append(comment)
         issue.updated_at = t
         sim.events.comment(r, issue, comment, "created", actor.user)
@@ -203,8 +221,12 @@ def update_comment(owner: str, repo: str, comment_id: int, body: CommentBody, re
     with sim.store.lock:
         issue, comment = _find_comment(r, comment_id)
         if comment.user.id != actor.user.id and not can(r, actor.user, "write"):
-            raise GitHubError(403, "Resource not accessible by integration" if actor.kind == "bot"
-                              else "Must have write access to edit another user's comment.")  # fmt: skip
+            raise GitHubError(
+                403,
+                "Resource not accessible by integration"
+                if actor.kind == "bot"
+                else "Must have write access to edit another user's comment.",
+            )
         if body.body != comment.body:
             old = comment.body
             comment.body, comment.updated_at = body.body, now()

@@ -9,13 +9,13 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
+from shopfloor.simulator.api.issues import IssueUpdate, update_fields
 from shopfloor.simulator.auth import can
 from shopfloor.simulator.core import Simulator
 from shopfloor.simulator.deps import load_issue, load_repo, paginate
 from shopfloor.simulator.errors import GitHubError, custom_invalid, invalid
 from shopfloor.simulator.git.repos import GitError, MergeConflict, RefUpdate
 from shopfloor.simulator.merging import merge_pull
-from shopfloor.simulator.api.issues import IssueUpdate, update_fields
 from shopfloor.simulator.store import Issue, PullRequest, Repo, now
 
 router = APIRouter()
@@ -55,7 +55,9 @@ def create_pull(owner: str, repo: str, body: NewPull, request: Request) -> JSONR
         if head_sha is None:
             raise invalid("PullRequest", "head")
         if sim.open_prs(r, head=head, base=base, head_repo=head_repo):
-            raise custom_invalid("PullRequest", f"A pull request already exists for {(head_repo or r).owner.login}:{head}.")
+            raise custom_invalid(
+                "PullRequest", f"A pull request already exists for {(head_repo or r).owner.login}:{head}."
+            )
         if head_repo is not None:
             r.git.fetch_commit(head_repo.git, head_sha)
         if r.git.is_ancestor(head_sha, base_sha):
@@ -69,11 +71,24 @@ def create_pull(owner: str, repo: str, body: NewPull, request: Request) -> JSONR
         if not title or not title.strip():
             raise invalid("PullRequest", "title", "missing_field")
         t = now()
-        issue = Issue(id=sim.store.new_id(), number=r.next_number(), title=title, body=body.body, user=actor.user,
-                      created_at=t, updated_at=t,
-                      pr=PullRequest(id=sim.store.new_id(), head_ref=head, head_sha=head_sha, base_ref=base,
-                                     head_repo=head_repo, draft=body.draft,
-                                     maintainer_can_modify=body.maintainer_can_modify))  # fmt: skip
+        issue = Issue(
+            id=sim.store.new_id(),
+            number=r.next_number(),
+            title=title,
+            body=body.body,
+            user=actor.user,
+            created_at=t,
+            updated_at=t,
+            pr=PullRequest(
+                id=sim.store.new_id(),
+                head_ref=head,
+                head_sha=head_sha,
+                base_ref=base,
+                head_repo=head_repo,
+                draft=body.draft,
+                maintainer_can_modify=body.maintainer_can_modify,
+            ),
+        )
         r.git.set_pull_head(issue.number, head_sha)
         r.issues[issue.number] = issue
         sim.events.pull_request(r, issue, "opened", actor.user)
@@ -103,16 +118,25 @@ def update_pull(owner: str, repo: str, number: int, body: PullUpdate, request: R
         issue = load_issue(r, number, pr=True)
         assert issue.pr is not None
         if issue.user.id != actor.user.id and not can(r, actor.user, "write"):
-            raise GitHubError(403, "Resource not accessible by integration" if actor.kind == "bot" else
-                              "Must have write access to edit this pull request.")  # fmt: skip
+            raise GitHubError(
+                403,
+                "Resource not accessible by integration"
+                if actor.kind == "bot"
+                else "Must have write access to edit this pull request.",
+            )
         if body.base is not None and body.base != issue.pr.base_ref:
             if issue.state != "open" or r.git.ref_sha(body.base) is None:
                 raise invalid("PullRequest", "base")
             old = issue.pr.base_ref
             issue.pr.base_ref = body.base
             issue.updated_at = now()
-            sim.events.pull_request(r, issue, "edited", actor.user, changes={"base": {
-                "ref": {"from": old}, "sha": {"from": r.git.ref_sha(old) or ""}}})  # fmt: skip
+            sim.events.pull_request(
+                r,
+                issue,
+                "edited",
+                actor.user,
+                changes={"base": {"ref": {"from": old}, "sha": {"from": r.git.ref_sha(old) or ""}}},
+            )
         if body.maintainer_can_modify is not None:
             issue.pr.maintainer_can_modify = body.maintainer_can_modify
         fields = body.model_dump(include={"title", "body", "state"}, exclude_unset=True)
@@ -131,9 +155,14 @@ def list_pulls(owner: str, repo: str, request: Request) -> JSONResponse:
             head_repo, head = _head(sim, r, q["head"]) if q.get("head") else (None, None)
         except GitHubError:  # a head in no fork of this repository: no pull request has it
             return paginate(request, [], shape=lambda i: sim.pulls.simple(r, i))
-        found = [i for i in r.issues.values() if i.pr and (state == "all" or i.state == state)
-                 and (head is None or (i.pr.head_ref == head and i.pr.head_repo is head_repo))
-                 and (base is None or i.pr.base_ref == base)]  # fmt: skip
+        found = [
+            i
+            for i in r.issues.values()
+            if i.pr
+            and (state == "all" or i.state == state)
+            and (head is None or (i.pr.head_ref == head and i.pr.head_repo is head_repo))
+            and (base is None or i.pr.base_ref == base)
+        ]
         found.sort(key=lambda i: i.number, reverse=q.get("direction", "desc") != "asc")
         return paginate(request, found, shape=lambda i: sim.pulls.simple(r, i))
 
@@ -176,8 +205,16 @@ def merge(owner: str, repo: str, number: int, request: Request, body: MergeBody 
     body = body or MergeBody()
     with sim.store.lock:
         issue = load_issue(r, number, pr=True)
-        result = merge_pull(sim, r, issue, actor.user, method=body.merge_method, title=body.commit_title,
-                            message=body.commit_message, sha=body.sha)  # fmt: skip
+        result = merge_pull(
+            sim,
+            r,
+            issue,
+            actor.user,
+            method=body.merge_method,
+            title=body.commit_title,
+            message=body.commit_message,
+            sha=body.sha,
+        )
         return JSONResponse(result)
 
 
@@ -196,8 +233,9 @@ class UpdateBranch(BaseModel):
 
 
 @router.put("/repos/{owner}/{repo}/pulls/{number}/update-branch", status_code=202)
-def update_branch(owner: str, repo: str, number: int, request: Request,
-                  body: UpdateBranch | None = None) -> JSONResponse:  # fmt: skip
+def update_branch(
+    owner: str, repo: str, number: int, request: Request, body: UpdateBranch | None = None
+) -> JSONResponse:
     sim, actor, r = load_repo(request, owner, repo, "write")
     with sim.store.lock:
         issue = load_issue(r, number, pr=True)
@@ -217,8 +255,14 @@ def update_branch(owner: str, repo: str, number: int, request: Request,
         before = pr.head_sha
         try:
             head.git.fetch_commit(r.git, base_sha)
-            new = head.git.merge(pr.head_ref, base_sha, method="merge", author=author, message="",
-                                 title=f"Merge branch '{pr.base_ref}' into {pr.head_ref}")  # fmt: skip
+            new = head.git.merge(
+                pr.head_ref,
+                base_sha,
+                method="merge",
+                author=author,
+                message="",
+                title=f"Merge branch '{pr.base_ref}' into {pr.head_ref}",
+            )
         except MergeConflict:
             raise GitHubError(422, "merge conflict between base and head") from None
         except GitError as exc:

@@ -55,9 +55,13 @@ def get_repo(owner: str, repo: str, request: Request) -> JSONResponse:
     with sim.store.lock:
         data = sim.shapes.repo(r, full=True)
         have = permission(r, actor.user) or "read"
-        data["permissions"] = {"admin": have == "admin", "maintain": RANK[have] >= RANK["maintain"],
-                               "push": RANK[have] >= RANK["write"], "triage": RANK[have] >= RANK["triage"],
-                               "pull": True}  # fmt: skip
+        data["permissions"] = {
+            "admin": have == "admin",
+            "maintain": RANK[have] >= RANK["maintain"],
+            "push": RANK[have] >= RANK["write"],
+            "triage": RANK[have] >= RANK["triage"],
+            "pull": True,
+        }
         return JSONResponse(data)
 
 
@@ -91,8 +95,11 @@ def list_branches(owner: str, repo: str, request: Request) -> JSONResponse:
     sim, _, r = load_repo(request, owner, repo)
     api = f"{sim.shapes.api}/repos/{r.full_name}/commits"
     branches = sorted(r.git.branches().items())
-    return paginate(request, branches, shape=lambda b: {
-        "name": b[0], "commit": {"sha": b[1], "url": f"{api}/{b[1]}"}, "protected": False})  # fmt: skip
+    return paginate(
+        request,
+        branches,
+        shape=lambda b: {"name": b[0], "commit": {"sha": b[1], "url": f"{api}/{b[1]}"}, "protected": False},
+    )
 
 
 @router.get("/repos/{owner}/{repo}/branches/{branch:path}")
@@ -157,16 +164,20 @@ def put_contents(owner: str, repo: str, path: str, body: PutContents, request: R
         before = r.git.ref_sha(branch)
         existing = r.git.blob_sha(before, path) if before else None
         if existing is not None and body.sha != existing:
-            raise GitHubError(409 if body.sha else 422, f"{path} does not match {body.sha}" if body.sha
-                              else 'Invalid request.\n\n"sha" wasn\'t supplied.')  # fmt: skip
+            raise GitHubError(
+                409 if body.sha else 422,
+                f"{path} does not match {body.sha}" if body.sha else 'Invalid request.\n\n"sha" wasn\'t supplied.',
+            )
         try:
             commit_sha, blob_sha = r.git.write_file(branch, path, content, message=body.message, author=author)
         except GitError as exc:
             raise invalid("Content", "path", message=str(exc)) from None
         sim.refs_moved(r, actor.user, [RefUpdate(f"refs/heads/{branch}", before or "0" * 40, commit_sha)])
         data = r.git.read_file(commit_sha, path) or b""
-        payload = {"content": sim.git_shapes.content(r, path.strip("/"), branch, data, blob_sha),
-                   "commit": sim.git_shapes.commit(r, r.git.commit(commit_sha))}  # fmt: skip
+        payload = {
+            "content": sim.git_shapes.content(r, path.strip("/"), branch, data, blob_sha),
+            "commit": sim.git_shapes.commit(r, r.git.commit(commit_sha)),
+        }
     return JSONResponse(payload, status_code=200 if existing else 201)
 
 
@@ -194,8 +205,11 @@ def put_collaborator(owner: str, repo: str, login: str, body: PutCollaborator, r
 
 
 def custom_owner() -> GitHubError:
-    return GitHubError(422, "Validation Failed", errors=[{"resource": "Repository", "code": "custom",
-                       "message": "Repository owner cannot be a collaborator"}])  # fmt: skip
+    return GitHubError(
+        422,
+        "Validation Failed",
+        errors=[{"resource": "Repository", "code": "custom", "message": "Repository owner cannot be a collaborator"}],
+    )
 
 
 @router.get("/repos/{owner}/{repo}/collaborators/{login}")
@@ -214,10 +228,16 @@ def collaborator_permission(owner: str, repo: str, login: str, request: Request)
         level = permission(r, user) or "none"
         legacy = {"maintain": "write", "triage": "read"}.get(level, level)  # the old field's vocabulary
         shaped = sim.shapes.user(user) or {}
+
         def has(p: str) -> bool:
             return level != "none" and RANK[level] >= RANK[p]
 
-        shaped["permissions"] = {"admin": has("admin"), "maintain": has("maintain"), "push": has("write"),
-                                 "triage": has("triage"), "pull": has("read")}  # fmt: skip
+        shaped["permissions"] = {
+            "admin": has("admin"),
+            "maintain": has("maintain"),
+            "push": has("write"),
+            "triage": has("triage"),
+            "pull": has("read"),
+        }
         shaped["role_name"] = level
         return JSONResponse({"permission": legacy, "role_name": level, "user": shaped})

@@ -44,20 +44,33 @@ def create_review(owner: str, repo: str, number: int, body: NewReview, request: 
         pr = issue.pr
         assert pr is not None
         if issue.state != "open" and body.event != "COMMENT":
-            raise GitHubError(422, "Unprocessable Entity", errors=["Can not approve a closed pull request"]
-                              if body.event == "APPROVE" else ["Can not request changes on a closed pull request"])  # fmt: skip
+            raise GitHubError(
+                422,
+                "Unprocessable Entity",
+                errors=["Can not approve a closed pull request"]
+                if body.event == "APPROVE"
+                else ["Can not request changes on a closed pull request"],
+            )
         if issue.user.id == actor.user.id and body.event != "COMMENT":
             verb = "approve" if body.event == "APPROVE" else "request changes on"
             raise GitHubError(422, "Unprocessable Entity", errors=[f"Can not {verb} your own pull request"])
         if body.event in ("REQUEST_CHANGES", "COMMENT") and not (body.body or "").strip() and not body.comments:
-            raise GitHubError(422, "Unprocessable Entity", errors=[
-                f"Review Body is required when using the {body.event} event"])  # fmt: skip
+            raise GitHubError(
+                422, "Unprocessable Entity", errors=[f"Review Body is required when using the {body.event} event"]
+            )
         commit_id = body.commit_id or pr.head_sha
         if not r.git.commit_exists(commit_id):
             raise custom_invalid("PullRequestReview", "commit_id is not part of the pull request")
         inline: list[dict[str, Any]] = [{"id": sim.store.new_id(), **c.model_dump()} for c in body.comments]
-        review = Review(id=sim.store.new_id(), user=actor.user, body=body.body or "", state=STATES[body.event],
-                        commit_id=commit_id, submitted_at=now(), comments=inline)  # fmt: skip
+        review = Review(
+            id=sim.store.new_id(),
+            user=actor.user,
+            body=body.body or "",
+            state=STATES[body.event],
+            commit_id=commit_id,
+            submitted_at=now(),
+            comments=inline,
+        )
         pr.reviews.append(review)
         issue.updated_at = now()
         sim.events.review(r, issue, review, actor.user)
@@ -83,7 +96,6 @@ def get_review(owner: str, repo: str, number: int, review_id: int, request: Requ
         if review is None:
             raise GitHubError(404, "Not Found")
         return JSONResponse(sim.pulls.review(r, issue, review))
-
 
 
 @router.get("/repos/{owner}/{repo}/pulls/{number}/comments")

@@ -76,10 +76,13 @@ def matches(query: Query, issue: Issue) -> bool:
     if query.authors and issue.user.login.lower() not in query.authors:
         return False
     scopes = query.scopes or {"title", "body", "comments"}
-    haystack = " ".join([
-        issue.title if "title" in scopes else "", (issue.body or "") if "body" in scopes else "",
-        " ".join(c.body for c in issue.comments) if "comments" in scopes else "",
-    ]).lower()  # fmt: skip
+    haystack = " ".join(
+        [
+            issue.title if "title" in scopes else "",
+            (issue.body or "") if "body" in scopes else "",
+            " ".join(c.body for c in issue.comments) if "comments" in scopes else "",
+        ]
+    ).lower()
     return all(word in haystack for word in query.words)
 
 
@@ -88,12 +91,14 @@ def search_issues(request: Request) -> JSONResponse:
     sim, actor = sim_of(request), actor_of(request)
     q = request.query_params.get("q", "").strip()
     if not q:
-        raise GitHubError(422, "Validation Failed", errors=[{"resource": "Search", "field": "q",
-                                                            "code": "missing"}])  # fmt: skip
+        raise GitHubError(422, "Validation Failed", errors=[{"resource": "Search", "field": "q", "code": "missing"}])
     query = parse(q)
     with sim.store.lock:
-        repos: list[Repo] = [r for r in sim.store.repos.values() if can(r, actor.user, "read")
-                             and (not query.repos or r.full_name.lower() in query.repos)]  # fmt: skip
+        repos: list[Repo] = [
+            r
+            for r in sim.store.repos.values()
+            if can(r, actor.user, "read") and (not query.repos or r.full_name.lower() in query.repos)
+        ]
         found = [(r, i) for r in repos for i in r.issues.values() if matches(query, i)]
         found.sort(key=lambda ri: ri[1].created_at, reverse=request.query_params.get("order", "desc") != "asc")
 
@@ -102,5 +107,10 @@ def search_issues(request: Request) -> JSONResponse:
             data["score"] = 1.0
             return data
 
-        return paginate(request, found, shape=shape, wrap="items",
-                        extra={"total_count": len(found), "incomplete_results": False, "search_type": "lexical"})  # fmt: skip
+        return paginate(
+            request,
+            found,
+            shape=shape,
+            wrap="items",
+            extra={"total_count": len(found), "incomplete_results": False, "search_type": "lexical"},
+        )

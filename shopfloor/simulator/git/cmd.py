@@ -23,10 +23,21 @@ EMPTY_TREE_SHA = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 
 # Settings every simulator git runs with, whatever the repository's own config says.
 GIT_OPTIONS: tuple[str, ...] = (
-    "-c", "core.autocrlf=false", "-c", "core.quotepath=false", "-c", "commit.gpgsign=false",
-    "-c", "gc.auto=0", "-c", "advice.detachedHead=false", "-c", "init.defaultBranch=main",
-    "-c", "core.hooksPath=/dev/null",
-)  # fmt: skip
+    "-c",
+    "core.autocrlf=false",
+    "-c",
+    "core.quotepath=false",
+    "-c",
+    "commit.gpgsign=false",
+    "-c",
+    "gc.auto=0",
+    "-c",
+    "advice.detachedHead=false",
+    "-c",
+    "init.defaultBranch=main",
+    "-c",
+    "core.hooksPath=/dev/null",
+)
 
 _STDERR_TAIL = 2000
 _home_lock = threading.Lock()
@@ -102,9 +113,11 @@ def identity_env(author: tuple[str, str], committer: tuple[str, str] | None = No
     name, email = author
     c_name, c_email = committer or author
     return {
-        "GIT_AUTHOR_NAME": name, "GIT_AUTHOR_EMAIL": email,
-        "GIT_COMMITTER_NAME": c_name, "GIT_COMMITTER_EMAIL": c_email,
-    }  # fmt: skip
+        "GIT_AUTHOR_NAME": name,
+        "GIT_AUTHOR_EMAIL": email,
+        "GIT_COMMITTER_NAME": c_name,
+        "GIT_COMMITTER_EMAIL": c_email,
+    }
 
 
 def run_git(

@@ -12,8 +12,12 @@ if TYPE_CHECKING:
 
 _DIFF_OPTS = ("--no-color", "--no-ext-diff", "--no-textconv", "-M", "--full-index")
 _STATUS: dict[str, Literal["added", "removed", "modified", "renamed"]] = {
-    "A": "added", "D": "removed", "M": "modified", "T": "modified", "R": "renamed",
-}  # fmt: skip
+    "A": "added",
+    "D": "removed",
+    "M": "modified",
+    "T": "modified",
+    "R": "renamed",
+}
 
 
 def changed_files(repo: BareRepo, base: str, head: str) -> list[FileChange]:

@@ -224,9 +224,13 @@ class _Cgi:
         }
         env.update({k: v for k, v in optional.items() if v})
         proc = await asyncio.create_subprocess_exec(
-            "git", "http-backend", env=env, stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-        )  # fmt: skip
+            "git",
+            "http-backend",
+            env=env,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
         feeder = asyncio.ensure_future(_feed(proc, request))
         cgi = cls(proc, feeder, f"{path.parent.name}/{path.name} {action}")
         await cgi._read_headers()

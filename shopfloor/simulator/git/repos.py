@@ -132,7 +132,9 @@ class BareRepo:
     def ref_sha(self, branch: str) -> str | None:
         if not _safe_name(branch):
             return None
-        done = run_git(["rev-parse", "--verify", "--quiet", f"refs/heads/{branch}^{{commit}}"], git_dir=self.path, check=False)
+        done = run_git(
+            ["rev-parse", "--verify", "--quiet", f"refs/heads/{branch}^{{commit}}"], git_dir=self.path, check=False
+        )
         return (done.stdout.decode().strip() or None) if done.returncode == 0 else None
 
     def resolve(self, rev: str) -> str | None:
@@ -140,7 +142,9 @@ class BareRepo:
         if not rev or not _safe_name(rev):
             return None
         for candidate in (f"refs/heads/{rev}", f"refs/tags/{rev}", rev):
-            done = run_git(["rev-parse", "--verify", "--quiet", f"{candidate}^{{commit}}"], git_dir=self.path, check=False)
+            done = run_git(
+                ["rev-parse", "--verify", "--quiet", f"{candidate}^{{commit}}"], git_dir=self.path, check=False
+            )
             if done.returncode == 0:
                 return done.stdout.decode().strip()
         return None
@@ -171,8 +175,19 @@ class BareRepo:
         """Bring `sha` and its history over from `source` (fork and parent share a network)."""
         if not self.commit_exists(sha):
             with self.lock:
-                run_git(["-c", "uploadpack.allowAnySHA1InWant=true", "fetch", "--quiet", "--no-tags", "--",
-                         str(source.path), sha], git_dir=self.path)  # fmt: skip
+                run_git(
+                    [
+                        "-c",
+                        "uploadpack.allowAnySHA1InWant=true",
+                        "fetch",
+                        "--quiet",
+                        "--no-tags",
+                        "--",
+                        str(source.path),
+                        sha,
+                    ],
+                    git_dir=self.path,
+                )
 
     def delete_branch(self, branch: str) -> None:
         with self.lock:
@@ -191,14 +206,17 @@ class BareRepo:
         return parse_commit(full, raw)
 
     def commit_exists(self, sha: str) -> bool:
-        return _safe_name(sha) and run_git(
-            ["cat-file", "-e", f"{sha}^{{commit}}"], git_dir=self.path, check=False
-        ).returncode == 0
+        return (
+            _safe_name(sha)
+            and run_git(["cat-file", "-e", f"{sha}^{{commit}}"], git_dir=self.path, check=False).returncode == 0
+        )
 
     def is_ancestor(self, ancestor: str, descendant: str) -> bool:
         done = run_git(["merge-base", "--is-ancestor", ancestor, descendant], git_dir=self.path, check=False)
         if done.returncode not in (0, 1):
-            raise GitError(f"cannot compare {ancestor} and {descendant}: {done.stderr.decode(errors='replace').strip()}")
+            raise GitError(
+                f"cannot compare {ancestor} and {descendant}: {done.stderr.decode(errors='replace').strip()}"
+            )
         return done.returncode == 0
 
     def merge_base(self, a: str, b: str) -> str | None:
@@ -251,8 +269,9 @@ class BareRepo:
     ) -> str:
         from shopfloor.simulator.git.merge import merge
 
-        return merge(self, base_branch, head_sha, method=method, title=title, message=message,
-                     author=author, committer=committer)  # fmt: skip
+        return merge(
+            self, base_branch, head_sha, method=method, title=title, message=message, author=author, committer=committer
+        )
 
     # -- files -----------------------------------------------------------------------------
 
@@ -307,8 +326,16 @@ class BareRepo:
                 run_git(["read-tree", parent], git_dir=self.path, env=env)
                 run_git(["update-index", "--add", "--cacheinfo", f"{mode},{blob},{path}"], git_dir=self.path, env=env)
                 tree = run_git(["write-tree"], git_dir=self.path, env=env).stdout.decode().strip()
-                sha = run_git(["commit-tree", tree, "-p", parent, "-F", "-"], git_dir=self.path, env=env,
-                              input=message.encode()).stdout.decode().strip()  # fmt: skip
+                sha = (
+                    run_git(
+                        ["commit-tree", tree, "-p", parent, "-F", "-"],
+                        git_dir=self.path,
+                        env=env,
+                        input=message.encode(),
+                    )
+                    .stdout.decode()
+                    .strip()
+                )
             run_git(["update-ref", f"refs/heads/{branch}", sha, old or ZERO_SHA], git_dir=self.path)
         return sha, blob
 

@@ -33,23 +33,33 @@ class GitShapes:
     def commit(self, r: Repo, c: CommitInfo, *, files: list[FileChange] | None = None) -> dict[str, Any]:
         api = self._api(r)
         data: dict[str, Any] = {
-            "url": f"{api}/commits/{c.sha}", "sha": c.sha, "node_id": node_id("Commit", c.sha),
+            "url": f"{api}/commits/{c.sha}",
+            "sha": c.sha,
+            "node_id": node_id("Commit", c.sha),
             "html_url": f"{self.s.base}/{r.full_name}/commit/{c.sha}",
             "comments_url": f"{api}/commits/{c.sha}/comments",
             "commit": {
                 "url": f"{api}/git/commits/{c.sha}",
                 "author": {"name": c.author_name, "email": c.author_email, "date": git_date(c.author_date)},
-                "committer": {"name": c.committer_name, "email": c.committer_email,
-                              "date": git_date(c.committer_date)},
-                "message": c.message, "comment_count": 0,
+                "committer": {"name": c.committer_name, "email": c.committer_email, "date": git_date(c.committer_date)},
+                "message": c.message,
+                "comment_count": 0,
                 "tree": {"sha": c.tree_sha, "url": f"{api}/git/trees/{c.tree_sha}"},
-                "verification": {"verified": False, "reason": "unsigned", "signature": None, "payload": None,
-                                 "verified_at": None},
+                "verification": {
+                    "verified": False,
+                    "reason": "unsigned",
+                    "signature": None,
+                    "payload": None,
+                    "verified_at": None,
+                },
             },
-            "author": None, "committer": None,
-            "parents": [{"sha": p, "url": f"{api}/commits/{p}", "html_url": f"{self.s.base}/{r.full_name}/commit/{p}"}
-                        for p in c.parents],
-        }  # fmt: skip
+            "author": None,
+            "committer": None,
+            "parents": [
+                {"sha": p, "url": f"{api}/commits/{p}", "html_url": f"{self.s.base}/{r.full_name}/commit/{p}"}
+                for p in c.parents
+            ],
+        }
         if files is not None:
             adds, dels = sum(f.additions for f in files), sum(f.deletions for f in files)
             data["stats"] = {"total": adds + dels, "additions": adds, "deletions": dels}
@@ -59,12 +69,16 @@ class GitShapes:
     def file(self, r: Repo, sha: str, f: FileChange) -> dict[str, Any]:
         api = self._api(r)
         data: dict[str, Any] = {
-            "sha": f.blob_sha or "0" * 40, "filename": f.filename, "status": f.status,
-            "additions": f.additions, "deletions": f.deletions, "changes": f.changes,
+            "sha": f.blob_sha or "0" * 40,
+            "filename": f.filename,
+            "status": f.status,
+            "additions": f.additions,
+            "deletions": f.deletions,
+            "changes": f.changes,
             "blob_url": f"{self.s.base}/{r.full_name}/blob/{sha}/{f.filename}",
             "raw_url": f"{self.s.base}/{r.full_name}/raw/{sha}/{f.filename}",
             "contents_url": f"{api}/contents/{f.filename}?ref={sha}",
-        }  # fmt: skip
+        }
         if f.patch is not None:
             data["patch"] = f.patch
         if f.previous_filename:
@@ -74,18 +88,23 @@ class GitShapes:
     def branch(self, r: Repo, name: str, c: CommitInfo) -> dict[str, Any]:
         api = self._api(r)
         return {
-            "name": name, "commit": self.commit(r, c),
+            "name": name,
+            "commit": self.commit(r, c),
             "_links": {"self": f"{api}/branches/{name}", "html": f"{self.s.base}/{r.full_name}/tree/{name}"},
             "protected": False,
-            "protection": {"enabled": False, "required_status_checks": {
-                "enforcement_level": "off", "contexts": [], "checks": []}},
+            "protection": {
+                "enabled": False,
+                "required_status_checks": {"enforcement_level": "off", "contexts": [], "checks": []},
+            },
             "protection_url": f"{api}/branches/{name}/protection",
-        }  # fmt: skip
+        }
 
     def ref(self, r: Repo, ref: str, sha: str) -> dict[str, Any]:
         api = self._api(r)
         return {
-            "ref": ref, "node_id": node_id("Ref", f"{r.id}:{ref}"), "url": f"{api}/git/{ref}",
+            "ref": ref,
+            "node_id": node_id("Ref", f"{r.id}:{ref}"),
+            "url": f"{api}/git/{ref}",
             "object": {"type": "commit", "sha": sha, "url": f"{api}/git/commits/{sha}"},
         }
 
@@ -96,8 +115,16 @@ class GitShapes:
         git_url = f"{api}/git/blobs/{blob_sha}"
         html = f"{self.s.base}/{r.full_name}/blob/{ref}/{path}"
         return {
-            "type": "file", "encoding": "base64", "size": len(data), "name": name, "path": path,
-            "content": base64.encodebytes(data).decode(), "sha": blob_sha, "url": url, "git_url": git_url,
-            "html_url": html, "download_url": f"{self.s.base}/{r.full_name}/raw/{ref}/{path}",
+            "type": "file",
+            "encoding": "base64",
+            "size": len(data),
+            "name": name,
+            "path": path,
+            "content": base64.encodebytes(data).decode(),
+            "sha": blob_sha,
+            "url": url,
+            "git_url": git_url,
+            "html_url": html,
+            "download_url": f"{self.s.base}/{r.full_name}/raw/{ref}/{path}",
             "_links": {"git": git_url, "self": url, "html": html},
-        }  # fmt: skip
+        }

@@ -34,15 +34,21 @@ class PullShapes:
         statuses = {s.context: s for s in r.statuses if s.sha == pr.head_sha}  # latest per context wins
         if any(c.status != "completed" for c in runs) or any(s.state == "pending" for s in statuses.values()):
             return True, "unstable"
-        if any(c.conclusion in FAILING for c in runs) or any(s.state in ("failure", "error")
-                                                             for s in statuses.values()):  # fmt: skip
+        if any(c.conclusion in FAILING for c in runs) or any(
+            s.state in ("failure", "error") for s in statuses.values()
+        ):
             return True, "unstable"
         return True, "clean"
 
     def _side(self, r: Repo, ref: str, sha: str) -> dict[str, Any]:
         """`head` or `base`; a fork's head is labelled and shaped as its own repository."""
-        return {"label": f"{r.owner.login}:{ref}", "ref": ref, "sha": sha, "user": self.s.user(r.owner),
-                "repo": self.s.repo(r)}  # fmt: skip
+        return {
+            "label": f"{r.owner.login}:{ref}",
+            "ref": ref,
+            "sha": sha,
+            "user": self.s.user(r.owner),
+            "repo": self.s.repo(r),
+        }
 
     def simple(self, r: Repo, i: Issue) -> dict[str, Any]:
         pr = i.pr
@@ -53,27 +59,55 @@ class PullShapes:
         issue_url = f"{api}/issues/{i.number}"
         statuses = f"{api}/statuses/{pr.head_sha}"
         return {
-            "url": url, "id": pr.id, "node_id": node_id("PullRequest", pr.id), "html_url": html,
-            "diff_url": html + ".diff", "patch_url": html + ".patch", "issue_url": issue_url,
-            "commits_url": url + "/commits", "review_comments_url": url + "/comments",
-            "review_comment_url": f"{api}/pulls/comments{{/number}}", "comments_url": issue_url + "/comments",
-            "statuses_url": statuses, "number": i.number, "state": i.state, "locked": False,
-            "title": i.title, "user": self.s.user(i.user), "body": i.body,
-            "labels": [self.s.label(r, lab) for lab in i.labels], "milestone": None,
-            "active_lock_reason": None, "created_at": iso(i.created_at), "updated_at": iso(i.updated_at),
-            "closed_at": iso(i.closed_at), "merged_at": iso(pr.merged_at),
+            "url": url,
+            "id": pr.id,
+            "node_id": node_id("PullRequest", pr.id),
+            "html_url": html,
+            "diff_url": html + ".diff",
+            "patch_url": html + ".patch",
+            "issue_url": issue_url,
+            "commits_url": url + "/commits",
+            "review_comments_url": url + "/comments",
+            "review_comment_url": f"{api}/pulls/comments{{/number}}",
+            "comments_url": issue_url + "/comments",
+            "statuses_url": statuses,
+            "number": i.number,
+            "state": i.state,
+            "locked": False,
+            "title": i.title,
+            "user": self.s.user(i.user),
+            "body": i.body,
+            "labels": [self.s.label(r, lab) for lab in i.labels],
+            "milestone": None,
+            "active_lock_reason": None,
+            "created_at": iso(i.created_at),
+            "updated_at": iso(i.updated_at),
+            "closed_at": iso(i.closed_at),
+            "merged_at": iso(pr.merged_at),
             "merge_commit_sha": pr.merge_commit_sha,
             "assignee": self.s.user(i.assignees[0]) if i.assignees else None,
-            "assignees": [self.s.user(a) for a in i.assignees], "requested_reviewers": [],
-            "requested_teams": [], "head": self._side(pr.head_repo or r, pr.head_ref, pr.head_sha),
+            "assignees": [self.s.user(a) for a in i.assignees],
+            "requested_reviewers": [],
+            "requested_teams": [],
+            "head": self._side(pr.head_repo or r, pr.head_ref, pr.head_sha),
             "base": self._side(r, pr.base_ref, self.base_sha(r, i)),
-            "_links": {k: {"href": v} for k, v in {
-                "self": url, "html": html, "issue": issue_url, "comments": issue_url + "/comments",
-                "review_comments": url + "/comments", "review_comment": f"{api}/pulls/comments{{/number}}",
-                "commits": url + "/commits", "statuses": statuses}.items()},
-            "author_association": self.s.author_association(r, i.user), "auto_merge": None,
+            "_links": {
+                k: {"href": v}
+                for k, v in {
+                    "self": url,
+                    "html": html,
+                    "issue": issue_url,
+                    "comments": issue_url + "/comments",
+                    "review_comments": url + "/comments",
+                    "review_comment": f"{api}/pulls/comments{{/number}}",
+                    "commits": url + "/commits",
+                    "statuses": statuses,
+                }.items()
+            },
+            "author_association": self.s.author_association(r, i.user),
+            "auto_merge": None,
             "draft": pr.draft,
-        }  # fmt: skip
+        }
 
     def full(self, r: Repo, i: Issue) -> dict[str, Any]:
         pr = i.pr
@@ -84,37 +118,66 @@ class PullShapes:
         commits = r.git.commits_between(merge_base, pr.head_sha)
         files = r.git.changed_files(merge_base, pr.head_sha)
         mergeable, state = self.mergeable(r, i)
-        data.update({
-            "merged": pr.merged, "mergeable": mergeable, "rebaseable": mergeable,
-            "mergeable_state": state, "merged_by": self.s.user(pr.merged_by), "comments": len(i.comments),
-            "review_comments": sum(len(rv.comments) for rv in pr.reviews),
-            "maintainer_can_modify": pr.maintainer_can_modify, "commits": len(commits),
-            "additions": sum(f.additions for f in files), "deletions": sum(f.deletions for f in files),
-            "changed_files": len(files),
-        })  # fmt: skip
+        data.update(
+            {
+                "merged": pr.merged,
+                "mergeable": mergeable,
+                "rebaseable": mergeable,
+                "mergeable_state": state,
+                "merged_by": self.s.user(pr.merged_by),
+                "comments": len(i.comments),
+                "review_comments": sum(len(rv.comments) for rv in pr.reviews),
+                "maintainer_can_modify": pr.maintainer_can_modify,
+                "commits": len(commits),
+                "additions": sum(f.additions for f in files),
+                "deletions": sum(f.deletions for f in files),
+                "changed_files": len(files),
+            }
+        )
         return data
 
     def review_comment(self, r: Repo, i: Issue, rv: Review, c: dict[str, Any]) -> dict[str, Any]:
         url = f"{self.s.api}/repos/{r.full_name}/pulls"
         html = f"{self.s.base}/{r.full_name}/pull/{i.number}#discussion_r{c['id']}"
         return {
-            "id": c["id"], "node_id": node_id("PullRequestReviewComment", c["id"]), "pull_request_review_id": rv.id,
-            "path": c["path"], "line": c.get("line"), "side": c.get("side") or "RIGHT", "position": c.get("position"),
-            "body": c["body"], "commit_id": rv.commit_id, "original_commit_id": rv.commit_id, "diff_hunk": "",
-            "user": self.s.user(rv.user), "created_at": iso(rv.submitted_at), "updated_at": iso(rv.submitted_at),
-            "url": f"{url}/comments/{c['id']}", "html_url": html, "pull_request_url": f"{url}/{i.number}",
+            "id": c["id"],
+            "node_id": node_id("PullRequestReviewComment", c["id"]),
+            "pull_request_review_id": rv.id,
+            "path": c["path"],
+            "line": c.get("line"),
+            "side": c.get("side") or "RIGHT",
+            "position": c.get("position"),
+            "body": c["body"],
+            "commit_id": rv.commit_id,
+            "original_commit_id": rv.commit_id,
+            "diff_hunk": "",
+            "user": self.s.user(rv.user),
+            "created_at": iso(rv.submitted_at),
+            "updated_at": iso(rv.submitted_at),
+            "url": f"{url}/comments/{c['id']}",
+            "html_url": html,
+            "pull_request_url": f"{url}/{i.number}",
             "author_association": self.s.author_association(r, rv.user),
-            "_links": {"self": {"href": f"{url}/comments/{c['id']}"}, "html": {"href": html},
-                       "pull_request": {"href": f"{url}/{i.number}"}},
-        }  # fmt: skip
+            "_links": {
+                "self": {"href": f"{url}/comments/{c['id']}"},
+                "html": {"href": html},
+                "pull_request": {"href": f"{url}/{i.number}"},
+            },
+        }
 
     def review(self, r: Repo, i: Issue, rv: Review) -> dict[str, Any]:
         url = f"{self.s.api}/repos/{r.full_name}/pulls/{i.number}"
         html = f"{self.s.base}/{r.full_name}/pull/{i.number}#pullrequestreview-{rv.id}"
         return {
-            "id": rv.id, "node_id": node_id("PullRequestReview", rv.id), "user": self.s.user(rv.user),
-            "body": rv.body, "state": rv.state, "html_url": html, "pull_request_url": url,
+            "id": rv.id,
+            "node_id": node_id("PullRequestReview", rv.id),
+            "user": self.s.user(rv.user),
+            "body": rv.body,
+            "state": rv.state,
+            "html_url": html,
+            "pull_request_url": url,
             "_links": {"html": {"href": html}, "pull_request": {"href": url}},
-            "submitted_at": iso(rv.submitted_at), "commit_id": rv.commit_id,
+            "submitted_at": iso(rv.submitted_at),
+            "commit_id": rv.commit_id,
             "author_association": self.s.author_association(r, rv.user),
-        }  # fmt: skip
+        }
