@@ -130,6 +130,7 @@ async def test_low_fixability_feature_is_parked_until_a_maintainer_asks(
         number = f.open_issue("Make add() add", "It would be nice if add() added.")
         parked = await f.state_when(lambda s: s.result == "parked", "the policy gate to park the run")
         assert parked.waiting_for == "fix_command" and "below the threshold" in parked.reason
+        await f.progress_when(number, "waiting for a human")  # the query runs ahead of the comment's upsert
         progress = f.progress_comments(number)
         assert len(progress) == 1 and "waiting for a human" in progress[0]["body"]
         labels = [label["name"] for label in f.get(f"/issues/{number}")["labels"]]
