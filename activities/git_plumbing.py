@@ -16,21 +16,18 @@ from datetime import UTC, datetime
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from shopfloor.activities.workspace import DIFF_ENV, DIFF_FLAGS, GIT_TIMEOUT_S, diff_argv, run_git, run_git_to_file
+from shopfloor.activities.workspace import (
+    DIFF_ENV,
+    DIFF_FLAGS,
+    GIT_TIMEOUT_S,
+    SAFE_GIT_CONFIG,
+    diff_argv,
+    run_git,
+    run_git_to_file,
+)
 
 _SAFE = [
-    "-c",
-    "core.hooksPath=/dev/null",
-    "-c",
-    "core.fsmonitor=false",
-    "-c",
-    "credential.helper=",
-    "-c",
-    "gc.auto=0",
-    "-c",
-    "maintenance.auto=false",
-    "-c",
-    "core.autocrlf=false",
+    *SAFE_GIT_CONFIG,
     "-c",
     "commit.gpgSign=false",
 ]

@@ -70,7 +70,9 @@ STATE_FILE = "shopfloor-ref.json"
 SHADOW_INDEX = "shopfloor-index"
 _SHA_RE = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 _USERINFO_RE = re.compile(r"(?<=://)[^/@\s]+@")
-_SAFE = [
+# git options every git run of a worker takes: no hooks, helpers, background work or line-ending
+# rewrites that a repository's own config could ask for.
+SAFE_GIT_CONFIG = [
     "-c",
     "core.hooksPath=/dev/null",
     "-c",
@@ -83,6 +85,9 @@ _SAFE = [
     "maintenance.auto=false",
     "-c",
     "core.autocrlf=false",
+]
+_SAFE = [
+    *SAFE_GIT_CONFIG,
     "-c",
     "advice.detachedHead=false",
     "-c",
