@@ -53,7 +53,11 @@ async def test_children_share_one_memory_limit(sandbox, ws):
     # Three children of 150 MB each: every one is under the 200 MB limit, together they are not.
     out = await sh(ws, f"for i in 1 2 3; do {CHILD} & done; wait; echo all-''finished", sandbox, memory_mb=200)
     assert "all-finished" not in out.output and "child done" not in out.output, out.output
-    assert out.output.count("held") < 3
+    if sandbox.cgroup != "off":
+        # The kernel counts every page, so the third child cannot fill its 150 MB. The watchdog
+        # polls, and all three may reach "held" between two of its looks: there, the test is
+        # that none of them lives to finish.
+        assert out.output.count("held") < 3, out.output
     assert out.exit_code != 0 and not out.timed_out
     assert "memory limit (200 MB)" in (out.killed_reason or ""), out
     assert not scratch_left(sandbox)
