@@ -1,5 +1,5 @@
-"""How the factory pipeline calls activities and agents: by name, with timeouts, bounded retries
-and a human summary on every call (docs/design.md, The agent loop)."""
+"""The pipeline's older way to call an activity, `act(name, ...)`, kept while its last callers move
+to `call` (workflows/activity_catalogue.py): the same command as before, through the catalogue."""
 
 from __future__ import annotations
 
@@ -10,17 +10,23 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ApplicationError
 
+with workflow.unsafe.imports_passed_through():
+    from shopfloor.models import failure_types
+    from shopfloor.workflows.activity_catalogue import (
+        GITHUB_RETRY,
+        STEADY_RETRY,
+        call,
+        catalogue,
+        failure_message,
+        failure_type,
+    )
+
 T = TypeVar("T")
 
-GITHUB_RETRY = RetryPolicy(
-    initial_interval=timedelta(seconds=1),
-    backoff_coefficient=2.0,
-    maximum_interval=timedelta(seconds=60),
-    maximum_attempts=6,
-)
-GIT_RETRY = RetryPolicy(
-    initial_interval=timedelta(seconds=2), maximum_interval=timedelta(seconds=60), maximum_attempts=5
-)
+GIT_RETRY = STEADY_RETRY
+cause = failure_message
+cause_type = failure_type
+__all__ = ["GITHUB_RETRY", "GIT_RETRY", "act", "cause", "cause_type"]
 
 
 async def act(
@@ -33,32 +39,20 @@ async def act(
     heartbeat_s: float | None = None,
     retry: RetryPolicy = GITHUB_RETRY,
 ) -> T:
-    args = [] if arg is None else [arg]
-    return await workflow.execute_activity(
-        name,
-        args=args,
-        result_type=result_type,
-        start_to_close_timeout=timedelta(seconds=timeout_s),
-        heartbeat_timeout=timedelta(seconds=heartbeat_s) if heartbeat_s else None,
-        retry_policy=retry,
+    """Call the catalogued activity `name` with exactly these timeouts and retries."""
+    entry = catalogue().get(name)
+    if entry is None:
+        raise ApplicationError(
+            f"{name!r} is not in the activity catalogue",
+            type=failure_types.INCONSISTENT_WORKFLOW_STATE,
+            non_retryable=True,
+        )
+    result: T = await call(
+        entry,
+        arg,
         summary=summary[:200],
+        timeout=timedelta(seconds=timeout_s),
+        heartbeat=timedelta(seconds=heartbeat_s) if heartbeat_s else None,
+        retry=retry,
     )
-
-
-def cause(exc: BaseException) -> str:
-    """The first ApplicationError's message in the chain (what the activity or child said)."""
-    current: BaseException | None = exc
-    while current is not None:
-        if isinstance(current, ApplicationError):
-            return current.message
-        current = current.__cause__
-    return str(exc) or type(exc).__name__
-
-
-def cause_type(exc: BaseException) -> str | None:
-    current: BaseException | None = exc
-    while current is not None:
-        if isinstance(current, ApplicationError):
-            return current.type
-        current = current.__cause__
-    return None
+    return result
