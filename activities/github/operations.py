@@ -8,7 +8,7 @@ an ApplicationError that says whether Temporal should retry (see errors.py).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import structlog
 from pydantic import BaseModel
@@ -53,21 +53,30 @@ from shopfloor.models.github_reads import (
 
 log = structlog.get_logger(__name__)
 
-In = TypeVar("In", bound=BaseModel)
-Out = TypeVar("Out", bound=BaseModel)
+
+
+class _OnRepo(Protocol):
+    """An input that names its repository (`owner/name`): every GitHub operation's input."""
+
+    @property
+    def repo(self) -> str: ...
+
+
+In = TypeVar("In", bound=_OnRepo)
+Out = TypeVar("Out", bound=BaseModel)  # a write's result: logged in brief
+Read = TypeVar("Read")
 
 
 class GitHubActivities:
     def __init__(self, clients: GitHubClients) -> None:
         self._clients = clients
 
-    async def read(self, fn: Callable[[GitHubApi, In], Out], inp: In) -> Out:
-        return await read_github(self._clients, inp.repo, fn, inp)  # type: ignore[attr-defined]
+    async def read(self, fn: Callable[[GitHubApi, In], Read], inp: In) -> Read:
+        return await read_github(self._clients, inp.repo, fn, inp)
 
     async def write(self, fn: Callable[[GitHubApi, In], Out], inp: In) -> Out:
-        repo: str = inp.repo  # type: ignore[attr-defined]
-        out = await write_github(self._clients, repo, fn, inp)
-        log.info("github write", op=fn.__name__, repo=repo, result=_brief(out))
+        out = await write_github(self._clients, inp.repo, fn, inp)
+        log.info("github write", op=fn.__name__, repo=inp.repo, result=_brief(out))
         return out
 
     @activity.defn(name="github_ensure_branch")
