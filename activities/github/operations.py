@@ -54,7 +54,6 @@ from shopfloor.models.github_reads import (
 log = structlog.get_logger(__name__)
 
 
-
 class _OnRepo(Protocol):
     """An input that names its repository (`owner/name`): every GitHub operation's input."""
 
