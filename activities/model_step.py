@@ -11,35 +11,31 @@ worker's event loop.
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import json
 from collections.abc import Callable, Mapping
 from datetime import timedelta
-from typing import Any
 
 import structlog
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from shopfloor.activities.heartbeat import heartbeating
-from shopfloor.activities.judging import CallToJudge, JudgingUnavailable, judge_calls
+from shopfloor.activities.judging import CallToJudge, JudgingUnavailable, Judgment, judge_calls
 from shopfloor.activities.providers.base import ModelProvider
 from shopfloor.activities.transcript_store import TranscriptStore
 from shopfloor.agents.budget import Price, cost_usd, price_table
 from shopfloor.agents.compaction import (
     compaction_message,
     compaction_prompt,
-    estimate_tokens,
     folded_model_turns,
     message_meta,
     plan_compaction,
 )
+from shopfloor.agents.definition import AgentDefinition
 from shopfloor.agents.permissions import PermissionPolicy
 from shopfloor.agents.registry import get_agent
-from shopfloor.agents.submission import SUBMIT, validate_submission
-from shopfloor.agents.summaries import args_preview, summarize_call
-from shopfloor.agents.text_actions import parse_text_actions, text_action_instructions
-from shopfloor.agents.tools import TOOLS
+from shopfloor.agents.step import conversation_tokens, judge_reply, step_request, to_permit
+from shopfloor.agents.summaries import args_preview
+from shopfloor.agents.text_actions import parse_text_actions
 from shopfloor.blobs import put_json
 from shopfloor.errors import ModelCallError
 from shopfloor.models.agent_run import (
@@ -47,24 +43,16 @@ from shopfloor.models.agent_run import (
     CompactOutput,
     ModelStepInput,
     ModelStepOutput,
-    PermissionRules,
-    ToolCallRef,
 )
 from shopfloor.models.model_spec import ModelSpec
-from shopfloor.models.transcript import Message, ModelReply, ModelRequest, ToolCall
+from shopfloor.models.transcript import Manifest, Message, ModelReply, ModelRequest, ToolCall
 
 log = structlog.get_logger(__name__)
 
 PREVIEW_CHARS = 200
 FINAL_TEXT_CHARS = 8_000
-SUBMIT_ERROR_CHARS = 2_000  # a refused submit's error travels in history: keep it short
 
 ProviderFactory = Callable[[ModelSpec], ModelProvider]
-
-
-def _canonical_digest(obj: object) -> str:
-    data = json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
-    return hashlib.sha256(data).hexdigest()
 
 
 def model_call_failure(exc: ModelCallError) -> ApplicationError:
@@ -76,27 +64,6 @@ def model_call_failure(exc: ModelCallError) -> ApplicationError:
         non_retryable=not exc.retryable,
         next_retry_delay=timedelta(seconds=exc.retry_after) if exc.retry_after else None,
     )
-
-
-def _policy(rules: PermissionRules) -> PermissionPolicy:
-    return PermissionPolicy(**rules.model_dump(exclude_none=True))
-
-
-def _as_text_conversation(messages: list[Message]) -> list[Message]:
-    """For a model without tool calling: its own actions stay text, results come back as user text."""
-    out: list[Message] = []
-    for m in messages:
-        if m.role == "assistant":
-            out.append(Message(role="assistant", content=m.content or "(no text)"))
-        elif m.role == "tool":
-            out.append(Message(role="user", content=f"Observation from {m.name} ({m.tool_call_id}):\n{m.content}"))
-        else:
-            out.append(m)
-    return out
-
-
-def _context_tokens(messages: list[Message]) -> int:
-    return sum(message_meta(m).tokens for m in messages)
 
 
 class ModelStepActivities:
@@ -117,24 +84,11 @@ class ModelStepActivities:
 
     @activity.defn(name="model_step")
     async def model_step(self, inp: ModelStepInput) -> ModelStepOutput:
-        ts = self._transcripts
+        """Load the conversation, build the request, complete, judge the calls, price the step."""
         agent = get_agent(inp.agent)
         spec = ModelSpec.parse(inp.model)
-        manifest = await ts.manifest(inp.transcript)
-        if inp.transcript is None and inp.goal is not None:
-            manifest.messages.append(await ts.store(Message(role="user", content=inp.goal)))
-        for result in inp.append:
-            manifest.messages.append(await ts.store(await ts.tool_message(result, agent.tool_output_cap_chars)))
-        for text in inp.inject:
-            manifest.messages.append(await ts.store(Message(role="user", content=text)))
-        messages = await ts.messages(manifest)
-
-        system, tools = agent.system_prompt(), agent.tool_specs()
-        if inp.text_actions:
-            system = f"{system}\n\n{text_action_instructions(tools)}"
-            request = ModelRequest(model=spec.model, system=system, messages=_as_text_conversation(messages))
-        else:
-            request = ModelRequest(model=spec.model, system=system, messages=messages, tools=tools)
+        manifest, messages = await self._load_conversation(inp, agent)
+        request = step_request(agent, spec.model, messages, text_actions=inp.text_actions)
         reply, label = await self._complete(spec, request, f"{spec} step {inp.step}")
         message = reply.message
         if inp.text_actions and not message.tool_calls:
@@ -142,59 +96,11 @@ class ModelStepActivities:
             # In a thread: the reply can be long, and the loop must keep answering meanwhile.
             actions = await asyncio.to_thread(parse_text_actions, message.content, agent.tool_names())
             message = message.model_copy(update={"tool_calls": actions})
-
-        reply_digest = await ts.store(message)
+        reply_digest = await self._transcripts.store(message)
         manifest.messages.append(reply_digest)
-        transcript = await ts.save(manifest)
-        policy = _policy(inp.permissions).model_dump()
-        to_judge = [
-            CallToJudge(
-                tool=c.name,
-                arguments=c.arguments,
-                policy=policy,
-                required_command=inp.required_command,
-                test_command=inp.test_command,
-            )
-            for c in message.tool_calls
-            if not (c.name == SUBMIT and agent.output_model)
-        ]
-        try:
-            judgments = iter(await heartbeating(judge_calls(to_judge), detail=f"{spec} step {inp.step}: judging calls"))
-        except JudgingUnavailable as exc:
-            log.error("tool calls could not be judged", error=str(exc))
-            raise ApplicationError(f"tool calls could not be judged: {exc}", type="JudgingUnavailable") from exc
-        calls = []
-        output: dict[str, Any] | None = None
-        for call in message.tool_calls:
-            if call.name == SUBMIT and agent.output_model:
-                error, output = _judge_submit(inp, agent.output_model, call, len(message.tool_calls))
-                calls.append(
-                    ToolCallRef(
-                        id=call.id,
-                        name=SUBMIT,
-                        summary=f"submit {agent.output_model}",
-                        args_preview=args_preview(call.arguments) if call.arguments_error is None else "(invalid JSON)",
-                        args_digest=_canonical_digest({"name": call.name, "arguments": call.arguments}),
-                        risk="read",
-                        submit_error=error,
-                    )
-                )
-                continue
-            verdict = next(judgments)
-            calls.append(
-                ToolCallRef(
-                    id=call.id,
-                    name=call.name,
-                    summary=summarize_call(call.name, call.arguments),
-                    args_preview=args_preview(call.arguments) if call.arguments_error is None else "(invalid JSON)",
-                    args_digest=_canonical_digest({"name": call.name, "arguments": call.arguments}),
-                    risk=TOOLS[call.name].risk if call.name in TOOLS else "exec",
-                    # Malformed arguments are answered by the tool with an error the model can fix.
-                    decision="allow" if call.arguments_error else verdict.decision,
-                    decision_reason=verdict.reason,
-                    runs_required=verdict.runs_required,
-                )
-            )
+        transcript = await self._transcripts.save(manifest)
+        verdicts = await self._permit(inp, to_permit(agent, message.tool_calls), f"{spec} step {inp.step}")
+        calls, output = judge_reply(agent, inp, message.tool_calls, iter(verdicts))
         log.info(
             "model step",
             model=str(spec),
@@ -213,12 +119,44 @@ class ModelStepActivities:
             finish_reason=reply.finish_reason,
             usage=reply.usage,
             model_label=label,
-            context_tokens=_context_tokens([*messages, message]) + estimate_tokens(system),
+            context_tokens=conversation_tokens([*messages, message], request.system),
             priced=True,
             cost_usd=cost_usd(inp.model, reply.usage, self._prices),
             output=output,
-            output_digest=await put_json(ts.blobs, output) if output is not None else None,
+            output_digest=await put_json(self._transcripts.blobs, output) if output is not None else None,
         )
+
+    async def _load_conversation(self, inp: ModelStepInput, agent: AgentDefinition) -> tuple[Manifest, list[Message]]:
+        """The transcript so far, with what this step adds before the model speaks: the goal (first
+        step), the previous step's tool results, then the queued notes (steering, loop warnings)."""
+        ts = self._transcripts
+        manifest = await ts.manifest(inp.transcript)
+        if inp.transcript is None and inp.goal is not None:
+            manifest.messages.append(await ts.store(Message(role="user", content=inp.goal)))
+        for result in inp.append:
+            manifest.messages.append(await ts.store(await ts.tool_message(result, agent.tool_output_cap_chars)))
+        for text in inp.inject:
+            manifest.messages.append(await ts.store(Message(role="user", content=text)))
+        return manifest, await ts.messages(manifest)
+
+    async def _permit(self, inp: ModelStepInput, calls: list[ToolCall], detail: str) -> list[Judgment]:
+        """The permission judge's verdicts on `calls`, reached in child processes with a time limit."""
+        policy = PermissionPolicy(**inp.permissions.model_dump(exclude_none=True)).model_dump()
+        to_judge = [
+            CallToJudge(
+                tool=c.name,
+                arguments=c.arguments,
+                policy=policy,
+                required_command=inp.required_command,
+                test_command=inp.test_command,
+            )
+            for c in calls
+        ]
+        try:
+            return await heartbeating(judge_calls(to_judge), detail=f"{detail}: judging calls")
+        except JudgingUnavailable as exc:
+            log.error("tool calls could not be judged", error=str(exc))
+            raise ApplicationError(f"tool calls could not be judged: {exc}", type="JudgingUnavailable") from exc
 
     @activity.defn(name="compact_transcript")
     async def compact_transcript(self, inp: CompactInput) -> CompactOutput:
@@ -229,7 +167,7 @@ class ModelStepActivities:
         messages = await ts.messages(manifest)
         plan = plan_compaction([message_meta(m) for m in messages], budget_tokens=inp.budget_tokens)
         if plan is None:
-            return CompactOutput(transcript=inp.transcript, context_tokens=_context_tokens(messages))
+            return CompactOutput(transcript=inp.transcript, context_tokens=conversation_tokens(messages))
         spec = ModelSpec.parse(inp.model)
         folded = "\n\n".join(_render(messages[i]) for i in plan.summarize)
         request = ModelRequest(
@@ -249,30 +187,11 @@ class ModelStepActivities:
         return CompactOutput(
             transcript=transcript,
             folded=len(plan.summarize),
-            context_tokens=_context_tokens(new),
+            context_tokens=conversation_tokens(new),
             usage=reply.usage,
             priced=True,
             cost_usd=cost_usd(inp.model, reply.usage, self._prices),
         )
-
-
-def _judge_submit(
-    inp: ModelStepInput, output_model: str, call: ToolCall, calls_in_reply: int
-) -> tuple[str | None, dict[str, Any] | None]:
-    """(the error the model reads, None) for a refused submit, or (None, the accepted output)."""
-    if call.arguments_error is not None:
-        return f"error: {call.arguments_error}"[:SUBMIT_ERROR_CHARS], None
-    if calls_in_reply > 1:
-        # The result must rest on what the model has seen: the other calls' results come first.
-        return "error: call submit alone, in a reply of its own, after you have seen your other calls' results.", None
-    if inp.submit_refusal:
-        return inp.submit_refusal[:SUBMIT_ERROR_CHARS], None
-    output, error = validate_submission(output_model, call.arguments)
-    if output is None:
-        return (error or "error: invalid submission")[:SUBMIT_ERROR_CHARS], None
-    # The harness's own record wins over what the model claims (e.g. FixResult.tests_passed).
-    output.update({k: v for k, v in inp.recorded.items() if k in output})
-    return None, output
 
 
 def _render(m: Message) -> str:

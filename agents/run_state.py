@@ -5,7 +5,7 @@ Pure data: references, counters and small texts only — it travels through work
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from shopfloor.agents.budget import Spent
 from shopfloor.agents.doom_loop import DoomLoopState
@@ -14,14 +14,21 @@ from shopfloor.models.agent_run import Limits, ToolResult, WorkspaceRef
 
 
 class AgentCarry(BaseModel):
+    # Three fields keep their first JSON names (the alias) in history and across continue-as-new,
+    # so recorded runs and runs started by an older worker read the same.
+    model_config = ConfigDict(validate_by_name=True, validate_by_alias=True, serialize_by_alias=True)
+
     transcript: str | None = None
-    append: list[ToolResult] = Field(default_factory=list)
-    inject: list[str] = Field(default_factory=list)
+    # The last reply's tool results, not yet sent: the next model step appends them.
+    pending_tool_results: list[ToolResult] = Field(default_factory=list, alias="append")
+    # User messages for the next model step (operator steering, loop warnings, the submit reminder).
+    queued_notes: list[str] = Field(default_factory=list, alias="inject")
     workspace: WorkspaceRef
     limits: Limits
     spent: Spent = Field(default_factory=Spent)
     doom: DoomLoopState = Field(default_factory=DoomLoopState)
-    readable: list[str] = Field(default_factory=list)  # truncated outputs read_output may page
+    # Digests of the outputs cut for the model: the ones read_output may page through.
+    readable_outputs: list[str] = Field(default_factory=list, alias="readable")
     context_tokens: int = 0
     seq: int = 0  # event counter, so the live view continues across runs
     paused: bool = False

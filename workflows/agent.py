@@ -1,9 +1,14 @@
 """AgentWorkflow: one agent run, every model call and tool call a durable activity.
 
+The loop itself is agents/loop.py; this module supplies its Temporal side: the model step,
+compaction and tool calls as activities (with their timeouts and retries), the time from
+workflow.now(), continue-as-new, and the operator's controls (AgentControls: the status query,
+pause/resume/cancel/steer signals, approve/reject/raise_limits updates).
+
 The workflow holds references only: the transcript is a manifest digest in the blob store, tool
 outputs are digests with short previews, the workspace is a (base commit, patch digest) ref. A
 crashed worker's run resumes elsewhere from history without repeating a completed model call or
-losing an edit. Operators steer it through the query, signals and updates of AgentControls.
+losing an edit.
 """
 
 from __future__ import annotations
@@ -13,14 +18,11 @@ from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy
+from temporalio.common import RetryPolicy, SearchAttributeUpdate
 from temporalio.exceptions import ActivityError, ApplicationError, is_cancelled_exception
 
 with workflow.unsafe.imports_passed_through():
-    from shopfloor.agents import submission
-    from shopfloor.agents.budget import cost_usd, limit_reached
-    from shopfloor.agents.definition import AgentDefinition
-    from shopfloor.agents.doom_loop import observe
+    from shopfloor.agents.loop import AgentLoop, Cancelled, EventKind, Failed, Outcome, result_of
     from shopfloor.agents.registry import get_agent
     from shopfloor.agents.run_state import AgentCarry
     from shopfloor.models.agent_run import (
@@ -30,7 +32,6 @@ with workflow.unsafe.imports_passed_through():
         CompactOutput,
         ModelStepInput,
         ModelStepOutput,
-        RunState,
         ToolCallRef,
         ToolInput,
         ToolResult,
@@ -58,8 +59,58 @@ def _cause(exc: BaseException) -> str:
     return str(exc) or type(exc).__name__
 
 
+class ActivityModelStep:
+    """The loop's ModelStep: the model_step and compact_transcript activities."""
+
+    def __init__(self, inp: AgentInput) -> None:
+        self.inp = inp
+
+    async def step(self, request: ModelStepInput) -> ModelStepOutput:
+        return await workflow.execute_activity(
+            "model_step",
+            request,
+            result_type=ModelStepOutput,
+            start_to_close_timeout=timedelta(seconds=self.inp.timeouts.model_call_s),
+            heartbeat_timeout=timedelta(seconds=self.inp.timeouts.model_heartbeat_s),
+            retry_policy=MODEL_RETRY,
+            summary=f"{request.model} step {request.step}",
+        )
+
+    async def compact(self, request: CompactInput, *, summary: str) -> CompactOutput:
+        return await workflow.execute_activity(
+            "compact_transcript",
+            request,
+            result_type=CompactOutput,
+            start_to_close_timeout=timedelta(seconds=self.inp.timeouts.model_call_s),
+            heartbeat_timeout=timedelta(seconds=self.inp.timeouts.model_heartbeat_s),
+            retry_policy=MODEL_RETRY,
+            summary=summary,
+        )
+
+
+class ActivityToolRunner:
+    """The loop's ToolRunner: the activity named after the tool."""
+
+    def __init__(self, inp: AgentInput) -> None:
+        self.inp = inp
+
+    async def run(self, call: ToolCallRef, request: ToolInput) -> ToolResult:
+        return await workflow.execute_activity(
+            call.name,
+            request,
+            result_type=ToolResult,
+            # A command may run for its policy's timeout: the activity gets a minute beyond it.
+            start_to_close_timeout=timedelta(seconds=max(self.inp.timeouts.tool_s, self.inp.commands.timeout_s + 60)),
+            heartbeat_timeout=timedelta(seconds=60),
+            retry_policy=TOOL_RETRY,
+            summary=call.summary,
+        )
+
+
 @workflow.defn(name="AgentWorkflow")
 class AgentWorkflow(AgentControls):
+    """The loop's RunHost, with the operator's controls."""
+
     @workflow.init
     def __init__(self, inp: AgentInput) -> None:
         carry = (
@@ -68,6 +119,7 @@ class AgentWorkflow(AgentControls):
             else AgentCarry(workspace=inp.workspace, limits=inp.limits)
         )
         super().__init__(inp, carry)
+        self.inp = inp
 
     @workflow.run
     async def run(self, inp: AgentInput) -> AgentResult:
@@ -75,7 +127,7 @@ class AgentWorkflow(AgentControls):
             agent = get_agent(inp.agent)
         except KeyError as exc:
             raise ApplicationError(str(exc.args[0]), type="UnknownAgent", non_retryable=True) from None
-        attributes = [
+        attributes: list[SearchAttributeUpdate[Any]] = [
             SHOPFLOOR_REPO.value_set(inp.workspace.repo),
             SHOPFLOOR_AGENT.value_set(inp.agent),
             SHOPFLOOR_STAGE.value_set(inp.stage),
@@ -83,225 +135,56 @@ class AgentWorkflow(AgentControls):
         if inp.issue is not None:
             attributes.append(SHOPFLOOR_ISSUE.value_set(inp.issue))
         workflow.upsert_search_attributes(attributes)
-        c = self.carry
-        if c.spent.started_at is None:
-            c.spent = c.spent.model_copy(update={"started_at": workflow.now().timestamp()})
+        loop = AgentLoop(
+            inp,
+            agent,
+            self.carry,
+            model=ActivityModelStep(inp),
+            tools=ActivityToolRunner(inp),
+            host=self,
+            run_id=workflow.info().workflow_id,
+        )
         try:
-            return await self._loop(inp, agent)
+            return self._finish(await loop.run())
         except asyncio.CancelledError:
             # Cancelled through Temporal: end with the last checkpoint rather than lose it.
-            return self._finish("cancelled", reason="the run was cancelled")
+            return self._finish(Cancelled("the run was cancelled"))
         except ActivityError as exc:
             if is_cancelled_exception(exc):  # cancelled while an activity ran: it comes back as its error
-                return self._finish("cancelled", reason="the run was cancelled")
+                return self._finish(Cancelled("the run was cancelled"))
             reason = _cause(exc)
-            self._finish("failed", reason=reason)
+            self._finish(Failed(reason))
             raise ApplicationError(
                 f"{inp.agent} run failed: {reason}", type="AgentRunFailed", non_retryable=True
             ) from exc
 
-    async def _loop(self, inp: AgentInput, agent: AgentDefinition) -> AgentResult:
-        c = self.carry
-        while True:
-            if self.cancel_reason is not None:
-                return self._finish("cancelled", reason=self.cancel_reason)
-            await self._wait_while_paused()
-            if self.cancel_reason is not None:
-                return self._finish("cancelled", reason=self.cancel_reason)
-            reason = limit_reached(c.spent, c.limits, workflow.now().timestamp())
-            if reason:
-                return self._finish("limit_reached", reason=reason)
-            if self._should_continue_as_new(inp):
-                await workflow.wait_condition(workflow.all_handlers_finished)
-                workflow.continue_as_new(inp.model_copy(update={"carry": c.model_dump(mode="json")}))
-            await self._compact_if_needed(inp, agent)
-            out = await self._model_step(inp, agent, c.spent.steps + 1)
-            if out.output is not None:  # an accepted submit (always alone in its reply)
-                done = (out.output, out.output_digest)
-                return self._finish("completed", final_digest=out.reply_digest, output=done)
-            if not out.tool_calls and agent.output_model:
-                # A plain answer does not finish an agent that owes a result: remind it once.
-                if c.submit.nudged:
-                    return self._finish("failed", reason=submission.no_submit_reason(agent.output_model))
-                c.submit = c.submit.model_copy(update={"nudged": True})
-                c.inject.append(submission.nudge_text(agent.output_model))
-                continue
-            if not out.tool_calls:
-                return self._finish("completed", final=out.final_text, final_digest=out.reply_digest)
-            stuck = await self._run_tools(inp, agent, out)
-            if stuck:
-                return self._finish("stuck", reason=stuck)
+    # -- RunHost: what the loop asks of the workflow --------------------------------------------
 
-    def _should_continue_as_new(self, inp: AgentInput) -> bool:
+    def now(self) -> float:
+        return workflow.now().timestamp()
+
+    async def continue_as_new_if_due(self, carry: AgentCarry) -> None:
         info = workflow.info()
-        if inp.max_history_events is not None:
-            return info.get_current_history_length() > inp.max_history_events
-        return info.is_continue_as_new_suggested()
-
-    async def _model_step(self, inp: AgentInput, agent: AgentDefinition, step: int) -> ModelStepOutput:
-        c = self.carry
-        self.live.step = step
-        required = inp.required_command if agent.submit_requires_command else None
-        sent = len(c.inject)  # a message steered in while the model is called goes with the next step
-        out = await workflow.execute_activity(
-            "model_step",
-            ModelStepInput(
-                agent=inp.agent,
-                model=inp.model,
-                step=step,
-                transcript=c.transcript,
-                goal=inp.goal if c.transcript is None else None,
-                append=c.append,
-                inject=c.inject[:sent],
-                text_actions=inp.text_actions,
-                permissions=inp.permissions,
-                required_command=required,
-                test_command=inp.commands.test_command if required else None,
-                submit_refusal=submission.gate_refusal(c.submit, required),
-                recorded=submission.recorded_fields(c.submit, required) if agent.output_model else {},
-            ),
-            result_type=ModelStepOutput,
-            start_to_close_timeout=timedelta(seconds=inp.timeouts.model_call_s),
-            heartbeat_timeout=timedelta(seconds=inp.timeouts.model_heartbeat_s),
-            retry_policy=MODEL_RETRY,
-            summary=f"{inp.model} step {step}",
-        )
-        c.transcript, c.append, c.inject, c.context_tokens = out.transcript, [], c.inject[sent:], out.context_tokens
-        c.spent = c.spent.after_step(out.usage, out.cost_usd if out.priced else cost_usd(inp.model, out.usage))
-        asked = ", ".join(c.summary for c in out.tool_calls)
-        self.event(step, "model", f"{inp.model}: " + (asked or "final answer"), preview=out.text_preview)
-        return out
-
-    async def _compact_if_needed(self, inp: AgentInput, agent: AgentDefinition) -> None:
-        c = self.carry
-        budget = inp.compaction_budget_tokens or agent.compaction_budget_tokens
-        if c.transcript is None or c.context_tokens <= budget:
-            return
-        out = await workflow.execute_activity(
-            "compact_transcript",
-            CompactInput(agent=inp.agent, model=inp.model, transcript=c.transcript, budget_tokens=budget),
-            result_type=CompactOutput,
-            start_to_close_timeout=timedelta(seconds=inp.timeouts.model_call_s),
-            heartbeat_timeout=timedelta(seconds=inp.timeouts.model_heartbeat_s),
-            retry_policy=MODEL_RETRY,
-            summary=f"compact transcript ({c.context_tokens} tokens > {budget})",
-        )
-        c.transcript, c.context_tokens = out.transcript, out.context_tokens
-        cost = out.cost_usd if out.priced else cost_usd(inp.model, out.usage)
-        c.spent = c.spent.after_step(out.usage, cost).model_copy(
-            update={"steps": c.spent.steps}  # a compaction costs tokens, not a step
-        )
-        if out.folded:
-            self.event(self.live.step, "model", f"compacted {out.folded} messages into a summary")
-
-    async def _run_tools(self, inp: AgentInput, agent: AgentDefinition, out: ModelStepOutput) -> str | None:
-        """Run one reply's calls: consecutive read-only ones concurrently, the others one at a time
-        in order. Returns a reason when the run is stuck in a loop."""
-        results: list[ToolResult] = []
-        batch: list[ToolCallRef] = []
-
-        async def flush() -> None:
-            results.extend(await asyncio.gather(*(self._run_tool(inp, agent, out, c) for c in batch)))
-            batch.clear()
-
-        for call in out.tool_calls:
-            if call.risk == "read" and call.decision == "allow":
-                batch.append(call)
-                continue
-            await flush()
-            results.append(await self._run_tool(inp, agent, out, call))
-        await flush()
-        self.carry.append = results
-        return self._watch_for_loops(out.tool_calls, results)
-
-    def _watch_for_loops(self, calls: list[ToolCallRef], results: list[ToolResult]) -> str | None:
-        c = self.carry
-        for call, result in zip(calls, results, strict=True):
-            edited = result.workspace is not None and result.workspace != c.workspace
-            c.doom, signal, text = observe(
-                c.doom,
-                call_key=call.args_digest,
-                error_key=None if result.ok else result.preview[:200],
-                tool=call.name,
-                error_text=None if result.ok else result.preview,
-                workspace_changed=edited,
-            )
-            c.submit = submission.record_call(
-                c.submit, edited=edited, ran_required=call.runs_required, ok=result.ok, preview=result.preview
-            )
-            if result.workspace is not None:
-                c.workspace = result.workspace
-            if signal == "warn":
-                c.inject.append(text)
-                self.warn(text)
-            elif signal == "stuck":
-                return text
-        return None
-
-    async def _run_tool(
-        self, inp: AgentInput, agent: AgentDefinition, out: ModelStepOutput, call: ToolCallRef
-    ) -> ToolResult:
-        c = self.carry
-        refusal: str | None = None
-        if call.name == submission.SUBMIT and agent.output_model:  # model_step judged it: it saw the arguments
-            refusal = call.submit_error or "error: submit was not accepted"
-        elif call.name not in agent.tools:
-            refusal = f"error: unknown tool {call.name!r}; this agent's tools are: {', '.join(agent.tools)}"
-        elif call.decision == "deny":
-            refusal = f"denied: {call.decision_reason}"
-        elif call.decision == "ask":
-            refusal = await self.ask_operator(call, inp.approval_timeout_s)
-        if refusal is not None:
-            result = ToolResult(call_id=call.id, name=call.name, ok=False, preview=refusal)
+        if self.inp.max_history_events is not None:
+            due = info.get_current_history_length() > self.inp.max_history_events
         else:
-            result = await workflow.execute_activity(
-                call.name,
-                ToolInput(
-                    workspace=c.workspace,
-                    reply_digest=out.reply_digest,
-                    call_id=call.id,
-                    name=call.name,
-                    run_id=workflow.info().workflow_id,
-                    commands=inp.commands,
-                    readable=c.readable if call.name == "read_output" else [],
-                ),
-                result_type=ToolResult,
-                start_to_close_timeout=timedelta(seconds=max(inp.timeouts.tool_s, inp.commands.timeout_s + 60)),
-                heartbeat_timeout=timedelta(seconds=60),
-                retry_policy=TOOL_RETRY,
-                summary=call.summary,
-            )
-        if result.warning and result.warning not in self.live.warnings:
-            self.warn(result.warning)
-        if result.output_digest and result.output_bytes > agent.tool_output_cap_chars:
-            c.readable.append(result.output_digest)
-        self.event(self.live.step, "tool", call.summary, ok=result.ok, preview=result.preview)
-        return result
+            due = info.is_continue_as_new_suggested()
+        if due:
+            await workflow.wait_condition(workflow.all_handlers_finished)
+            workflow.continue_as_new(self.inp.model_copy(update={"carry": carry.model_dump(mode="json")}))
 
-    def _finish(
-        self,
-        state: RunState,
-        *,
-        final: str | None = None,
-        final_digest: str | None = None,
-        reason: str | None = None,
-        output: tuple[dict[str, Any], str | None] | None = None,
-    ) -> AgentResult:
-        c = self.carry
-        self.live.state = state
-        self.live.final_answer = final
-        self.live.reason = reason
+    def step_started(self, step: int) -> None:
+        self.live.step = step
+
+    def record_event(self, kind: EventKind, summary: str, *, ok: bool = True, preview: str = "") -> None:
+        self.event(self.live.step, kind, summary, ok=ok, preview=preview)
+
+    def show_tool_warning(self, text: str) -> None:
+        if text not in self.live.warnings:
+            self.warn(text)
+
+    def _finish(self, outcome: Outcome) -> AgentResult:
+        result = result_of(outcome, self.carry)
+        self.live.state, self.live.final_answer, self.live.reason = result.state, result.final_answer, result.reason
         self.publish()
-        return AgentResult(
-            state=state,
-            steps=c.spent.steps,
-            usage=self.live.usage,
-            final_answer=final,
-            final_digest=final_digest,
-            transcript=c.transcript,
-            reason=reason,
-            workspace=c.workspace if c.workspace.path is None else None,
-            cost_usd=c.spent.cost_usd,
-            output=output[0] if output else None,
-            output_digest=output[1] if output else None,
-        )
+        return result

@@ -67,7 +67,7 @@ class AgentControls:
     def steer(self, text: str) -> None:
         """A message from the operator, given to the model before its next step."""
         if text.strip():
-            self.carry.inject.append(f"Message from the operator: {text.strip()}")
+            self.carry.queued_notes.append(f"Message from the operator: {text.strip()}")
             self.event(self.live.step, "model", f"operator: {text.strip()[:80]}")
 
     # -- updates: the caller learns whether it took effect -------------------------------------
@@ -119,7 +119,7 @@ class AgentControls:
 
     # -- used by the loop ---------------------------------------------------------------------
 
-    async def _wait_while_paused(self) -> None:
+    async def wait_while_paused(self) -> None:
         if self.carry.paused:
             self.publish()
             await workflow.wait_condition(lambda: not self.carry.paused or self.cancel_reason is not None)

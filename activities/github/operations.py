@@ -8,7 +8,7 @@ an ApplicationError that says whether Temporal should retry (see errors.py).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 import structlog
 from pydantic import BaseModel
@@ -53,29 +53,21 @@ from shopfloor.models.github_reads import (
 
 log = structlog.get_logger(__name__)
 
-
-class _OnRepo(Protocol):
-    """An input that names its repository (`owner/name`): every GitHub operation's input."""
-
-    @property
-    def repo(self) -> str: ...
-
-
-In = TypeVar("In", bound=_OnRepo)
-Out = TypeVar("Out", bound=BaseModel)  # a write's result: logged in brief
-Read = TypeVar("Read")
+In = TypeVar("In", bound=BaseModel)
+Out = TypeVar("Out", bound=BaseModel)
 
 
 class GitHubActivities:
     def __init__(self, clients: GitHubClients) -> None:
         self._clients = clients
 
-    async def read(self, fn: Callable[[GitHubApi, In], Read], inp: In) -> Read:
-        return await read_github(self._clients, inp.repo, fn, inp)
+    async def read(self, fn: Callable[[GitHubApi, In], Out], inp: In) -> Out:
+        return await read_github(self._clients, inp.repo, fn, inp)  # type: ignore[attr-defined]
 
     async def write(self, fn: Callable[[GitHubApi, In], Out], inp: In) -> Out:
-        out = await write_github(self._clients, inp.repo, fn, inp)
-        log.info("github write", op=fn.__name__, repo=inp.repo, result=_brief(out))
+        repo: str = inp.repo  # type: ignore[attr-defined]
+        out = await write_github(self._clients, repo, fn, inp)
+        log.info("github write", op=fn.__name__, repo=repo, result=_brief(out))
         return out
 
     @activity.defn(name="github_ensure_branch")

@@ -500,8 +500,7 @@ class _Search:
                 if proc.poll() is None:
                     proc.kill()
                 proc.wait()
-                if proc.stdout is not None:  # always: stdout=PIPE
-                    proc.stdout.close()
+                proc.stdout.close()  # type: ignore[union-attr]
             if proc.returncode == 2:  # ripgrep's error, such as a pattern it cannot compile
                 errors.seek(0)
                 complaint = errors.read(4000).decode(errors="replace")
@@ -513,8 +512,7 @@ class _Search:
             self.stopped = f"it took over {GREP_TIME_LIMIT_S:.0f} s"
 
     def _collect(self, proc: subprocess.Popen[bytes], names: dict[bytes, str]) -> None:
-        assert proc.stdout is not None  # started with stdout=PIPE
-        for record in proc.stdout:  # b"/dev/fd/N\0LINE:text\n"
+        for record in proc.stdout:  # type: ignore[union-attr]  # b"/dev/fd/N\0LINE:text\n"
             self.read += len(record)
             path, _, rest = record.partition(b"\0")
             number, _, text = rest.partition(b":")

@@ -7,12 +7,12 @@ one server. Compaction is off (a budget no run reaches): each step is exactly on
 one tool call, on both sides.
 
 - durable: AgentWorkflow on a Temporal dev server and a worker, as in production;
-- in memory: the same activities (model_step, read_file) in the same order, called in a plain loop.
+- in memory: the same loop (agents/loop.py) calling the same activities (model_step, read_file)
+  directly, with nobody at the controls.
 """
 
 from __future__ import annotations
 
-import asyncio
 import tempfile
 import time
 import uuid
@@ -30,13 +30,20 @@ from shopfloor.activities.model_step import ModelStepActivities
 from shopfloor.activities.tools.activities import ToolActivities
 from shopfloor.activities.transcript_store import TranscriptStore
 from shopfloor.activities.workspace import Workspaces
+from shopfloor.agents.loop import AgentLoop, Completed, UnattendedHost
+from shopfloor.agents.registry import get_agent
+from shopfloor.agents.run_state import AgentCarry
 from shopfloor.blobs import BlobStore, FileBlobStore
 from shopfloor.devserver import DevServer, free_port
 from shopfloor.models.agent_run import (
     AgentInput,
+    CompactInput,
+    CompactOutput,
     Limits,
     ModelStepInput,
+    ModelStepOutput,
     Timeouts,
+    ToolCallRef,
     ToolInput,
     ToolResult,
     WorkspaceRef,
@@ -165,43 +172,57 @@ class AgentBench:
         return DurableRun(seconds=elapsed, history=chain)
 
     async def in_memory(self, steps: int) -> float:
-        """The workflow's loop, minus Temporal: same activities, same order, called directly."""
+        """The workflow's own loop (agents/loop.py), minus Temporal: the same activities in the
+        same order, called directly."""
         env = ActivityEnvironment()
         model = ModelStepActivities(TranscriptStore(self.blobs), self.providers)
         tools = ToolActivities(self.blobs, Workspaces(Path(tempfile.mkdtemp(prefix="ws-", dir=self.base)), self.blobs))
-        by_name = {"read_file": tools.read_file, "list_dir": tools.list_dir, "glob": tools.glob, "grep": tools.grep}
-        transcript: str | None = None
-        append: list[ToolResult] = []
+        inp = agent_input(self.workspace, steps)
+        loop = AgentLoop(
+            inp,
+            get_agent(inp.agent),
+            AgentCarry(workspace=inp.workspace, limits=inp.limits),
+            model=DirectModelStep(env, model),
+            tools=DirectToolRunner(env, tools),
+            host=UnattendedHost(clock=time.time),
+            run_id=f"bench/memory-{uuid.uuid4().hex[:10]}",
+        )
         start = time.perf_counter()
-        for step in range(1, steps + 1):
-            out = await env.run(
-                model.model_step,
-                ModelStepInput(
-                    agent=AGENT,
-                    model=MODEL,
-                    step=step,
-                    transcript=transcript,
-                    goal=goal(steps) if transcript is None else None,
-                    append=append,
-                ),
-            )
-            transcript = out.transcript
-            if not out.tool_calls:
-                break
-            append = list(
-                await asyncio.gather(
-                    *(
-                        env.run(
-                            by_name[c.name],
-                            ToolInput(
-                                workspace=self.workspace, reply_digest=out.reply_digest, call_id=c.id, name=c.name
-                            ),
-                        )
-                        for c in out.tool_calls
-                    )
-                )
-            )
-        return time.perf_counter() - start
+        outcome = await loop.run()
+        elapsed = time.perf_counter() - start
+        if not isinstance(outcome, Completed) or loop.carry.spent.steps != steps:
+            raise RuntimeError(f"in-memory bench run ended {outcome} after {loop.carry.spent.steps} of {steps} steps")
+        return elapsed
+
+
+class DirectModelStep:
+    """The loop's ModelStep as plain calls of the model activities."""
+
+    def __init__(self, env: ActivityEnvironment, activities: ModelStepActivities) -> None:
+        self.env, self.activities = env, activities
+
+    async def step(self, request: ModelStepInput) -> ModelStepOutput:
+        return await self.env.run(self.activities.model_step, request)
+
+    async def compact(self, request: CompactInput, *, summary: str) -> CompactOutput:
+        return await self.env.run(self.activities.compact_transcript, request)
+
+
+class DirectToolRunner:
+    """The loop's ToolRunner as plain calls of the tool activities (the agent's are read-only)."""
+
+    def __init__(self, env: ActivityEnvironment, activities: ToolActivities) -> None:
+        self.env = env
+        self.by_name = {
+            "read_file": activities.read_file,
+            "list_dir": activities.list_dir,
+            "glob": activities.glob,
+            "grep": activities.grep,
+            "read_output": activities.read_output,
+        }
+
+    async def run(self, call: ToolCallRef, request: ToolInput) -> ToolResult:
+        return await self.env.run(self.by_name[call.name], request)
 
 
 @asynccontextmanager

@@ -60,8 +60,7 @@ def create_app(config: SimulatorConfig) -> FastAPI:
         path = request.url.path
         if not path.startswith(API):
             return await call_next(request)
-        login: str | None = None
-        headers: dict[str, str] = {}
+        login, headers = None, {}
         try:
             if not _uses_jwt(path):
                 actor = authenticate(sim.store, request.headers.get("authorization"))

@@ -1,0 +1,405 @@
+"""The agent loop: ask the model, run the calls it asks for, keep the books, until an outcome.
+
+Pure: no Temporal, no clock, no I/O of its own. It runs against three protocols: `ModelStep` (one
+model call, or one compaction), `ToolRunner` (one tool call) and `RunHost` (the time, the
+operator's pause/cancel/approval, the durability checkpoint, the live view). AgentWorkflow
+(workflows/agent.py) supplies them as activities and workflow calls, the bench
+(shopfloor/bench/workload.py) and the loop-rule tests as plain objects, so all three run this
+very code. It stays deterministic as long as its implementations are, which is what lets it run
+inside Temporal's workflow sandbox: every await here is a call into one of the protocols.
+
+One turn of `AgentLoop.run`: stop if cancelled → wait while paused → stop at a limit → continue
+as new if the host says so → compact if the transcript is too long → one model step (and its
+budget accounting) → end on an accepted submit or a final answer (nudging once an agent that
+owes a submit) → run the calls (each through the refusal ladder) → the post-call bookkeeping
+(doom-loop watch, submit record, workspace checkpoint, queued warnings), which may end it stuck.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal, Protocol
+
+from shopfloor.agents import submission
+from shopfloor.agents.budget import cost_usd, limit_reached
+from shopfloor.agents.definition import AgentDefinition
+from shopfloor.agents.doom_loop import observe
+from shopfloor.agents.run_state import AgentCarry
+from shopfloor.models.agent_run import (
+    AgentInput,
+    AgentResult,
+    CompactInput,
+    CompactOutput,
+    ModelStepInput,
+    ModelStepOutput,
+    RunState,
+    ToolCallRef,
+    ToolInput,
+    ToolResult,
+)
+from shopfloor.models.transcript import Usage
+
+EventKind = Literal["model", "tool"]
+
+# --- what the loop runs against -------------------------------------------------------------------
+
+
+class ModelStep(Protocol):
+    """The model: one step of the conversation, or folding older messages into a summary."""
+
+    async def step(self, request: ModelStepInput) -> ModelStepOutput: ...
+
+    async def compact(self, request: CompactInput, *, summary: str) -> CompactOutput: ...
+
+
+class ToolRunner(Protocol):
+    """The tools: run one call the model asked for (and the loop let through)."""
+
+    async def run(self, call: ToolCallRef, request: ToolInput) -> ToolResult: ...
+
+
+class RunHost(Protocol):
+    """Where the loop runs: the time, the operator, the durability checkpoint, the live view."""
+
+    cancel_reason: str | None  # set: the operator cancelled, with this reason
+
+    def now(self) -> float:
+        """Epoch seconds (workflow.now() in a workflow)."""
+        ...
+
+    async def wait_while_paused(self) -> None: ...
+
+    async def continue_as_new_if_due(self, carry: AgentCarry) -> None:
+        """Start afresh with `carry` when history grew long; does not return then."""
+        ...
+
+    async def ask_operator(self, call: ToolCallRef, timeout_s: float) -> str | None:
+        """None when an operator approved `call`, else the refusal the model reads."""
+        ...
+
+    def step_started(self, step: int) -> None: ...
+
+    def record_event(self, kind: EventKind, summary: str, *, ok: bool = True, preview: str = "") -> None:
+        """One line of the live view, against the current step."""
+        ...
+
+    def warn(self, text: str) -> None: ...
+
+    def show_tool_warning(self, text: str) -> None:
+        """A tool's own warning (e.g. it ran unsandboxed), shown once while it is recent."""
+        ...
+
+
+# --- how a run ends -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Completed:
+    """The model answered without asking for a tool (an agent that owes no submit)."""
+
+    final_text: str | None
+    reply_digest: str
+    state: ClassVar[RunState] = "completed"
+
+
+@dataclass(frozen=True)
+class Submitted:
+    """The model called submit and the result was accepted."""
+
+    output: dict[str, Any]
+    output_digest: str | None
+    reply_digest: str
+    state: ClassVar[RunState] = "completed"
+
+
+@dataclass(frozen=True)
+class LimitReached:
+    reason: str
+    state: ClassVar[RunState] = "limit_reached"
+
+
+@dataclass(frozen=True)
+class Stuck:
+    """The doom-loop watch saw the same call or error again after warning about it."""
+
+    reason: str
+    state: ClassVar[RunState] = "stuck"
+
+
+@dataclass(frozen=True)
+class Cancelled:
+    reason: str
+    state: ClassVar[RunState] = "cancelled"
+
+
+@dataclass(frozen=True)
+class Failed:
+    reason: str
+    state: ClassVar[RunState] = "failed"
+
+
+Outcome = Completed | Submitted | LimitReached | Stuck | Cancelled | Failed
+
+
+def result_of(outcome: Outcome, carry: AgentCarry) -> AgentResult:
+    """The run's result: the outcome plus what the carry says was spent and checkpointed."""
+    spent = carry.spent
+    common: dict[str, Any] = {
+        "state": outcome.state,
+        "steps": spent.steps,
+        "usage": Usage(input_tokens=spent.input_tokens, output_tokens=spent.output_tokens),
+        "transcript": carry.transcript,
+        # A checkout on the worker's own disk is no portable checkpoint.
+        "workspace": carry.workspace if carry.workspace.path is None else None,
+        "cost_usd": spent.cost_usd,
+    }
+    match outcome:
+        case Completed(final_text=text, reply_digest=digest):
+            return AgentResult(**common, final_answer=text, final_digest=digest)
+        case Submitted(output=output, output_digest=output_digest, reply_digest=digest):
+            return AgentResult(**common, final_digest=digest, output=output, output_digest=output_digest)
+        case LimitReached(reason=reason) | Stuck(reason=reason) | Cancelled(reason=reason) | Failed(reason=reason):
+            return AgentResult(**common, reason=reason)
+
+
+# --- the loop -------------------------------------------------------------------------------------
+
+
+class AgentLoop:
+    """One agent run's loop over `carry` (which it updates in place: the host checkpoints it)."""
+
+    def __init__(
+        self,
+        inp: AgentInput,
+        agent: AgentDefinition,
+        carry: AgentCarry,
+        *,
+        model: ModelStep,
+        tools: ToolRunner,
+        host: RunHost,
+        run_id: str,
+    ) -> None:
+        self.inp, self.agent, self.carry = inp, agent, carry
+        self.model, self.tools, self.host = model, tools, host
+        self.run_id = run_id  # keys the worker's cached workspace for this run
+
+    async def run(self) -> Outcome:
+        c = self.carry
+        if c.spent.started_at is None:
+            c.spent = c.spent.model_copy(update={"started_at": self.host.now()})
+        while True:
+            if self.host.cancel_reason is not None:
+                return Cancelled(self.host.cancel_reason)
+            await self.host.wait_while_paused()
+            if self.host.cancel_reason is not None:
+                return Cancelled(self.host.cancel_reason)
+            reason = limit_reached(c.spent, c.limits, self.host.now())
+            if reason:
+                return LimitReached(reason)
+            await self.host.continue_as_new_if_due(c)
+            await self._compact_if_needed()
+            out = await self._model_step(c.spent.steps + 1)
+            if out.output is not None:  # an accepted submit (always alone in its reply)
+                return Submitted(out.output, out.output_digest, out.reply_digest)
+            if not out.tool_calls and self.agent.output_model:
+                # A plain answer does not finish an agent that owes a result: remind it once.
+                if c.submit.nudged:
+                    return Failed(submission.no_submit_reason(self.agent.output_model))
+                c.submit = c.submit.model_copy(update={"nudged": True})
+                c.queued_notes.append(submission.nudge_text(self.agent.output_model))
+                continue
+            if not out.tool_calls:
+                return Completed(out.final_text, out.reply_digest)
+            results = await self._run_calls(out)
+            c.pending_tool_results = results  # the next model step sends them
+            stuck = self._after_calls(out.tool_calls, results)
+            if stuck:
+                return Stuck(stuck)
+
+    # -- the model ----------------------------------------------------------------------------
+
+    async def _compact_if_needed(self) -> None:
+        c, inp = self.carry, self.inp
+        budget = inp.compaction_budget_tokens or self.agent.compaction_budget_tokens
+        if c.transcript is None or c.context_tokens <= budget:
+            return
+        out = await self.model.compact(
+            CompactInput(agent=inp.agent, model=inp.model, transcript=c.transcript, budget_tokens=budget),
+            summary=f"compact transcript ({c.context_tokens} tokens > {budget})",
+        )
+        c.transcript, c.context_tokens = out.transcript, out.context_tokens
+        cost = out.cost_usd if out.priced else cost_usd(inp.model, out.usage)
+        c.spent = c.spent.after_step(out.usage, cost).model_copy(
+            update={"steps": c.spent.steps}  # a compaction costs tokens, not a step
+        )
+        if out.folded:
+            self.host.record_event("model", f"compacted {out.folded} messages into a summary")
+
+    async def _model_step(self, step: int) -> ModelStepOutput:
+        c, inp, agent = self.carry, self.inp, self.agent
+        self.host.step_started(step)
+        required = inp.required_command if agent.submit_requires_command else None
+        sent = len(c.queued_notes)  # a note queued while the model is called goes with the next step
+        out = await self.model.step(
+            ModelStepInput(
+                agent=inp.agent,
+                model=inp.model,
+                step=step,
+                transcript=c.transcript,
+                goal=inp.goal if c.transcript is None else None,
+                append=c.pending_tool_results,
+                inject=c.queued_notes[:sent],
+                text_actions=inp.text_actions,
+                permissions=inp.permissions,
+                required_command=required,
+                test_command=inp.commands.test_command if required else None,
+                submit_refusal=submission.gate_refusal(c.submit, required),
+                recorded=submission.recorded_fields(c.submit, required) if agent.output_model else {},
+            )
+        )
+        c.transcript, c.pending_tool_results, c.context_tokens = out.transcript, [], out.context_tokens
+        c.queued_notes = c.queued_notes[sent:]
+        self._account_step(out)
+        asked = ", ".join(call.summary for call in out.tool_calls)
+        self.host.record_event("model", f"{inp.model}: " + (asked or "final answer"), preview=out.text_preview)
+        return out
+
+    def _account_step(self, out: ModelStepOutput) -> None:
+        """Budget accounting: one more step, its tokens and its cost (priced by the worker when it
+        could; older histories carry unpriced steps, priced here with the default table)."""
+        cost = out.cost_usd if out.priced else cost_usd(self.inp.model, out.usage)
+        self.carry.spent = self.carry.spent.after_step(out.usage, cost)
+
+    # -- the calls ----------------------------------------------------------------------------
+
+    async def _run_calls(self, out: ModelStepOutput) -> list[ToolResult]:
+        """Run one reply's calls: consecutive read-only allowed ones concurrently, the others one
+        at a time, in order."""
+        results: list[ToolResult] = []
+        batch: list[ToolCallRef] = []
+
+        async def flush() -> None:
+            results.extend(await asyncio.gather(*(self._run_call(out, call) for call in batch)))
+            batch.clear()
+
+        for call in out.tool_calls:
+            if call.risk == "read" and call.decision == "allow":
+                batch.append(call)
+                continue
+            await flush()
+            results.append(await self._run_call(out, call))
+        await flush()
+        return results
+
+    async def _run_call(self, out: ModelStepOutput, call: ToolCallRef) -> ToolResult:
+        c = self.carry
+        refusal = await self._refusal(call)
+        if refusal is not None:
+            result = ToolResult(call_id=call.id, name=call.name, ok=False, preview=refusal)
+        else:
+            result = await self.tools.run(
+                call,
+                ToolInput(
+                    workspace=c.workspace,
+                    reply_digest=out.reply_digest,
+                    call_id=call.id,
+                    name=call.name,
+                    run_id=self.run_id,
+                    commands=self.inp.commands,
+                    readable=c.readable_outputs if call.name == "read_output" else [],
+                ),
+            )
+        self._after_call(call, result)
+        return result
+
+    async def _refusal(self, call: ToolCallRef) -> str | None:
+        """The refusal ladder, first rung that applies: a submit (model_step judged it, having seen
+        the arguments), an unknown tool, a denied call, a call an operator must approve. None: run it."""
+        agent = self.agent
+        if call.name == submission.SUBMIT and agent.output_model:
+            return call.submit_error or "error: submit was not accepted"
+        if call.name not in agent.tools:
+            return f"error: unknown tool {call.name!r}; this agent's tools are: {', '.join(agent.tools)}"
+        if call.decision == "deny":
+            return f"denied: {call.decision_reason}"
+        if call.decision == "ask":
+            return await self.host.ask_operator(call, self.inp.approval_timeout_s)
+        return None
+
+    def _after_call(self, call: ToolCallRef, result: ToolResult) -> None:
+        """Bookkeeping as each call comes back: its warning, its output if cut (read_output may
+        page it), its line in the live view."""
+        if result.warning:
+            self.host.show_tool_warning(result.warning)
+        if result.output_digest and result.output_bytes > self.agent.tool_output_cap_chars:
+            self.carry.readable_outputs.append(result.output_digest)
+        self.host.record_event("tool", call.summary, ok=result.ok, preview=result.preview)
+
+    def _after_calls(self, calls: list[ToolCallRef], results: list[ToolResult]) -> str | None:
+        """Bookkeeping once a reply's calls are done, in call order: the doom-loop watch, the submit
+        record, the workspace checkpoint, a loop warning queued for the model. The stuck reason, if any."""
+        c = self.carry
+        for call, result in zip(calls, results, strict=True):
+            edited = result.workspace is not None and result.workspace != c.workspace
+            c.doom, signal, text = observe(
+                c.doom,
+                call_key=call.args_digest,
+                error_key=None if result.ok else result.preview[:200],
+                tool=call.name,
+                error_text=None if result.ok else result.preview,
+                workspace_changed=edited,
+            )
+            c.submit = submission.record_call(
+                c.submit, edited=edited, ran_required=call.runs_required, ok=result.ok, preview=result.preview
+            )
+            if result.workspace is not None:
+                c.workspace = result.workspace
+            if signal == "warn":
+                c.queued_notes.append(text)
+                self.host.warn(text)
+            elif signal == "stuck":
+                return text
+        return None
+
+
+# --- a host for runs outside Temporal -------------------------------------------------------------
+
+
+class UnattendedHost:
+    """A RunHost with nobody at the controls, for runs outside Temporal (the bench, tests): the
+    clock is given, nothing pauses, history never grows, a call that needs approval is refused.
+    Events and warnings are kept in lists; set `cancel_reason` to stop the run at its next turn."""
+
+    def __init__(self, clock: Callable[[], float]) -> None:
+        self.clock = clock
+        self.cancel_reason: str | None = None
+        self.step = 0
+        self.events: list[tuple[int, EventKind, str, bool]] = []  # (step, kind, summary, ok)
+        self.warnings: list[str] = []
+
+    def now(self) -> float:
+        return self.clock()
+
+    async def wait_while_paused(self) -> None:
+        return None
+
+    async def continue_as_new_if_due(self, carry: AgentCarry) -> None:
+        return None
+
+    async def ask_operator(self, call: ToolCallRef, timeout_s: float) -> str | None:
+        return "rejected: no operator watches this run (the call was not run)"
+
+    def step_started(self, step: int) -> None:
+        self.step = step
+
+    def record_event(self, kind: EventKind, summary: str, *, ok: bool = True, preview: str = "") -> None:
+        self.events.append((self.step, kind, summary, ok))
+
+    def warn(self, text: str) -> None:
+        self.warnings.append(text)
+
+    def show_tool_warning(self, text: str) -> None:
+        if text not in self.warnings:
+            self.warn(text)
