@@ -40,14 +40,15 @@ def parse(text: str, depth: int = 0) -> Script:
 
 class _Parser:
     def __init__(self, text: str, depth: int) -> None:
-        self.s = text
-        self.i = 0
+        self.text = text  # the shell text being parsed
+        self.pos = 0  # index of the current character in self.text
         self.depth = depth
         self.pending: list[Redirect] = []  # heredocs whose bodies start after the next newline
 
-    def peek(self, k: int = 0) -> str:
-        j = self.i + k
-        return self.s[j] if j < len(self.s) else ""
+    def peek(self, offset: int = 0) -> str:
+        """The character `offset` places after the current one; "" past the end."""
+        at = self.pos + offset
+        return self.text[at] if at < len(self.text) else ""
 
     def nested(self, text: str) -> Script:
         return parse(text, self.depth + 1)
@@ -57,13 +58,13 @@ class _Parser:
     def script(self, end: str | None) -> Script:
         pipelines: Script = []
         commands: list[Command] = []
-        cmd = Command()
+        command = Command()
 
         def finish_command() -> None:
-            nonlocal cmd
-            if cmd.words or cmd.redirects or cmd.group is not None:
-                commands.append(cmd)
-            cmd = Command()
+            nonlocal command
+            if command.words or command.redirects or command.group is not None:
+                commands.append(command)
+            command = Command()
 
         def finish_pipeline() -> None:
             finish_command()
@@ -73,48 +74,48 @@ class _Parser:
 
         while True:
             self.skip_blanks()
-            c = self.peek()
-            if not c:
+            char = self.peek()
+            if not char:
                 if end:
                     raise ShellParseError(f"'{end}' is missing: the command ends inside a substitution")
                 finish_pipeline()
                 return pipelines
-            if c == end:
-                self.i += 1
+            if char == end:
+                self.pos += 1
                 finish_pipeline()
                 return pipelines
-            if c == "#":
+            if char == "#":
                 while self.peek() not in ("", "\n"):
-                    self.i += 1
-            elif c == "\n":
-                self.i += 1
+                    self.pos += 1
+            elif char == "\n":
+                self.pos += 1
                 finish_pipeline()
                 self.read_heredocs()
-            elif c in "<>" and self.peek(1) == "(":
-                cmd.words.append(self.word())  # process substitution
-            elif c in "<>" or (c == "&" and self.peek(1) == ">") or _FD.match(self.s, self.i):
-                cmd.redirects.append(self.redirect())
-            elif c in ";&|":
+            elif char in "<>" and self.peek(1) == "(":
+                command.words.append(self.word())  # process substitution
+            elif char in "<>" or (char == "&" and self.peek(1) == ">") or _FD.match(self.text, self.pos):
+                command.redirects.append(self.redirect())
+            elif char in ";&|":
                 op = self.operator()
                 if op in ("|", "|&"):
                     finish_command()
                 else:
                     finish_pipeline()
-            elif c == "(" and not cmd.words and cmd.group is None:
-                self.i += 1
-                cmd.group = self.script_nested(")")
-            elif c == "(":  # `name()` of a function definition: the body follows as commands
-                self.i += 1
+            elif char == "(" and not command.words and command.group is None:
+                self.pos += 1
+                command.group = self.script_nested(")")
+            elif char == "(":  # `name()` of a function definition: the body follows as commands
+                self.pos += 1
                 self.skip_blanks()
-                if len(cmd.words) > 1 or self.peek() != ")":
+                if len(command.words) > 1 or self.peek() != ")":
                     raise ShellParseError("'(' cannot follow the arguments of a command")
-                self.i += 1
-                cmd = Command()  # the definition itself runs nothing
-            elif c == ")":
-                self.i += 1  # a `case` pattern's closing paren outside any group
+                self.pos += 1
+                command = Command()  # the definition itself runs nothing
+            elif char == ")":
+                self.pos += 1  # a `case` pattern's closing paren outside any group
                 finish_pipeline()
             else:
-                cmd.words.append(self.word())
+                command.words.append(self.word())
 
     def script_nested(self, end: str) -> Script:
         if self.depth + 1 > MAX_DEPTH:
@@ -127,26 +128,30 @@ class _Parser:
 
     def skip_blanks(self) -> None:
         while True:
-            c = self.peek()
-            if c in (" ", "\t", "\r"):
-                self.i += 1
-            elif c == "\\" and self.peek(1) == "\n":
-                self.i += 2
+            char = self.peek()
+            if char in (" ", "\t", "\r"):
+                self.pos += 1
+            elif char == "\\" and self.peek(1) == "\n":
+                self.pos += 2
             else:
                 return
 
     def operator(self) -> str:
-        op = next(o for o in (";;&", ";;", ";&", "&&", "||", "|&", ";", "&", "|") if self.s.startswith(o, self.i))
-        self.i += len(op)
+        op = next(
+            candidate
+            for candidate in (";;&", ";;", ";&", "&&", "||", "|&", ";", "&", "|")
+            if self.text.startswith(candidate, self.pos)
+        )
+        self.pos += len(op)
         return op
 
     def redirect(self) -> Redirect:
         fd = ""
-        if m := _FD.match(self.s, self.i):
-            fd = m.group()
-            self.i = m.end()
-        op = next(o for o in _REDIRECT_OPS if self.s.startswith(o, self.i))
-        self.i += len(op)
+        if match := _FD.match(self.text, self.pos):
+            fd = match.group()
+            self.pos = match.end()
+        op = next(candidate for candidate in _REDIRECT_OPS if self.text.startswith(candidate, self.pos))
+        self.pos += len(op)
         self.skip_blanks()
         if not self.peek() or self.peek() in _WORD_END:
             raise ShellParseError(f"the redirection '{fd}{op}' has no target")
@@ -160,11 +165,11 @@ class _Parser:
         for redirect in self.pending:
             delimiter = redirect.target.text
             lines: list[str] = []
-            while self.i < len(self.s):
-                nl = self.s.find("\n", self.i)
-                end = len(self.s) if nl < 0 else nl
-                line = self.s[self.i : end]
-                self.i = end + 1 if nl >= 0 else end
+            while self.pos < len(self.text):
+                newline = self.text.find("\n", self.pos)
+                end = len(self.text) if newline < 0 else newline
+                line = self.text[self.pos : end]
+                self.pos = end + 1 if newline >= 0 else end
                 check = line.lstrip("\t") if redirect.op == "<<-" else line
                 if check.rstrip("\r") == delimiter:
                     break
@@ -177,141 +182,141 @@ class _Parser:
     def expansions(self) -> list[Script]:
         """The substitutions in text that is expanded like a double-quoted string (heredocs)."""
         subs: list[Script] = []
-        while self.i < len(self.s):
-            c = self.peek()
-            if c == "\\":
-                self.i += 2
-            elif c in "$`":
+        while self.pos < len(self.text):
+            char = self.peek()
+            if char == "\\":
+                self.pos += 2
+            elif char in "$`":
                 self.dollar_or_backtick(subs)
             else:
-                self.i += 1
+                self.pos += 1
         return subs
 
     # --- words ---------------------------------------------------------------------------------
 
     def word(self) -> Word:
-        out: list[str] = []
-        w = Word("")
+        parts: list[str] = []
+        word = Word("")
         while True:
-            c = self.peek()
-            if not c:
+            char = self.peek()
+            if not char:
                 break
-            if c in "<>" and self.peek(1) == "(" and not out:
-                start = self.i
-                self.i += 2
-                w.subs.append(self.script_nested(")"))
-                w.expanded = True
-                out.append(self.s[start : self.i])
-            elif c in _WORD_END:
+            if char in "<>" and self.peek(1) == "(" and not parts:
+                start = self.pos
+                self.pos += 2
+                word.subs.append(self.script_nested(")"))
+                word.expanded = True
+                parts.append(self.text[start : self.pos])
+            elif char in _WORD_END:
                 break
-            elif c == "\\":
+            elif char == "\\":
                 if self.peek(1) == "\n":
-                    self.i += 2
+                    self.pos += 2
                     continue
-                out.append(self.peek(1) or "\\")
-                w.quoted = True
-                self.i += 2
-            elif c == "'":
-                close = self.s.find("'", self.i + 1)
+                parts.append(self.peek(1) or "\\")
+                word.quoted = True
+                self.pos += 2
+            elif char == "'":
+                close = self.text.find("'", self.pos + 1)
                 if close < 0:
                     raise ShellParseError("a single quote (') is never closed")
-                out.append(self.s[self.i + 1 : close])
-                w.quoted = True
-                self.i = close + 1
-            elif c == '"' or (c == "$" and self.peek(1) == '"'):
-                self.i += 1 if c == '"' else 2
-                out.append(self.double_quoted(w))
-                w.quoted = True
-            elif c == "$" and self.peek(1) == "'":
-                out.append(self.ansi_c())
-                w.quoted = True
-            elif c in "$`":
-                out.append(self.dollar_or_backtick(w.subs, w))
+                parts.append(self.text[self.pos + 1 : close])
+                word.quoted = True
+                self.pos = close + 1
+            elif char == '"' or (char == "$" and self.peek(1) == '"'):
+                self.pos += 1 if char == '"' else 2
+                parts.append(self.double_quoted(word))
+                word.quoted = True
+            elif char == "$" and self.peek(1) == "'":
+                parts.append(self.ansi_c())
+                word.quoted = True
+            elif char in "$`":
+                parts.append(self.dollar_or_backtick(word.subs, word))
             else:
-                out.append(c)
-                self.i += 1
-        w.text = "".join(out)
-        return w
+                parts.append(char)
+                self.pos += 1
+        word.text = "".join(parts)
+        return word
 
-    def double_quoted(self, w: Word) -> str:
-        out: list[str] = []
+    def double_quoted(self, word: Word) -> str:
+        parts: list[str] = []
         while True:
-            c = self.peek()
-            if not c:
+            char = self.peek()
+            if not char:
                 raise ShellParseError('a double quote (") is never closed')
-            if c == '"':
-                self.i += 1
-                return "".join(out)
-            if c == "\\":
-                nxt = self.peek(1)
-                if nxt == "\n":
+            if char == '"':
+                self.pos += 1
+                return "".join(parts)
+            if char == "\\":
+                escaped = self.peek(1)
+                if escaped == "\n":
                     pass
-                elif nxt in ('"', "\\", "$", "`"):
-                    out.append(nxt)
+                elif escaped in ('"', "\\", "$", "`"):
+                    parts.append(escaped)
                 else:
-                    out.append("\\" + nxt)
-                self.i += 2
-            elif c in "$`":
-                out.append(self.dollar_or_backtick(w.subs, w))
+                    parts.append("\\" + escaped)
+                self.pos += 2
+            elif char in "$`":
+                parts.append(self.dollar_or_backtick(word.subs, word))
             else:
-                out.append(c)
-                self.i += 1
+                parts.append(char)
+                self.pos += 1
 
     def ansi_c(self) -> str:
-        j = self.i + 2
-        while j < len(self.s) and self.s[j] != "'":
-            j += 2 if self.s[j] == "\\" else 1
-        if j >= len(self.s):
+        scan = self.pos + 2
+        while scan < len(self.text) and self.text[scan] != "'":
+            scan += 2 if self.text[scan] == "\\" else 1
+        if scan >= len(self.text):
             raise ShellParseError("a $'...' string is never closed")
-        raw = self.s[self.i + 2 : j]
-        self.i = j + 1
+        raw = self.text[self.pos + 2 : scan]
+        self.pos = scan + 1
         return unescape_ansi_c(raw)
 
-    def dollar_or_backtick(self, subs: list[Script], w: Word | None = None) -> str:
-        """One $… expansion or `…` substitution at self.i; returns its source text."""
-        start = self.i
+    def dollar_or_backtick(self, subs: list[Script], word: Word | None = None) -> str:
+        """One $… expansion or `…` substitution at self.pos; returns its source text."""
+        start = self.pos
         if self.peek() == "`":
-            j = self.i + 1
+            scan = self.pos + 1
             inner: list[str] = []
-            while j < len(self.s) and self.s[j] != "`":
-                if self.s[j] == "\\" and j + 1 < len(self.s) and self.s[j + 1] in "`\\$":
-                    j += 1
-                inner.append(self.s[j])
-                j += 1
-            if j >= len(self.s):
+            while scan < len(self.text) and self.text[scan] != "`":
+                if self.text[scan] == "\\" and scan + 1 < len(self.text) and self.text[scan + 1] in "`\\$":
+                    scan += 1
+                inner.append(self.text[scan])
+                scan += 1
+            if scan >= len(self.text):
                 raise ShellParseError("a backquote (`) is never closed")
-            self.i = j + 1
+            self.pos = scan + 1
             subs.append(self.nested("".join(inner)))
-        elif self.s.startswith("$((", self.i) or self.peek(1) == "{":  # arithmetic or ${...}
+        elif self.text.startswith("$((", self.pos) or self.peek(1) == "{":  # arithmetic or ${...}
             opening, closing = ("{", "}") if self.peek(1) == "{" else ("(", ")")
-            self.i = self.balanced(self.i + 1, opening, closing)
+            self.pos = self.balanced(self.pos + 1, opening, closing)
             if self.depth >= MAX_DEPTH:
                 raise ShellParseError("commands are nested too deeply")
-            subs.extend(_Parser(self.s[start + 2 : self.i - 1], self.depth + 1).expansions())  # ${x:-$(cmd)}
+            subs.extend(_Parser(self.text[start + 2 : self.pos - 1], self.depth + 1).expansions())  # ${x:-$(cmd)}
         elif self.peek(1) == "(":
-            self.i += 2
+            self.pos += 2
             subs.append(self.script_nested(")"))
-        elif m := _NAME.match(self.s, self.i + 1):
-            self.i = m.end()
+        elif match := _NAME.match(self.text, self.pos + 1):
+            self.pos = match.end()
         else:
-            self.i += 1
+            self.pos += 1
             return "$"  # a lone dollar sign is literal
-        if w is not None:
-            w.expanded = True
-        return self.s[start : self.i]
+        if word is not None:
+            word.expanded = True
+        return self.text[start : self.pos]
 
     def balanced(self, at: int, opening: str, closing: str) -> int:
-        level, j = 0, at
-        while j < len(self.s):
-            ch = self.s[j]
-            if ch == "\\":
-                j += 2
+        level, scan = 0, at
+        while scan < len(self.text):
+            char = self.text[scan]
+            if char == "\\":
+                scan += 2
                 continue
-            if ch == opening:
+            if char == opening:
                 level += 1
-            elif ch == closing:
+            elif char == closing:
                 level -= 1
                 if level == 0:
-                    return j + 1
-            j += 1
+                    return scan + 1
+            scan += 1
         raise ShellParseError(f"'{opening}' is never closed by '{closing}'")
