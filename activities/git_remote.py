@@ -20,28 +20,30 @@ base branch. They run in the worker (never in an agent's sandbox), with the work
   merge base with the base branch (what GitHub would merge): the workflows ask right before
   they merge, and do not merge when there are any.
 
-Everything is built in this worker's mirror of the repository (workspace.py); the token reaches
-git through the environment only (git_plumbing.py) and is never returned or logged.
+Everything is built in this worker's mirror of the repository (git_mirror.py), git run as every
+worker runs it (git_cmd.py); the token reaches git through the environment only (git_plumbing.py)
+and is never returned or logged.
 """
 
 from __future__ import annotations
 
 import asyncio
-import re
 import tempfile
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import structlog
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from shopfloor.activities.git_plumbing import Git, auth_env, git_date
+from shopfloor.activities.git_cmd import FETCH_TIMEOUT_S, GitError, WorkspaceError, is_full_sha, is_ref_name, redact
+from shopfloor.activities.git_mirror import Mirror
+from shopfloor.activities.git_plumbing import auth_env, git_date
 from shopfloor.activities.github.clients import GitHubClients
 from shopfloor.activities.github.errors import github_failure
 from shopfloor.activities.heartbeat import heartbeating
-from shopfloor.activities.workspace import FETCH_TIMEOUT_S, GitError, PatchError, WorkspaceError, Workspaces, redact
+from shopfloor.activities.workspace import PatchError, Workspaces, portable
 from shopfloor.agents.policy import protected_match
 from shopfloor.models.agent_run import WorkspaceRef
 from shopfloor.models.git_remote import (
@@ -59,7 +61,6 @@ from shopfloor.models.pull_request_review import PullChange, PullChangeInput
 log = structlog.get_logger(__name__)
 
 T = TypeVar("T")
-_SHA_RE = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 # The commit a merge starts from ("base + patch") needs an identity and a date; fixed ones keep
 # the merge, and so the conflict markers and the resulting patch, a function of the inputs.
 _MERGE_IDENT = ("shopfloor", "shopfloor@localhost", "@0 +0000")
@@ -112,18 +113,17 @@ class GitRemoteActivities:
 
     async def _push(self, inp: PushInput) -> PushOutput:
         ref, branch = inp.workspace, inp.branch
-        clone_url, base = _portable(ref)
+        clone_url, base = portable(ref)
         if not branch.startswith(BRANCH_PREFIX):
             raise _fail(
                 "ShopfloorRefused",
                 f"{ref.repo}: shopfloor only pushes branches under {BRANCH_PREFIX!r}, not {branch!r}",
             )
-        if inp.expected_remote_sha is not None and not _SHA_RE.fullmatch(inp.expected_remote_sha):
+        if inp.expected_remote_sha is not None and not is_full_sha(inp.expected_remote_sha):
             raise _fail("WorkspaceError", f"expected_remote_sha {inp.expected_remote_sha!r} is not a full commit id")
-        git = await self._git(ref.repo, clone_url)
-        code, _, _ = await git.run("check-ref-format", f"refs/heads/{branch}", ok=(0, 1))
-        if code != 0:
+        if not is_ref_name(branch):
             raise _fail("ShopfloorRefused", f"{ref.repo}: {branch!r} is not a valid branch name")
+        git = await self._mirror(ref.repo, clone_url)
         default, remote_sha = await self._remote_state(git, clone_url, branch)
         if default is None or branch == default:
             why = (
@@ -135,7 +135,7 @@ class GitRemoteActivities:
         if not ref.patch_digest:
             raise _fail("NothingToPush", f"{ref.repo}: the workspace has no changes against {base[:12]}")
 
-        await self._ensure_commit(git, clone_url, base)
+        await git.ensure_commit(base)
         with tempfile.TemporaryDirectory(dir=self._ws.root, prefix="push-") as scratch:
             await self._ws.patch_file(ref.patch_digest, Path(scratch) / "patch")  # streamed, never in memory
             tree = await _tree_with(git, base, Path(scratch) / "patch", Path(scratch))
@@ -191,7 +191,7 @@ class GitRemoteActivities:
         log.info("pushed workspace", repo=ref.repo, branch=branch, sha=head, files=files)
         return out.model_copy(update={"pushed": True})
 
-    async def _remote_state(self, git: Git, clone_url: str, branch: str) -> tuple[str | None, str | None]:
+    async def _remote_state(self, git: Mirror, clone_url: str, branch: str) -> tuple[str | None, str | None]:
         """(the default branch, where `branch` is now or None) in one round trip."""
         raw = await git.out(
             "ls-remote", "--symref", "--", clone_url, "HEAD", f"refs/heads/{branch}", timeout=FETCH_TIMEOUT_S
@@ -209,13 +209,12 @@ class GitRemoteActivities:
 
     async def _update(self, inp: UpdateInput) -> UpdateOutput:
         ref = inp.workspace
-        clone_url, base = _portable(ref)
-        git = await self._git(ref.repo, clone_url)
-        code, _, _ = await git.run("check-ref-format", f"refs/heads/{inp.base_branch}", ok=(0, 1))
-        if code != 0 or inp.base_branch.startswith("-"):
+        clone_url, base = portable(ref)
+        if not is_ref_name(inp.base_branch):
             raise _fail("WorkspaceError", f"{ref.repo}: {inp.base_branch!r} is not a valid branch name")
-        tip = await self._fetch_branch(git, clone_url, inp.base_branch)
-        await self._ensure_commit(git, clone_url, base)
+        git = await self._mirror(ref.repo, clone_url)
+        tip = await git.fetch_ref(f"refs/heads/{inp.base_branch}")
+        await git.ensure_commit(base)
         behind, _, _ = await git.run("merge-base", "--is-ancestor", tip, base, ok=(0, 1))
         if behind == 0:  # the tip is the base or one of its ancestors: nothing to take in
             return UpdateOutput(status="up_to_date", workspace=ref, base_sha=tip)
@@ -237,7 +236,7 @@ class GitRemoteActivities:
             patch = Path(scratch) / "patch"
             size, _ = await git.diff_to_file(patch, "--binary", "--full-index", "--no-renames", tip, merged)
             digest = await self._ws.blobs.put_file(patch) if size else None
-        status = "conflicts" if code == 1 else "merged"
+        status: Literal["merged", "conflicts"] = "conflicts" if code == 1 else "merged"
         log.info(
             "workspace updated from base",
             repo=ref.repo,
@@ -284,7 +283,7 @@ class GitRemoteActivities:
         """The protected paths a pull request's head changes against its merge base with the base
         branch's tip (what GitHub's merge would take in), read from git, not from the API's
         paged file list."""
-        if not _SHA_RE.fullmatch(inp.head_sha):
+        if not is_full_sha(inp.head_sha):
             raise _fail("WorkspaceError", f"head {inp.head_sha!r} is not a full commit id")
         git, _, merge_base = await self._pull_request_in_mirror(
             inp.repo, inp.clone_url, inp.base_ref, inp.head_sha, inp.number
@@ -299,25 +298,23 @@ class GitRemoteActivities:
 
     async def _pull_request_in_mirror(
         self, repo: str, clone_url: str, base_ref: str, head_sha: str, number: int | None
-    ) -> tuple[Git, str, str]:
+    ) -> tuple[Mirror, str, str]:
         """(git in the mirror, the portable clone URL, the merge base): a pull request's head and
         its base branch's tip fetched into this worker's mirror, and where the head branched off."""
-        clone_url, _ = _portable(WorkspaceRef(repo=repo, clone_url=clone_url, base_sha=head_sha))
-        git = await self._git(repo, clone_url)
-        code, _, _ = await git.run("check-ref-format", f"refs/heads/{base_ref}", ok=(0, 1))
-        if code != 0 or base_ref.startswith("-"):
+        clone_url, _ = portable(WorkspaceRef(repo=repo, clone_url=clone_url, base_sha=head_sha))
+        if not is_ref_name(base_ref):
             raise _fail("WorkspaceError", f"{repo}: {base_ref!r} is not a valid branch name")
-        tip = await self._fetch_branch(git, clone_url, base_ref)
-        await self._ensure_head(git, clone_url, repo, head_sha, number)
+        git = await self._mirror(repo, clone_url)
+        tip = await git.fetch_ref(f"refs/heads/{base_ref}")
+        await self._ensure_head(git, repo, head_sha, number)
         code, out, _ = await git.run("merge-base", tip, head_sha, ok=(0, 1))
         merge_base = out.decode().strip() if code == 0 else tip  # unrelated histories: against the tip
         return git, clone_url, merge_base
 
     # --- mirror and credentials --------------------------------------------------------------------------
 
-    async def _git(self, repo: str, clone_url: str) -> Git:
-        """git in this worker's mirror of `clone_url`, carrying the repository's token if any."""
-        mirror = await self._ws.mirror(clone_url)
+    async def _mirror(self, repo: str, clone_url: str) -> Mirror:
+        """This worker's mirror of `clone_url`, its git carrying the repository's token if any."""
         try:
             token = (
                 await asyncio.to_thread(self._clients.git_token, repo) if "/" in repo and _is_http(clone_url) else None
@@ -326,54 +323,23 @@ class GitRemoteActivities:
             raise
         except Exception as exc:  # noqa: BLE001 - mapped like any GitHub failure, never raw
             raise github_failure(exc, f"a token for {repo}", auth_hint=self._clients.auth_hint) from None
-        return Git(mirror, self._ws.root / "git-home", auth_env(clone_url, token))
+        return await self._ws.mirrors.open(clone_url, env=auth_env(clone_url, token))
 
-    async def _ensure_commit(self, git: Git, clone_url: str, sha: str) -> None:
-        if await git.has_commit(sha):
-            return
-        async with self._ws.mirror_lock(git.git_dir):
-            if not await git.has_commit(sha):
-                await git.run("fetch", "--no-tags", "--quiet", "--", clone_url, sha, timeout=FETCH_TIMEOUT_S)
-                if not await git.has_commit(sha):
-                    raise WorkspaceError(f"commit {sha} is not in the repository at {redact(clone_url)}")
-            await git.run("update-ref", f"refs/shopfloor/base/{sha}", sha)  # pinned: gc never drops it
-
-    async def _ensure_head(self, git: Git, clone_url: str, repo: str, sha: str, number: int | None) -> None:
+    async def _ensure_head(self, git: Mirror, repo: str, sha: str, number: int | None) -> None:
         """A pull request's head in the mirror: by sha, or through refs/pull/<n>/head (a fork's)."""
         try:
-            await self._ensure_commit(git, clone_url, sha)
-        except (GitError, WorkspaceError):
-            if number is None:
+            await git.ensure_commit(sha, fallback=[f"refs/pull/{number}/head"] if number is not None else [])
+        except WorkspaceError as e:
+            if number is None or isinstance(e, GitError):
                 raise
-            async with self._ws.mirror_lock(git.git_dir):
-                await git.run(
-                    "fetch",
-                    "--no-tags",
-                    "--quiet",
-                    "--",
-                    clone_url,
-                    f"refs/pull/{number}/head",
-                    timeout=FETCH_TIMEOUT_S,
-                )
-            if not await git.has_commit(sha):
-                raise _fail(
-                    "WorkspaceError",
-                    f"{repo}#{number}: head {sha[:12]} is not fetchable (pushed over since?)",
-                    retry=True,
-                ) from None
-            await git.run("update-ref", f"refs/shopfloor/base/{sha}", sha)
-
-    async def _fetch_branch(self, git: Git, clone_url: str, branch: str) -> str:
-        async with self._ws.mirror_lock(git.git_dir):
-            await git.run(
-                "fetch", "--no-tags", "--quiet", "--", clone_url, f"refs/heads/{branch}", timeout=FETCH_TIMEOUT_S
-            )
-            tip = await git.out("rev-parse", "--verify", "FETCH_HEAD^{commit}")
-            await git.run("update-ref", f"refs/shopfloor/base/{tip}", tip)
-        return tip
+            raise _fail(
+                "WorkspaceError",
+                f"{repo}#{number}: head {sha[:12]} is not fetchable (pushed over since?)",
+                retry=True,
+            ) from None
 
 
-async def _tree_with(git: Git, base: str, patch: Path, scratch: Path) -> str:
+async def _tree_with(git: Mirror, base: str, patch: Path, scratch: Path) -> str:
     try:
         return await git.tree_with_patch(base, patch, scratch)
     except GitError as e:
@@ -400,16 +366,6 @@ def _branch_moved(repo: str, branch: str, expected: str | None, found: str | Non
         f"{repo}: {branch!r} was expected {was} but {now}: someone else pushed to it; "
         "shopfloor does not overwrite their work",
     )
-
-
-def _portable(ref: WorkspaceRef) -> tuple[str, str]:
-    if not ref.clone_url or not ref.base_sha or not _SHA_RE.fullmatch(ref.base_sha):
-        raise _fail(
-            "WorkspaceError", f"the workspace of {ref.repo} is not portable: it needs clone_url and a full base_sha"
-        )
-    if ref.clone_url.startswith("-") or any(not c.isprintable() for c in ref.clone_url):
-        raise _fail("WorkspaceError", f"clone_url {redact(repr(ref.clone_url))} is not usable")
-    return ref.clone_url, ref.base_sha
 
 
 def _is_http(url: str) -> bool:
