@@ -1,8 +1,14 @@
-"""Test session fixtures: a real Temporal dev server on a free port, workers with no cache; and
-the hooks that hold `fast` tests to their rule (no server, no process)."""
+"""Test session fixtures: a real Temporal dev server on a free port, workers with no cache; the
+hooks that hold `fast` tests to their rule (no server, no process); and how many pytest-xdist
+workers a run gets.
+
+The suite runs on pytest-xdist workers (`-n auto` in pyproject.toml): each worker is a pytest
+session of its own, so it starts its own Temporal dev server on its own free port, with its own
+temporary folders; nothing here is shared between workers by path or port."""
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -21,6 +27,21 @@ from shopfloor.temporal import connect
 from shopfloor.worker import ProviderCache, build_worker
 
 guard.install()
+
+# Workers for `-n auto` on a full run: the server-bound tests mostly wait (on Temporal, timers,
+# git and child processes), so one more worker than CPUs, and never fewer than three.
+MIN_WORKERS = 3
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """`-n auto`: the fast tier alone runs in this process (starting workers would cost more than
+    its tests take); anything else on max(MIN_WORKERS, CPUs + 1) workers.
+    PYTEST_XDIST_AUTO_NUM_WORKERS, or `-n N` on the command line, still decides when given."""
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS", "").isdigit():
+        return int(os.environ["PYTEST_XDIST_AUTO_NUM_WORKERS"])
+    if (config.option.markexpr or "").strip() == "fast":
+        return 0
+    return max(MIN_WORKERS, (os.cpu_count() or 1) + 1)
 
 
 def _fast_failure(item: pytest.Item, seen: list[str]) -> str:

@@ -1,5 +1,11 @@
 """`shopfloor bench` runs each benchmark beside its reference and reports both (figures are for
-reading, not asserting)."""
+reading, not asserting).
+
+One run of the whole quick suite: it runs the loop benchmark (3 steps at 0 and 500 ms model
+latency) and the webhook benchmark (30 requests at concurrency 4) and carries each one's own
+report, so their rows are checked here rather than in runs of `bench loop` and `bench webhooks`
+of their own. The subcommands' argument handling is tested
+in-process (tests/unit/test_cli_arguments.py)."""
 
 from __future__ import annotations
 
@@ -9,54 +15,6 @@ import subprocess
 from worker_process import SHOPFLOOR, worker_env
 
 from shopfloor.bench.suite import SuiteReport
-
-
-def test_bench_loop_reports_durable_and_in_memory_side_by_side(tmp_path):
-    run = subprocess.run(
-        [SHOPFLOOR, "bench", "loop", "--steps", "3", "--concurrent", "4", "--json"],
-        env=worker_env(SHOPFLOOR_DATA_DIR=str(tmp_path), SHOPFLOOR_LOG_LEVEL="WARNING"),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert run.returncode == 0, run.stderr
-    report = json.loads(run.stdout)
-    rows = report["rows"]
-    together = report["concurrency"]
-    assert together["runs"] == 4 and together["steps"] == 3
-    assert together["durable_steps_per_s"] > 0 and together["memory_steps_per_s"] > 0
-    assert [r["model_latency_ms"] for r in rows] == [0, 500]
-    for row in rows:
-        assert row["steps"] == 3
-        assert row["durable_ms_per_step"] > 0 and row["memory_ms_per_step"] > 0
-        assert row["history_bytes_per_step"] > 0
-    # With 500 ms of model latency both sides wait at least that long per model call.
-    slow = rows[1]
-    assert slow["memory_ms_per_step"] >= 500 and slow["durable_ms_per_step"] >= 500
-
-
-def test_bench_webhooks_reports_edge_and_ceiling_side_by_side(tmp_path):
-    run = subprocess.run(
-        [SHOPFLOOR, "bench", "webhooks", "--requests", "30", "--concurrency", "4", "--json"],
-        env=worker_env(SHOPFLOOR_DATA_DIR=str(tmp_path), SHOPFLOOR_LOG_LEVEL="WARNING"),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert run.returncode == 0, run.stderr
-    report = json.loads(run.stdout)
-    rows = report["rows"]
-    assert len(rows) == 3
-    edge, ceiling, rejected = rows
-    assert "start workflows" in edge["name"] and edge["expected_status"] == 202
-    assert "start_workflow" in ceiling["name"] and ceiling["expected_status"] is None
-    assert "rejected" in rejected["name"] and rejected["expected_status"] == 401
-    for row in rows:
-        assert row["requests"] == 30 and row["concurrency"] == 4
-        assert row["ok"] == row["requests"] and row["errors"] == {}, row
-        assert row["rps"] > 0
-        assert row["p99_ms"] >= row["p50_ms"] > 0
-    assert report["machine"] and report["notes"]
 
 
 def test_bench_runs_every_row_beside_its_reference_in_one_table(tmp_path):
@@ -102,6 +60,33 @@ def test_bench_runs_every_row_beside_its_reference_in_one_table(tmp_path):
     # Every benchmark's own report travels along in the JSON.
     assert set(report["reports"]) == set(report["seconds"])
     assert report["reports"]["history"]["rows"][0]["runs"] >= 1
+
+    # The loop benchmark: durable and in-memory side by side at each model latency.
+    loop_rows = report["reports"]["loop"]["rows"]
+    assert [r["model_latency_ms"] for r in loop_rows] == params["loop_latencies_ms"] == [0, 500]
+    for row in loop_rows:
+        assert row["steps"] == params["loop_steps"] == 3
+        assert row["durable_ms_per_step"] > 0 and row["memory_ms_per_step"] > 0
+        assert row["history_bytes_per_step"] > 0
+    # With 500 ms of model latency both sides wait at least that long per model call.
+    slow = loop_rows[1]
+    assert slow["memory_ms_per_step"] >= 500 and slow["durable_ms_per_step"] >= 500
+
+    # The webhook benchmark: the edge beside its ceiling (a bare start_workflow loop) and the
+    # deliveries it rejects.
+    webhooks = report["reports"]["webhooks"]
+    assert webhooks["machine"] and webhooks["notes"]
+    assert len(webhooks["rows"]) == 3
+    edge, ceiling, rejected = webhooks["rows"]
+    assert "start workflows" in edge["name"] and edge["expected_status"] == 202
+    assert "start_workflow" in ceiling["name"] and ceiling["expected_status"] is None
+    assert "rejected" in rejected["name"] and rejected["expected_status"] == 401
+    for row in webhooks["rows"]:
+        assert row["requests"] == params["webhook_requests"] == 30
+        assert row["concurrency"] == params["webhook_concurrency"] == 4
+        assert row["ok"] == row["requests"] and row["errors"] == {}, row
+        assert row["rps"] > 0
+        assert row["p99_ms"] >= row["p50_ms"] > 0
 
     # The markdown form of the same report: a header naming the machine, then one line per row.
     lines = SuiteReport.model_validate(report).markdown().splitlines()

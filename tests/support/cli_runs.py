@@ -1,4 +1,6 @@
-"""Running the real `shopfloor` console script in tests: one-shot commands and long-running ones.
+"""Running the real `shopfloor` console script in tests: one-shot commands and long-running ones;
+and `invoke_cli`, the same command line run in this process (argument parsing, validation and
+the one-line refusals need no process of their own).
 
 Every process gets an explicit environment (no SHOPFLOOR_*/OPENAI_*/ANTHROPIC_* from the caller),
 a timeout, and is cleaned up even when the test fails, including the `temporal` child that
@@ -8,6 +10,8 @@ a timeout, and is cleaned up even when the test fails, including the `temporal` 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import logging
 import os
 import signal
 import socket
@@ -29,6 +33,7 @@ __all__ = [
     "cli_env",
     "run_cli",
     "arun_cli",
+    "invoke_cli",
     "LongRunning",
     "pids_with_arg",
     "kill_pids",
@@ -92,6 +97,42 @@ async def arun_cli(
 ) -> CliResult:
     """run_cli off the event loop, for async tests."""
     return await asyncio.to_thread(run_cli, args, env, timeout_s=timeout_s, cwd=cwd)
+
+
+def invoke_cli(args: Sequence[str], env: dict[str, str], *, timeout_s: float = 60.0) -> CliResult:
+    """`shopfloor ARGS` run in this process by typer's CliRunner, with exactly `env` as its
+    environment (variables not in it are removed while it runs): what `run_cli` reports, without
+    a process start. It runs on a thread of its own, so the command's asyncio.run leaves the
+    caller's event loop alone (an async test may call it through asyncio.to_thread too), and the
+    process-wide logging set-up the command makes is put back afterwards. An exception the command
+    lets escape fails the test with its traceback, as it would have printed one."""
+    import structlog
+    from typer.testing import CliRunner
+
+    from shopfloor.cli.main import app
+
+    overrides: dict[str, str | None] = {key: None for key in os.environ if key not in env}
+    overrides.update(env)
+    root = logging.getLogger()
+    handlers, level, structlog_config = root.handlers[:], root.level, structlog.get_config()
+
+    def invoke():
+        return CliRunner().invoke(app, list(args), env=overrides, catch_exceptions=False)
+
+    pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="invoke-cli")
+    try:
+        result = pool.submit(invoke).result(timeout=timeout_s)
+    except TimeoutError:
+        raise AssertionError(f"shopfloor {' '.join(args)} did not finish within {timeout_s:.0f} s") from None
+    finally:
+        pool.shutdown(wait=False)
+        for handler in root.handlers[:]:
+            if handler not in handlers:
+                root.removeHandler(handler)
+                handler.close()
+        root.setLevel(level)
+        structlog.configure(**structlog_config)
+    return CliResult(list(args), result.exit_code, result.stdout, result.stderr)
 
 
 def _stop_group(proc: subprocess.Popen, sig: int, wait_s: float) -> None:

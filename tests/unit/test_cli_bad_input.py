@@ -3,6 +3,10 @@
 "Nothing started" is shown two ways: with SHOPFLOOR_TEMPORAL_ADDRESS at a closed port (a command
 that got as far as connecting would end with status 1 and "cannot reach Temporal" instead), and
 against the real test server, where a visibility query finds no workflow on the test's queue.
+
+The commands run in this process (`invoke_cli`, typer's CliRunner): parsing and validating
+arguments needs no process of its own. The console script itself is run where a process is the
+point: the control run on the real server below, and tests/e2e/test_cli_*.py.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from cli_runs import arun_cli, cli_env, kill_pids, one_line, pids_with_arg, run_cli
+from cli_runs import arun_cli, cli_env, invoke_cli, kill_pids, one_line, pids_with_arg
 
 from shopfloor.devserver import free_port
 
@@ -82,14 +86,14 @@ def assert_usage_error(result, fragments: list[str]) -> str:
 
 @pytest.mark.parametrize("changes, fragments", [c[1:] for c in BAD_AGENT_INPUT], ids=[c[0] for c in BAD_AGENT_INPUT])
 def test_bad_agent_input_is_refused_before_connecting(changes, fragments, repo, tmp_path, closed_env):
-    result = run_cli(agent_args(repo, tmp_path, **changes), closed_env)
+    result = invoke_cli(agent_args(repo, tmp_path, **changes), closed_env)
     assert_usage_error(result, fragments)
 
 
 @pytest.mark.parametrize("detach", [False, True], ids=["follow", "detach"])
 def test_valid_agent_input_gets_as_far_as_connecting(detach, repo, tmp_path, closed_env):
     """The control for the test above: valid input with the same closed port fails differently."""
-    result = run_cli(agent_args(repo, tmp_path) + (["--detach"] if detach else []), closed_env)
+    result = invoke_cli(agent_args(repo, tmp_path) + (["--detach"] if detach else []), closed_env)
     assert result.returncode == 1, str(result)
     line = one_line(result.stderr)
     assert UNREACHABLE in line and "SHOPFLOOR_TEMPORAL_ADDRESS" in line, line
@@ -107,16 +111,10 @@ async def test_bad_input_starts_no_workflow_on_a_real_server(temporal_client, te
         SHOPFLOOR_TASK_QUEUE=queue,
         SHOPFLOOR_DATA_DIR=str(tmp_path / "data"),
     )
-    # Each case once, every other one with --detach; two at a time.
-    slots = asyncio.Semaphore(2)
-
-    async def attempt(i: int, changes: dict[str, str]):
-        async with slots:
-            return await arun_cli(agent_args(repo, tmp_path, **changes) + (["--detach"] if i % 2 else []), env)
-
-    results = await asyncio.gather(*(attempt(i, c) for i, (_, c, _) in enumerate(BAD_AGENT_INPUT)))
-    for (_, _, fragments), result in zip(BAD_AGENT_INPUT, results):
-        assert_usage_error(result, fragments)
+    # Each case once, every other one with --detach.
+    for i, (_, changes, fragments) in enumerate(BAD_AGENT_INPUT):
+        args = agent_args(repo, tmp_path, **changes) + (["--detach"] if i % 2 else [])
+        assert_usage_error(await asyncio.to_thread(invoke_cli, args, env), fragments)
 
     # Visibility is eventually consistent: keep looking for a while before concluding "none".
     deadline = time.monotonic() + 3
@@ -124,7 +122,8 @@ async def test_bad_input_starts_no_workflow_on_a_real_server(temporal_client, te
         assert await _queue_workflows(temporal_client, queue) == []
         await asyncio.sleep(0.3)
 
-    # The same query does see a run the CLI starts on this queue (no worker: it just waits).
+    # The same query does see a run the CLI starts on this queue (no worker: it just waits); this
+    # one is the console script itself, in a process of its own.
     started = await arun_cli(agent_args(repo, tmp_path) + ["--detach"], env)
     assert started.returncode == 0, str(started)
     workflow_id = one_line(started.stdout)
@@ -146,7 +145,7 @@ def test_worker_with_unreachable_temporal_says_what_to_do(how, tmp_path):
         "port": {"SHOPFLOOR_TEMPORAL_PORT": str(port)},
     }[how]
     started = time.monotonic()
-    result = run_cli(["worker"], cli_env(SHOPFLOOR_DATA_DIR=str(tmp_path / "data"), **setting), timeout_s=60)
+    result = invoke_cli(["worker"], cli_env(SHOPFLOOR_DATA_DIR=str(tmp_path / "data"), **setting), timeout_s=60)
     assert result.returncode == 1, str(result)
     line = one_line(result.stderr)
     assert line.startswith(f"shopfloor: {UNREACHABLE} at ") and str(port) in line, line
@@ -188,7 +187,7 @@ def test_dev_with_a_port_in_use_names_the_port_and_the_setting(taken, setting, t
     )
     holder = _listening_socket(ports[taken])
     try:
-        result = run_cli(["dev"], env, timeout_s=60)
+        result = invoke_cli(["dev"], env, timeout_s=60)
     finally:
         holder.close()
         stray = pids_with_arg(str(data))  # a `temporal` child it should never have started
@@ -212,13 +211,14 @@ def test_a_bad_setting_is_one_line_and_status_2(command, value, tmp_path):
         SHOPFLOOR_WEBHOOK_PORT=str(free_port()),
         SHOPFLOOR_SIMULATOR_PORT=str(free_port()),
     )
-    result = run_cli(command.split(), env, timeout_s=60)
+    result = invoke_cli(command.split(), env, timeout_s=60)
     line = assert_usage_error(result, ["bad setting", "SHOPFLOOR_MAX_CACHED_WORKFLOWS"])
     assert ("greater than or equal to 0" if value == "-1" else "integer") in line, line
     assert not data.exists(), "something started before the settings were checked"
 
 
+@pytest.mark.fast
 def test_a_bad_port_setting_is_one_line_and_status_2(tmp_path):
     env = cli_env(SHOPFLOOR_DATA_DIR=str(tmp_path / "data"), SHOPFLOOR_WEBHOOK_PORT="eighty")
-    result = run_cli(["dev"], env, timeout_s=60)
+    result = invoke_cli(["dev"], env, timeout_s=60)
     assert_usage_error(result, ["bad setting", "SHOPFLOOR_WEBHOOK_PORT"])
