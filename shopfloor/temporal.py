@@ -1,10 +1,14 @@
-"""The one way to reach Temporal: `connect()` (pydantic data converter) and search-attribute setup."""
+"""The one way to reach Temporal: `connect()` (pydantic data converter), search-attribute setup, and
+signal-with-start of the factory workflows (`SignalWithStart`, built for each workflow here, sent by
+`send_signal_with_start`) for the webhook edge and shopfloor's own starters alike."""
 
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from datetime import timedelta
 
+from pydantic import BaseModel
 from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest, ListSearchAttributesRequest
 from temporalio.client import Client
@@ -19,7 +23,21 @@ from temporalio.runtime import LogForwardingConfig, LoggingConfig, Runtime, Tele
 from temporalio.service import RPCError
 
 from shopfloor.errors import TemporalUnreachable
-from shopfloor.models.inbox import GITHUB_EVENT_SIGNAL, ISSUE_WORKFLOW, IssueWorkflowInput, RepoEvent, issue_workflow_id
+from shopfloor.models.inbox import (
+    ALERT_SIGNAL,
+    ALERT_WORKFLOW,
+    GITHUB_EVENT_SIGNAL,
+    ISSUE_WORKFLOW,
+    PULL_REQUEST_WORKFLOW,
+    Alert,
+    AlertWorkflowInput,
+    IssueWorkflowInput,
+    PullRequestWorkflowInput,
+    RepoEvent,
+    alert_workflow_id,
+    issue_workflow_id,
+    pr_workflow_id,
+)
 from shopfloor.search_attributes import ALL_KEYS, SHOPFLOOR_ISSUE, SHOPFLOOR_REPO
 from shopfloor.settings import Settings
 
@@ -86,24 +104,111 @@ async def ensure_search_attributes(client: Client, namespace: str) -> list[str]:
     return sorted(wanted)
 
 
+@dataclass(frozen=True)
+class SignalWithStart:
+    """Start `workflow_id` with `arg` unless it is running, and signal it `signal_arg`.
+
+    Id policies (why): a *running* workflow of that id is always signalled (conflict policy
+    USE_EXISTING), so every event about one issue reaches its one run. A *closed* one is started
+    again only when `restart_closed` (reuse policy ALLOW_DUPLICATE: the event may start work);
+    otherwise (REJECT_DUPLICATE) Temporal answers WorkflowAlreadyStartedError, so a follow-up
+    event never revives a finished run.
+    """
+
+    workflow: str
+    workflow_id: str
+    arg: BaseModel
+    signal: str
+    signal_arg: BaseModel
+    restart_closed: bool
+    search_attributes: TypedSearchAttributes | None = None
+    static_summary: str | None = None  # what the Temporal UI shows for the run (set by a start only)
+
+
+def _repo_and_number(repo: str, number: int) -> TypedSearchAttributes:
+    return TypedSearchAttributes(
+        [SearchAttributePair(SHOPFLOOR_REPO, repo), SearchAttributePair(SHOPFLOOR_ISSUE, number)]
+    )
+
+
+def issue_workflow_start(event: RepoEvent, number: int, *, restart_closed: bool, started_by: str) -> SignalWithStart:
+    """IssueWorkflow `issue/<repo>/<number>`, signalled `event` (`started_by` names who for the UI)."""
+    return SignalWithStart(
+        workflow=ISSUE_WORKFLOW,
+        workflow_id=issue_workflow_id(event.repo, number),
+        arg=IssueWorkflowInput(repo=event.repo, number=number),
+        signal=GITHUB_EVENT_SIGNAL,
+        signal_arg=event,
+        restart_closed=restart_closed,
+        search_attributes=_repo_and_number(event.repo, number),
+        static_summary=f"{ISSUE_WORKFLOW} for {event.repo}#{number}, started by {started_by}",
+    )
+
+
+def pull_request_workflow_start(
+    event: RepoEvent, number: int, *, restart_closed: bool, started_by: str
+) -> SignalWithStart:
+    """PullRequestWorkflow `pr/<repo>/<number>`, signalled `event`."""
+    return SignalWithStart(
+        workflow=PULL_REQUEST_WORKFLOW,
+        workflow_id=pr_workflow_id(event.repo, number),
+        arg=PullRequestWorkflowInput(repo=event.repo, number=number),
+        signal=GITHUB_EVENT_SIGNAL,
+        signal_arg=event,
+        restart_closed=restart_closed,
+        search_attributes=_repo_and_number(event.repo, number),
+        static_summary=f"{PULL_REQUEST_WORKFLOW} for {event.repo}#{number}, started by {started_by}",
+    )
+
+
+def alert_workflow_start(source: str, alert: Alert) -> SignalWithStart:
+    """AlertWorkflow of one alert (its source and fingerprint), signalled the alert. A firing alert
+    after its bug was closed is a regression: a new run. A late "resolved" never revives one."""
+    workflow_id = alert_workflow_id(source, alert.fingerprint)
+    return SignalWithStart(
+        workflow=ALERT_WORKFLOW,
+        workflow_id=workflow_id,
+        arg=AlertWorkflowInput(source=source, fingerprint=alert.fingerprint, repo=alert.repo),
+        signal=ALERT_SIGNAL,
+        signal_arg=alert,
+        restart_closed=alert.status == "firing",
+        static_summary=f"{workflow_id} on {alert.repo or 'no repository (unrouted)'}",
+    )
+
+
+async def send_signal_with_start(
+    client: Client, task_queue: str, start: SignalWithStart, *, rpc_timeout: timedelta | None = None
+) -> bool:
+    """Send `start`; True when this call created the run. WorkflowAlreadyStartedError (the run is
+    closed and `restart_closed` is false) and RPCError pass through."""
+    handle = await client.start_workflow(
+        start.workflow,
+        start.arg,
+        id=start.workflow_id,
+        task_queue=task_queue,
+        start_signal=start.signal,
+        start_signal_args=[start.signal_arg],
+        id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+        id_reuse_policy=(
+            WorkflowIDReusePolicy.ALLOW_DUPLICATE if start.restart_closed else WorkflowIDReusePolicy.REJECT_DUPLICATE
+        ),
+        search_attributes=start.search_attributes,
+        static_summary=start.static_summary,
+        rpc_timeout=rpc_timeout,
+    )
+    # The signal-with-start response says whether this call created the run (private, but the
+    # only place the SDK keeps it).
+    response = getattr(handle, "_start_workflow_response", None)
+    return bool(getattr(response, "started", False))
+
+
 async def start_issue_workflow(
     client: Client, task_queue: str, event: RepoEvent, *, new_run: bool, started_by: str
 ) -> None:
     """Signal-with-start `issue/<repo>/<n>` with `event`, as shopfloor's own starters do (the
     reconciler, AlertWorkflow, `shopfloor run issue`). `new_run`: a finished run may be followed by
     a new one; else WorkflowAlreadyStartedError says it finished. RPCError passes through."""
-    assert event.number is not None
-    await client.start_workflow(
-        ISSUE_WORKFLOW,
-        IssueWorkflowInput(repo=event.repo, number=event.number),
-        id=issue_workflow_id(event.repo, event.number),
-        task_queue=task_queue,
-        start_signal=GITHUB_EVENT_SIGNAL,
-        start_signal_args=[event],
-        id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-        id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE if new_run else WorkflowIDReusePolicy.REJECT_DUPLICATE,
-        search_attributes=TypedSearchAttributes(
-            [SearchAttributePair(SHOPFLOOR_REPO, event.repo), SearchAttributePair(SHOPFLOOR_ISSUE, event.number)]
-        ),
-        static_summary=f"{ISSUE_WORKFLOW} for {event.repo}#{event.number}, started by {started_by}",
-    )
+    if event.number is None:
+        raise ValueError(f"an event without an issue number cannot start an issue workflow ({event.event})")
+    start = issue_workflow_start(event, event.number, restart_closed=new_run, started_by=started_by)
+    await send_signal_with_start(client, task_queue, start)

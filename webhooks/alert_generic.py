@@ -87,7 +87,8 @@ def _one(item: object, index: int | None, digest: str, now: datetime) -> Alert:
         last_seen=_utc(raw.last_seen) or now,
         occurrences=raw.occurrences,
     )
-    extra = [_utc(raw.last_seen).isoformat() if raw.last_seen else "", str(index)]
+    last_seen = _utc(raw.last_seen)
+    extra = [last_seen.isoformat() if last_seen else "", str(index)]
     return alert.model_copy(update={"delivery_id": delivery_id("generic", alert, digest, *extra)})
 
 

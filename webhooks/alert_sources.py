@@ -180,7 +180,7 @@ def _iso(when: datetime | None) -> str:
 _REPO_RE = re.compile(REPO_PATTERN)
 
 
-def validate_routes(routes: Mapping[str, str]) -> dict[str, str]:
+def validate_routes(routes: Mapping[str, object]) -> dict[str, str]:
     """Check SHOPFLOOR_ALERT_ROUTES once, at app build time, with a message naming the bad entry."""
     checked: dict[str, str] = {}
     for key, repo in routes.items():

@@ -21,7 +21,7 @@ import structlog
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
-from shopfloor.models.inbox import ALERT_SIGNAL, ALERT_WORKFLOW, AlertWorkflowInput, alert_workflow_id
+from shopfloor.temporal import alert_workflow_start
 from shopfloor.webhooks.alert_sentry import RESOURCES as SENTRY_RESOURCES
 from shopfloor.webhooks.alert_sources import (
     SOURCES,
@@ -31,6 +31,7 @@ from shopfloor.webhooks.alert_sources import (
     validate_routes,
 )
 from shopfloor.webhooks.deps import EdgeDeps
+from shopfloor.webhooks.request_body import BodyError, read_body
 from shopfloor.webhooks.starting import TemporalUnavailable, WorkflowClosed
 
 log = structlog.get_logger(__name__)
@@ -60,11 +61,14 @@ def alerts_router(deps: EdgeDeps) -> APIRouter:
                 raise _Reject(
                     404, f"unknown alert source {source[:40]!r}; expected one of {', '.join(SOURCES)}", "unknown_source"
                 )
-            body = await _read_body(request, settings.webhook_max_body_bytes)
+            body = (await read_body(request, settings.webhook_max_body_bytes)).data
             _authenticate(source, request, body, deps)
             parsed = parse_alerts(source, body, now=datetime.now(UTC), sentry_resource=resource or None)
         except _Reject as exc:
             return _refuse(deps, source, event, exc.status, exc.message, exc.outcome, started)
+        except BodyError as exc:
+            outcome = "too_large" if exc.status == 413 else "bad_request"
+            return _refuse(deps, source, event, exc.status, exc.message, outcome, started)
         except AlertPayloadError as exc:
             return _refuse(deps, source, event, 400, f"malformed {source} payload: {exc}", "malformed", started)
 
@@ -96,20 +100,10 @@ def alerts_router(deps: EdgeDeps) -> APIRouter:
                 )
                 continue
             alert = alert.model_copy(update={"repo": repo})
-            workflow_id = alert_workflow_id(source, alert.fingerprint)
+            start = alert_workflow_start(source, alert)
+            workflow_id = start.workflow_id
             try:
-                delivered = await deps.starter.signal_with_start(
-                    workflow=ALERT_WORKFLOW,
-                    workflow_id=workflow_id,
-                    arg=AlertWorkflowInput(source=source, fingerprint=alert.fingerprint, repo=repo),
-                    signal=ALERT_SIGNAL,
-                    signal_arg=alert,
-                    dedupe_key=alert.delivery_id,
-                    # A firing alert after its bug was closed is a regression: a new run. A late
-                    # "resolved" never revives a finished one.
-                    restart_closed=alert.status == "firing",
-                    static_summary=f"{workflow_id} on {repo or 'no repository (unrouted)'}",
-                )
+                delivered = await deps.starter.signal_with_start(start, dedupe_key=alert.delivery_id)
                 outcome = delivered.outcome
             except WorkflowClosed:
                 outcome = "closed"
@@ -151,21 +145,6 @@ def alerts_router(deps: EdgeDeps) -> APIRouter:
         )
 
     return router
-
-
-async def _read_body(request: Request, limit: int) -> bytes:
-    """The raw body, refused (413) beyond `limit` bytes without reading the rest."""
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise _Reject(413, f"body is larger than {limit} bytes", "too_large")
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise _Reject(413, f"body is larger than {limit} bytes", "too_large")
-        chunks.append(chunk)
-    return b"".join(chunks)
 
 
 def _authenticate(source: str, request: Request, body: bytes, deps: EdgeDeps) -> None:

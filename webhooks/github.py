@@ -16,29 +16,24 @@ from typing import Any
 import structlog
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
-from temporalio.common import SearchAttributePair, TypedSearchAttributes
 
 from shopfloor.github_signature import verify
-from shopfloor.models.github_events import MalformedEvent, PingEvent, parse_event
-from shopfloor.models.inbox import (
-    GITHUB_EVENT_SIGNAL,
-    ISSUE_WORKFLOW,
-    IssueWorkflowInput,
-    PullRequestWorkflowInput,
+from shopfloor.models.github_events import (
+    EventBase,
+    MalformedEvent,
+    PingEvent,
+    is_bot_sender,
+    is_ci_event,
+    parse_event,
 )
-from shopfloor.search_attributes import SHOPFLOOR_ISSUE, SHOPFLOOR_REPO
+from shopfloor.models.inbox import ISSUE_WORKFLOW, RepoEvent
+from shopfloor.temporal import SignalWithStart, issue_workflow_start, pull_request_workflow_start
 from shopfloor.webhooks.delivered_bodies import body_digest, remember_accepted, was_accepted
 from shopfloor.webhooks.deps import EdgeDeps
-from shopfloor.webhooks.github_body import (
-    BodyError,
-    check_content_type,
-    check_declared_length,
-    decode_payload,
-    delivery_headers,
-    read_capped,
-)
-from shopfloor.webhooks.github_repo_event import repo_event
-from shopfloor.webhooks.github_routing import route
+from shopfloor.webhooks.github_body import MEDIA_TYPES, decode_payload, delivery_headers
+from shopfloor.webhooks.github_event_kinds import repo_event, route
+from shopfloor.webhooks.github_routing import Target
+from shopfloor.webhooks.request_body import BodyError, read_body
 from shopfloor.webhooks.starting import Delivered, TemporalUnavailable, WorkflowClosed
 
 log = structlog.get_logger(__name__)
@@ -68,12 +63,19 @@ _OPENAPI: dict[str, Any] = {
 }
 
 
-CI_EVENTS = frozenset({"check_run", "check_suite", "status", "workflow_run"})
+def _ignored_sender(event: EventBase, bot_login: str) -> bool:
+    """Whether the sender makes a delivery ignorable: shopfloor itself, or a bot unless the event
+    is a CI result (those come from apps: facts about a commit that the issue workflow waits for,
+    so only our own login makes them ignorable)."""
+    ci_fact = is_ci_event(event.event) and event.sender_login != bot_login
+    ours = (event.sender_login or "") == bot_login
+    return not ci_fact and (ours or is_bot_sender(event.sender_login, event.sender.type if event.sender else None))
 
 
-def _is_ours_or_bot(sender_login: str | None, sender_type: str | None, bot_login: str) -> bool:
-    login = sender_login or ""
-    return sender_type == "Bot" or login.lower().endswith("[bot]") or login == bot_login
+def _start(target: Target, event: RepoEvent) -> SignalWithStart:
+    build = issue_workflow_start if target.workflow == ISSUE_WORKFLOW else pull_request_workflow_start
+    started_by = f"{event.event}.{event.action or ''} from @{event.sender}"
+    return build(event, target.number, restart_closed=target.restart_closed, started_by=started_by)
 
 
 def github_router(deps: EdgeDeps) -> APIRouter:
@@ -106,14 +108,12 @@ def github_router(deps: EdgeDeps) -> APIRouter:
             secret = settings.webhook_secret.get_secret_value().encode() if settings.webhook_secret else b""
             if not secret:
                 return answer(503, "not_configured", detail="webhook secret not configured")
-            limit = settings.webhook_max_body_bytes
-            check_declared_length(request.headers.get("content-length"), limit)
-            kind = check_content_type(request.headers.get("content-type"))
-            body = await read_capped(request.stream(), limit)
+            delivered = await read_body(request, settings.webhook_max_body_bytes, media_types=MEDIA_TYPES)
+            body = delivered.data
             if not verify(secret, body, request.headers.get("x-hub-signature-256")):
                 return answer(401, "unauthorized", detail="bad or missing X-Hub-Signature-256")
             info["event"], info["delivery"] = delivery_headers(request.headers)
-            raw = decode_payload(body, kind)
+            raw = decode_payload(body, delivered.media_type)
             try:
                 event = parse_event(info["event"], raw)
             except MalformedEvent as exc:
@@ -126,14 +126,9 @@ def github_router(deps: EdgeDeps) -> APIRouter:
         info["repo"] = event.repo_full_name
         if isinstance(event, PingEvent):
             return answer(202, "ignored", reason="pong")
-        # CI results come from apps (github-actions[bot], CI apps): facts about a commit that the
-        # issue workflow waits for, so only our own login makes them ignorable.
-        ci_fact = info["event"] in CI_EVENTS and event.sender_login != settings.github_bot_login
-        if not ci_fact and _is_ours_or_bot(
-            event.sender_login, event.sender.type if event.sender else None, settings.github_bot_login
-        ):
+        if _ignored_sender(event, settings.github_bot_login):
             return answer(202, "ignored", reason=f"sender {event.sender_login!r} is a bot or shopfloor itself")
-        plan = route(event, raw, bot_login=settings.github_bot_login, trigger_label=settings.trigger_label)
+        plan = route(event, bot_login=settings.github_bot_login, trigger_label=settings.trigger_label)
         if not plan.targets:
             return answer(202, "ignored", reason=plan.ignored)
 
@@ -142,32 +137,18 @@ def github_router(deps: EdgeDeps) -> APIRouter:
         if await was_accepted(deps.blobs, digest):
             extra = {"workflow_ids": [t.workflow_id for t in plan.targets]} if len(plan.targets) > 1 else {}
             return answer(202, "duplicate", workflow_id=plan.targets[0].workflow_id, **extra)
-        signal_arg = await repo_event(event, raw, info["delivery"], deps.blobs)
+        signal_arg = await repo_event(event, info["delivery"], deps.blobs)
         signal_arg = signal_arg.model_copy(update={"body_digest": digest})
         results: list[Delivered] = []
         closed: list[str] = []
         try:
             for target in plan.targets:
-                model = IssueWorkflowInput if target.workflow == ISSUE_WORKFLOW else PullRequestWorkflowInput
                 try:
                     results.append(
                         await deps.starter.signal_with_start(
-                            workflow=target.workflow,
-                            workflow_id=target.workflow_id,
-                            arg=model(repo=signal_arg.repo, number=target.number),
-                            signal=GITHUB_EVENT_SIGNAL,
-                            signal_arg=signal_arg,
+                            _start(target, signal_arg),
                             # The body, not the delivery id: a redelivery and a replay are both this body.
                             dedupe_key=f"github:{digest}:{target.workflow_id}",
-                            search_attributes=TypedSearchAttributes(
-                                [
-                                    SearchAttributePair(SHOPFLOOR_REPO, signal_arg.repo),
-                                    SearchAttributePair(SHOPFLOOR_ISSUE, target.number),
-                                ]
-                            ),
-                            restart_closed=target.restart_closed,
-                            static_summary=f"{target.workflow} for {signal_arg.repo}#{target.number}, started by "
-                            f"{signal_arg.event}.{signal_arg.action or ''} from @{signal_arg.sender}",
                         )
                     )
                 except WorkflowClosed as exc:

@@ -1,62 +1,26 @@
-"""Reading and decoding a GitHub delivery's body: size cap, content type, JSON or form payload.
+"""Decoding a GitHub delivery: the X-GitHub-* headers, and the JSON object it carries as JSON or in
+a form's `payload` field (the body is read by webhooks/request_body.py, capped like every
+webhook's, in one of `MEDIA_TYPES`).
 
-Each failure is a `BodyError` carrying the HTTP status to answer (400, 413, 415); nothing else
-escapes for any input.
+Each failure is a `BodyError` carrying the HTTP status to answer (400); nothing else escapes for
+any input.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 from urllib.parse import parse_qsl
 
-JSON_TYPES = ("application/json",)
+from shopfloor.webhooks.request_body import BodyError
+
+JSON_TYPE = "application/json"
 FORM_TYPE = "application/x-www-form-urlencoded"
+MEDIA_TYPES = (JSON_TYPE, FORM_TYPE)
 _EVENT_NAME = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 _DELIVERY_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
-
-
-class BodyError(Exception):
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
-
-
-def media_type(content_type: str | None) -> str:
-    return (content_type or "").split(";", 1)[0].strip().lower()
-
-
-def check_content_type(content_type: str | None) -> str:
-    kind = media_type(content_type)
-    if kind in JSON_TYPES or kind == FORM_TYPE:
-        return kind
-    raise BodyError(415, f"unsupported content type {kind or '(none)'!r}: send application/json or {FORM_TYPE}")
-
-
-def check_declared_length(content_length: str | None, limit: int) -> None:
-    """Refuse early on Content-Length; the stream is counted too, since the header can lie."""
-    if content_length is None:
-        return
-    try:
-        declared = int(content_length.strip())
-    except ValueError:
-        raise BodyError(400, "Content-Length is not a number") from None
-    if declared < 0:
-        raise BodyError(400, "Content-Length is negative")
-    if declared > limit:
-        raise BodyError(413, f"body of {declared} bytes is over the {limit}-byte limit")
-
-
-async def read_capped(chunks: AsyncIterator[bytes], limit: int) -> bytes:
-    body = bytearray()
-    async for chunk in chunks:
-        body += chunk
-        if len(body) > limit:
-            raise BodyError(413, f"body is over the {limit}-byte limit")
-    return bytes(body)
 
 
 def delivery_headers(headers: Mapping[str, str]) -> tuple[str, str]:

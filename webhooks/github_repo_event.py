@@ -2,14 +2,16 @@
 
 Untrusted titles and bodies are stripped of hidden content before anything else sees them, and
 what a body's markdown hides is set apart from the text people see; both are stored in the blob
-store (history carries only the digest and a short preview of the visible text).
+store (history carries only the digest and a short preview of the visible text). The fields every
+event carries come from `common_fields`; each routed kind adds its own (one function per kind,
+paired with its model in github_event_kinds.py).
 """
 
 from __future__ import annotations
 
 import asyncio
 from datetime import UTC, datetime
-from typing import Any
+from typing import TypedDict
 
 from shopfloor.agents.comment_commands import parse_command
 from shopfloor.agents.untrusted_snapshot import snapshot_text
@@ -18,6 +20,7 @@ from shopfloor.blobs import BlobStore, put_json
 from shopfloor.models.github_events import (
     CheckRunEvent,
     CheckSuiteEvent,
+    EventBase,
     IssueCommentEvent,
     IssuesEvent,
     PullRequestEvent,
@@ -25,10 +28,40 @@ from shopfloor.models.github_events import (
     StatusEvent,
     WorkflowRunEvent,
 )
-from shopfloor.models.inbox import RepoEvent, TextSnapshot
+from shopfloor.models.inbox import CommentCommand, RepoEvent, TextSnapshot
 
 PREVIEW_CHARS = 200
 TITLE_CHARS = 256
+
+
+class CommonFields(TypedDict):
+    """What every `RepoEvent` the edge builds carries, whatever its kind."""
+
+    delivery_id: str
+    event: str
+    action: str | None
+    repo: str
+    sender: str
+    sender_type: str
+    installation_id: int | None
+    received_at: datetime
+
+
+class EventFields(TypedDict, total=False):
+    """What one kind of event adds to the common fields."""
+
+    number: int | None
+    is_pull_request: bool
+    title: str | None
+    text: TextSnapshot | None
+    labels: list[str]
+    label: str | None
+    command: CommentCommand | None
+    comment_id: int
+    head_sha: str | None
+    state: str | None
+    check_name: str | None
+    occurred_at: datetime | None
 
 
 async def snapshot(blobs: BlobStore, title: str | None, body: str | None) -> TextSnapshot:
@@ -47,95 +80,123 @@ def _pr_number(prs: list[int]) -> int | None:
     return prs[0] if len(prs) == 1 else None
 
 
-async def repo_event(event: Any, raw: dict[str, Any], delivery_id: str, blobs: BlobStore) -> RepoEvent:
-    sender = event.sender
-    fields: dict[str, Any] = {
-        "delivery_id": delivery_id,
-        "event": event.event,
-        "action": event.action,
-        "repo": event.repo_full_name,
-        "sender": sender.login if sender else "",
-        "sender_type": (sender.type or "User") if sender else "User",
-        "installation_id": event.installation_id,
-        "received_at": datetime.now(UTC),
-    }
-    if isinstance(event, IssuesEvent):
-        issue = event.issue
-        fields.update(
-            number=issue.number,
-            title=_title(issue.title),
-            text=await snapshot(blobs, issue.title, issue.body),
-            labels=issue.labels,
-            label=event.label_name,
-            state=issue.state,
-        )
-    elif isinstance(event, IssueCommentEvent):
-        issue = event.issue
-        fields.update(
-            number=issue.number,
-            is_pull_request=issue.pull_request is not None,
-            title=_title(issue.title),
-            text=await snapshot(blobs, issue.title, event.comment.body),
-            labels=issue.labels,
-            command=parse_command(event.comment.body),
-            comment_id=event.comment.id,
-            state=issue.state,
-            occurred_at=event.comment.created_at,  # an approval names the head at this time
-        )
-    elif isinstance(event, PullRequestEvent):
-        pr = event.pull_request
-        fields.update(
-            number=pr.number,
-            is_pull_request=True,
-            title=_title(pr.title),
-            text=await snapshot(blobs, pr.title, pr.body),
-            labels=pr.labels,
-            label=(raw.get("label") or {}).get("name") if isinstance(raw.get("label"), dict) else None,
-            head_sha=pr.head.sha,
-            state="merged" if pr.merged else pr.state,
-            occurred_at=pr.updated_at,  # a push (synchronize) updates it: when the head was there by
-        )
-    elif isinstance(event, PullRequestReviewEvent):
-        pr, review = event.pull_request, event.review
-        fields.update(
-            number=pr.number,
-            is_pull_request=True,
-            title=_title(pr.title),
-            text=await snapshot(blobs, pr.title, review.body) if review.body else None,
-            head_sha=review.commit_id or pr.head.sha,
-            state=review.state,
-        )
-    elif isinstance(event, CheckRunEvent):
-        run = event.check_run
-        number = _pr_number(run.pull_requests)
-        fields.update(
-            number=number,
-            is_pull_request=number is not None,
-            head_sha=run.head_sha,
-            state=run.conclusion or run.status,
-            check_name=run.name,
-        )
-    elif isinstance(event, CheckSuiteEvent):
-        suite = event.check_suite
-        number = _pr_number(suite.pull_requests)
-        name = suite.app.slug or suite.app.name if suite.app else None
-        fields.update(
-            number=number,
-            is_pull_request=number is not None,
-            head_sha=suite.head_sha,
-            state=suite.conclusion or suite.status,
-            check_name=name,
-        )
-    elif isinstance(event, WorkflowRunEvent):
-        run = event.workflow_run
-        number = _pr_number(run.pull_requests)
-        fields.update(
-            number=number,
-            is_pull_request=number is not None,
-            head_sha=run.head_sha,
-            state=run.conclusion or run.status,
-            check_name=run.name,
-        )
-    elif isinstance(event, StatusEvent):
-        fields.update(head_sha=event.sha, state=event.state, check_name=event.context)
-    return RepoEvent(**fields)
+def common_fields(event: EventBase, delivery_id: str) -> CommonFields:
+    """Raises ValueError for an event that names no repository (routing never sends one here)."""
+    sender, repo = event.sender, event.repo_full_name
+    if repo is None:
+        raise ValueError(f"a {event.event} event that names no repository is no RepoEvent")
+    return CommonFields(
+        delivery_id=delivery_id,
+        event=event.event,
+        action=event.action,
+        repo=repo,
+        sender=sender.login if sender else "",
+        sender_type=(sender.type or "User") if sender else "User",
+        installation_id=event.installation_id,
+        received_at=datetime.now(UTC),
+    )
+
+
+# --- one function per routed kind -------------------------------------------------------------
+
+
+async def issues_fields(event: IssuesEvent, blobs: BlobStore) -> EventFields:
+    issue = event.issue
+    return EventFields(
+        number=issue.number,
+        title=_title(issue.title),
+        text=await snapshot(blobs, issue.title, issue.body),
+        labels=issue.labels,
+        label=event.label_name,
+        state=issue.state,
+    )
+
+
+async def issue_comment_fields(event: IssueCommentEvent, blobs: BlobStore) -> EventFields:
+    issue = event.issue
+    return EventFields(
+        number=issue.number,
+        is_pull_request=issue.pull_request is not None,
+        title=_title(issue.title),
+        text=await snapshot(blobs, issue.title, event.comment.body),
+        labels=issue.labels,
+        command=parse_command(event.comment.body),
+        comment_id=event.comment.id,
+        state=issue.state,
+        occurred_at=event.comment.created_at,  # an approval names the head at this time
+    )
+
+
+async def pull_request_fields(event: PullRequestEvent, blobs: BlobStore) -> EventFields:
+    pr = event.pull_request
+    return EventFields(
+        number=pr.number,
+        is_pull_request=True,
+        title=_title(pr.title),
+        text=await snapshot(blobs, pr.title, pr.body),
+        labels=pr.labels,
+        label=event.label_name,
+        head_sha=pr.head.sha,
+        state="merged" if pr.merged else pr.state,
+        occurred_at=pr.updated_at,  # a push (synchronize) updates it: when the head was there by
+    )
+
+
+async def pull_request_review_fields(event: PullRequestReviewEvent, blobs: BlobStore) -> EventFields:
+    pr, review = event.pull_request, event.review
+    return EventFields(
+        number=pr.number,
+        is_pull_request=True,
+        title=_title(pr.title),
+        text=await snapshot(blobs, pr.title, review.body) if review.body else None,
+        head_sha=review.commit_id or pr.head.sha,
+        state=review.state,
+    )
+
+
+async def check_run_fields(event: CheckRunEvent, blobs: BlobStore) -> EventFields:
+    run = event.check_run
+    number = _pr_number(run.pull_requests)
+    return EventFields(
+        number=number,
+        is_pull_request=number is not None,
+        head_sha=run.head_sha,
+        state=run.conclusion or run.status,
+        check_name=run.name,
+    )
+
+
+async def check_suite_fields(event: CheckSuiteEvent, blobs: BlobStore) -> EventFields:
+    suite = event.check_suite
+    number = _pr_number(suite.pull_requests)
+    return EventFields(
+        number=number,
+        is_pull_request=number is not None,
+        head_sha=suite.head_sha,
+        state=suite.conclusion or suite.status,
+        check_name=suite.app.slug or suite.app.name if suite.app else None,
+    )
+
+
+async def workflow_run_fields(event: WorkflowRunEvent, blobs: BlobStore) -> EventFields:
+    run = event.workflow_run
+    number = _pr_number(run.pull_requests)
+    return EventFields(
+        number=number,
+        is_pull_request=number is not None,
+        head_sha=run.head_sha,
+        state=run.conclusion or run.status,
+        check_name=run.name,
+    )
+
+
+async def status_fields(event: StatusEvent, blobs: BlobStore) -> EventFields:
+    return EventFields(head_sha=event.sha, state=event.state, check_name=event.context)
+
+
+async def repo_event(event: EventBase, raw: object, delivery_id: str, blobs: BlobStore) -> RepoEvent:
+    """The old entry point, for `shopfloor bench webhooks` (`raw` is no longer read): the edge calls
+    github_event_kinds.repo_event."""
+    from shopfloor.webhooks.github_event_kinds import repo_event as from_table
+
+    return await from_table(event, delivery_id, blobs)

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
 
 from shopfloor.models.github_events import (
     CheckRunEvent,
@@ -43,13 +42,18 @@ from shopfloor.models.inbox import (
 )
 
 OUR_BRANCH = re.compile(r"^shopfloor/issue-([1-9][0-9]{0,9})$")
-_REPO = re.compile(REPO_PATTERN)
+REPO_NAME = re.compile(REPO_PATTERN)
 
 ISSUE_ACTIONS = {"opened", "edited", "labeled", "unlabeled", "closed", "reopened"}
 PR_ACTIONS = {"opened", "reopened", "synchronize", "closed", "edited", "ready_for_review"}
 # Events that may (re)start work on a closed workflow; all others only reach a running one.
 ISSUE_STARTERS = {"opened", "reopened", "labeled"}
 PR_STARTERS = {"opened", "reopened", "ready_for_review", "synchronize"}
+# Why kinds that have a model but no route go nowhere (any other kind: "... are not routed").
+NOT_ROUTED = {
+    "push": "push: pull_request.synchronize and check events carry what workflows need",
+    "installation": "installation events start no workflow",
+}
 
 
 @dataclass(frozen=True)
@@ -64,6 +68,15 @@ class Target:
 class Route:
     targets: list[Target] = field(default_factory=list)
     ignored: str | None = None  # the reason, when there are no targets
+
+
+@dataclass(frozen=True)
+class RouteContext:
+    """What routing an event needs besides the event: its (checked) repository and our settings."""
+
+    repo: str
+    bot_login: str
+    trigger_label: str
 
 
 def ignore(reason: str) -> Route:
@@ -111,60 +124,64 @@ def _for_head(repo: str, branch: str | None, prs: list[int], what: str) -> Route
     return Route([_pr(repo, number) for number in dict.fromkeys(prs)])
 
 
-def route(event: Any, raw: dict[str, Any], *, bot_login: str, trigger_label: str) -> Route:
-    """Targets for a parsed event (`raw` is the payload, for fields the models leave out)."""
-    repo = event.repo_full_name
-    if repo is None:
-        return ignore(f"{event.event} event names no repository")
-    if not _REPO.match(repo):
-        return ignore(f"unsupported repository name {repo[:120]!r}")
+# --- one function per routed kind (the table in github_event_kinds.py pairs each with its model) ---
+
+
+def route_issues(event: IssuesEvent, at: RouteContext) -> Route:
     action = event.action
-    if isinstance(event, IssuesEvent):
-        if action not in ISSUE_ACTIONS:
-            return ignore(f"issues.{action} is not routed")
-        restart = action in ISSUE_STARTERS and (action != "labeled" or event.label_name == trigger_label)
-        return Route([_issue(repo, event.issue.number, restart)])
-    if isinstance(event, IssueCommentEvent):
-        if action != "created":
-            return ignore(f"issue_comment.{action} is not routed")
-        if event.issue.pull_request is None:
-            return Route([_issue(repo, event.issue.number, restart=True)])
-        if event.issue.user.login == bot_login:
-            n = marker_issue_number(event.issue.body, repo)
-            if n is None:
-                return ignore("comment on a shopfloor pull request whose body does not end with its workflow marker")
-            return Route([_issue(repo, n)])
-        return Route([_pr(repo, event.issue.number, restart=True)])
-    if isinstance(event, PullRequestEvent):
-        if action not in PR_ACTIONS:
-            return ignore(f"pull_request.{action} is not routed")
-        return _for_pull_request(repo, event.pull_request, action in PR_STARTERS)
-    if isinstance(event, PullRequestReviewEvent):
-        if action != "submitted":
-            return ignore(f"pull_request_review.{action} is not routed")
-        return _for_pull_request(repo, event.pull_request, restart=False)
-    if isinstance(event, CheckRunEvent):
-        if action != "completed":
-            return ignore(f"check_run.{action} is not routed")
-        suite = (raw.get("check_run") or {}).get("check_suite") or {}
-        branch = suite.get("head_branch") if isinstance(suite, dict) else None
-        return _for_head(repo, branch if isinstance(branch, str) else None, event.check_run.pull_requests, "check_run")
-    if isinstance(event, CheckSuiteEvent):
-        if action != "completed":
-            return ignore(f"check_suite.{action} is not routed")
-        return _for_head(repo, event.check_suite.head_branch, event.check_suite.pull_requests, "check_suite")
-    if isinstance(event, WorkflowRunEvent):
-        if action != "completed":
-            return ignore(f"workflow_run.{action} is not routed")
-        return _for_head(repo, event.workflow_run.head_branch, event.workflow_run.pull_requests, "workflow_run")
-    if isinstance(event, StatusEvent):
-        # A status names only a commit and the branches holding it: only ours can be placed.
-        issues = [n for n in (our_issue_number(b) for b in event.branches) if n is not None]
-        if not issues:
-            return ignore("status on no shopfloor/issue-<n> branch (a status names no pull request)")
-        return Route([_issue(repo, n) for n in dict.fromkeys(issues)])
-    if event.event == "push":
-        return ignore("push: pull_request.synchronize and check events carry what workflows need")
-    if event.event == "installation":
-        return ignore("installation events start no workflow")
-    return ignore(f"{event.event} events are not routed")
+    if action not in ISSUE_ACTIONS:
+        return ignore(f"issues.{action} is not routed")
+    restart = action in ISSUE_STARTERS and (action != "labeled" or event.label_name == at.trigger_label)
+    return Route([_issue(at.repo, event.issue.number, restart)])
+
+
+def route_issue_comment(event: IssueCommentEvent, at: RouteContext) -> Route:
+    if event.action != "created":
+        return ignore(f"issue_comment.{event.action} is not routed")
+    if event.issue.pull_request is None:
+        return Route([_issue(at.repo, event.issue.number, restart=True)])
+    if event.issue.user.login == at.bot_login:
+        n = marker_issue_number(event.issue.body, at.repo)
+        if n is None:
+            return ignore("comment on a shopfloor pull request whose body does not end with its workflow marker")
+        return Route([_issue(at.repo, n)])
+    return Route([_pr(at.repo, event.issue.number, restart=True)])
+
+
+def route_pull_request(event: PullRequestEvent, at: RouteContext) -> Route:
+    if event.action not in PR_ACTIONS:
+        return ignore(f"pull_request.{event.action} is not routed")
+    return _for_pull_request(at.repo, event.pull_request, event.action in PR_STARTERS)
+
+
+def route_pull_request_review(event: PullRequestReviewEvent, at: RouteContext) -> Route:
+    if event.action != "submitted":
+        return ignore(f"pull_request_review.{event.action} is not routed")
+    return _for_pull_request(at.repo, event.pull_request, restart=False)
+
+
+def route_check_run(event: CheckRunEvent, at: RouteContext) -> Route:
+    if event.action != "completed":
+        return ignore(f"check_run.{event.action} is not routed")
+    run = event.check_run
+    return _for_head(at.repo, run.head_branch, run.pull_requests, "check_run")
+
+
+def route_check_suite(event: CheckSuiteEvent, at: RouteContext) -> Route:
+    if event.action != "completed":
+        return ignore(f"check_suite.{event.action} is not routed")
+    return _for_head(at.repo, event.check_suite.head_branch, event.check_suite.pull_requests, "check_suite")
+
+
+def route_workflow_run(event: WorkflowRunEvent, at: RouteContext) -> Route:
+    if event.action != "completed":
+        return ignore(f"workflow_run.{event.action} is not routed")
+    return _for_head(at.repo, event.workflow_run.head_branch, event.workflow_run.pull_requests, "workflow_run")
+
+
+def route_status(event: StatusEvent, at: RouteContext) -> Route:
+    # A status names only a commit and the branches holding it: only ours can be placed.
+    issues = [n for n in (our_issue_number(b) for b in event.branches) if n is not None]
+    if not issues:
+        return ignore("status on no shopfloor/issue-<n> branch (a status names no pull request)")
+    return Route([_issue(at.repo, n) for n in dict.fromkeys(issues)])

@@ -7,13 +7,12 @@ cache). Failures are never remembered, so a retried delivery after a 503 is trie
 restarts and replicas the edge remembers accepted bodies in the blob store
 (webhooks/delivered_bodies.py), and workflows de-duplicate by delivery id and body digest too.
 
-Id policies (why): signal-with-start always signals a *running* workflow of that id (conflict
-policy USE_EXISTING), so a second event about the same issue reaches the one run. A *closed*
-workflow is started again only when the caller says the event can start work (`restart_closed`,
-e.g. an issue reopened or a `/shopfloor` command): reuse policy ALLOW_DUPLICATE. Follow-up events
-(edits, check results, reviews) use REJECT_DUPLICATE: they never revive a finished run, and the
-caller gets `WorkflowClosed`. A new run of a finished issue workflow first reads the issue on
-GitHub and does nothing if it is closed (workflows/issue.py), so an old event cannot restart it.
+What is sent is a `SignalWithStart` built in shopfloor/temporal.py (the same builders shopfloor's
+own starters use), with its id policies: a running workflow is always signalled; a closed one is
+started again only when the event can start work (`restart_closed`, e.g. an issue reopened or a
+`/shopfloor` command). Follow-up events (edits, check results, reviews) never revive a finished
+run: the caller gets `WorkflowClosed`. A new run of a finished issue workflow first reads the issue
+on GitHub and does nothing if it is closed (workflows/issue.py), so an old event cannot restart it.
 """
 
 from __future__ import annotations
@@ -26,17 +25,12 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Literal
 
-from pydantic import BaseModel
 from temporalio.client import Client
-from temporalio.common import (
-    TypedSearchAttributes,
-    WorkflowIDConflictPolicy,
-    WorkflowIDReusePolicy,
-)
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from shopfloor.errors import TemporalUnreachable
+from shopfloor.temporal import SignalWithStart, send_signal_with_start
 
 _UNAVAILABLE = {
     RPCStatusCode.UNAVAILABLE,
@@ -100,21 +94,9 @@ class Starter:
         while len(self._done) > self._max_entries:
             self._done.popitem(last=False)
 
-    async def signal_with_start(
-        self,
-        *,
-        workflow: str,
-        workflow_id: str,
-        arg: BaseModel,
-        signal: str,
-        signal_arg: BaseModel,
-        dedupe_key: str,
-        search_attributes: TypedSearchAttributes | None = None,
-        restart_closed: bool = True,
-        static_summary: str | None = None,
-    ) -> Delivered:
-        """Start `workflow_id` with `arg` if not running, and signal it; "started" if this call
-        created it. Raises TemporalUnavailable (→ 503) or WorkflowClosed."""
+    async def signal_with_start(self, start: SignalWithStart, *, dedupe_key: str) -> Delivered:
+        """Send `start` once per `dedupe_key`; "started" if this call created the run. Raises
+        TemporalUnavailable (→ 503) or WorkflowClosed."""
         cached = self._cached(dedupe_key)
         if cached is not None:
             return cached
@@ -126,9 +108,7 @@ class Starter:
         future: asyncio.Future[Delivered] = asyncio.get_running_loop().create_future()
         self._in_flight[dedupe_key] = future
         try:
-            result = await self._send(
-                workflow, workflow_id, arg, signal, signal_arg, search_attributes, restart_closed, static_summary
-            )
+            result = await self._send(start)
         except BaseException as exc:
             if not future.done():
                 future.set_exception(exc if isinstance(exc, Exception) else TemporalUnavailable("cancelled"))
@@ -141,43 +121,18 @@ class Starter:
         finally:
             self._in_flight.pop(dedupe_key, None)
 
-    async def _send(
-        self,
-        workflow: str,
-        workflow_id: str,
-        arg: BaseModel,
-        signal: str,
-        signal_arg: BaseModel,
-        search_attributes: TypedSearchAttributes | None,
-        restart_closed: bool,
-        static_summary: str | None = None,
-    ) -> Delivered:
+    async def _send(self, start: SignalWithStart) -> Delivered:
         try:
             client = await asyncio.wait_for(self._get_client(), timeout=self._rpc_timeout_s)
-            handle = await asyncio.wait_for(
-                client.start_workflow(
-                    workflow,
-                    arg,
-                    id=workflow_id,
-                    task_queue=self.task_queue,
-                    start_signal=signal,
-                    start_signal_args=[signal_arg],
-                    id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-                    id_reuse_policy=(
-                        WorkflowIDReusePolicy.ALLOW_DUPLICATE
-                        if restart_closed
-                        else WorkflowIDReusePolicy.REJECT_DUPLICATE
-                    ),
-                    search_attributes=search_attributes,
-                    # What the Temporal UI shows for the run (only a start sets it; a signal keeps it).
-                    static_summary=static_summary,
-                    rpc_timeout=timedelta(seconds=self._rpc_timeout_s),
+            started = await asyncio.wait_for(
+                send_signal_with_start(
+                    client, self.task_queue, start, rpc_timeout=timedelta(seconds=self._rpc_timeout_s)
                 ),
                 # The SDK retries unavailable servers internally; bound the whole attempt.
                 timeout=self._rpc_timeout_s * 1.5,
             )
         except WorkflowAlreadyStartedError as exc:
-            raise WorkflowClosed(workflow_id) from exc
+            raise WorkflowClosed(start.workflow_id) from exc
         except RPCError as exc:
             # Anything Temporal refuses (also e.g. unregistered search attributes: run `shopfloor
             # setup`) is answered 503: the delivery was not accepted, so the sender must retry.
@@ -185,8 +140,4 @@ class Starter:
             raise TemporalUnavailable(f"Temporal {kind}: {exc.status!r} {exc.message}") from exc
         except (TimeoutError, TemporalUnreachable, RuntimeError, OSError) as exc:
             raise TemporalUnavailable(f"Temporal is unreachable: {type(exc).__name__}: {exc}") from exc
-        # The signal-with-start response says whether this call created the run (private, but the
-        # only place the SDK keeps it).
-        response = getattr(handle, "_start_workflow_response", None)
-        started = bool(getattr(response, "started", False))
-        return Delivered(workflow_id=workflow_id, outcome="started" if started else "signalled")
+        return Delivered(workflow_id=start.workflow_id, outcome="started" if started else "signalled")

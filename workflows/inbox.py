@@ -23,6 +23,8 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from shopfloor.models.factory import EventRecord, InboxCarry, InboxSummary
+    from shopfloor.models.github_events import CI_EVENTS as CI_EVENTS  # re-exported for the workflows built on it
+    from shopfloor.models.github_events import is_bot_sender, is_ci_event
     from shopfloor.models.inbox import GITHUB_EVENT_SIGNAL, RepoEvent
     from shopfloor.search_attributes import SHOPFLOOR_ISSUE, SHOPFLOOR_REPO, SHOPFLOOR_STAGE
     from shopfloor.workflows.commands import CommandHandling
@@ -44,9 +46,6 @@ TRIGGERS = {
     ("pull_request", "labeled"),
 }
 EDITS = {("issues", "edited"), ("pull_request", "edited"), ("issue_comment", "edited")}
-# CI results come from apps (github-actions[bot], a CI app): facts about a commit, not requests,
-# so a bot sender does not make them ignorable. They only wake a wait; CI state is read from GitHub.
-CI_EVENTS = frozenset({"check_run", "check_suite", "status", "workflow_run"})
 
 
 def remember(window: list, item: object, keep: int) -> None:
@@ -58,7 +57,7 @@ def remember(window: list, item: object, keep: int) -> None:
 def is_bot(event: RepoEvent) -> bool:
     # The edge filters bots already; a loop through our own comments must be impossible anyway.
     # Internal events (our own starters, e.g. an issue the AlertWorkflow filed) are not webhooks.
-    return not event.internal and (event.sender_type == "Bot" or event.sender.lower().endswith("[bot]"))
+    return not event.internal and is_bot_sender(event.sender, event.sender_type)
 
 
 def idle_left(last_activity: float) -> timedelta:
@@ -173,7 +172,9 @@ class GitHubInbox(CommandHandling):
 
     async def _handle(self, e: RepoEvent) -> None:
         c = self.c
-        if is_bot(e) and e.event not in CI_EVENTS:
+        # CI results come from apps: facts about a commit, not requests, so a bot sender does not
+        # make them ignorable. They only wake a wait; CI state is read from GitHub.
+        if is_bot(e) and not is_ci_event(e.event):
             c.bots_ignored += 1
             return
         c.events_seen += 1

@@ -3,6 +3,8 @@
 Each model carries the event name (the `X-GitHub-Event` header) in `event`, so a parsed event
 round-trips through Temporal's data converter as the same type (`GitHubEvent` discriminates on
 it). Events shopfloor does not route on become an `OtherEvent` with the common fields only.
+Beside them, the two questions the edge and the workflows' inbox both ask of an event: is it a CI
+result (`is_ci_event`), and is its sender a bot (`is_bot_sender`)?
 """
 
 from __future__ import annotations
@@ -21,14 +23,26 @@ from shopfloor.models.github_objects import (
     Installation,
     InstallationRef,
     Issue,
+    Label,
     PullRequest,
     PushCommit,
     Pusher,
     Repository,
     Review,
     WorkflowRun,
+    dict_or_none,
     names,
 )
+from shopfloor.models.github_objects import is_bot_sender as is_bot_sender  # re-exported: asked of events
+
+# CI results come from apps (github-actions[bot], a CI app): facts about a commit that a workflow
+# waits for, not requests, so a bot sender does not make them ignorable.
+CI_EVENTS = frozenset({"check_run", "check_suite", "status", "workflow_run"})
+
+
+def is_ci_event(event_name: str) -> bool:
+    """Whether an event (its `X-GitHub-Event` name) reports a CI result about a commit."""
+    return event_name in CI_EVENTS
 
 
 class MalformedEvent(ValueError):
@@ -36,16 +50,17 @@ class MalformedEvent(ValueError):
 
 
 class EventBase(GitHubModel):
+    """What every delivery may carry. Events about a repository require it (`RepoEventBase`)."""
+
     event: str
     action: str | None = None  # push, status and ping carry none
-    repository: Repository
+    repository: Repository | None = None  # absent on installation, organization and App hook events
     sender: Actor | None = None
     installation: InstallationRef | None = None  # present on deliveries to a GitHub App
 
     @property
     def repo_full_name(self) -> str | None:
-        repo = getattr(self, "repository", None)
-        return repo.full_name if repo is not None else None
+        return self.repository.full_name if self.repository is not None else None
 
     @property
     def sender_login(self) -> str | None:
@@ -60,43 +75,54 @@ class EventBase(GitHubModel):
         return self.installation.id if self.installation else None
 
 
-class IssuesEvent(EventBase):
+class RepoEventBase(EventBase):
+    repository: Repository
+
+
+class IssuesEvent(RepoEventBase):
     event: Literal["issues"] = "issues"
     issue: Issue
-    label: dict[str, Any] | None = None  # on labeled/unlabeled
+    label: Label | None = None  # on labeled/unlabeled
 
     @property
     def label_name(self) -> str | None:
-        return self.label.get("name") if self.label else None
+        return self.label.name if self.label else None
 
 
-class IssueCommentEvent(EventBase):
+class IssueCommentEvent(RepoEventBase):
     event: Literal["issue_comment"] = "issue_comment"
     issue: Issue
     comment: Comment
 
 
-class PullRequestEvent(EventBase):
+class PullRequestEvent(RepoEventBase):
     event: Literal["pull_request"] = "pull_request"
     number: int | None = None
     pull_request: PullRequest
     before: str | None = None  # on synchronize
     after: str | None = None
+    label: Label | None = None  # on labeled/unlabeled
+
+    _label = field_validator("label", mode="before")(dict_or_none)  # read only when it is an object
+
+    @property
+    def label_name(self) -> str | None:
+        return self.label.name if self.label else None
 
 
-class PullRequestReviewEvent(EventBase):
+class PullRequestReviewEvent(RepoEventBase):
     event: Literal["pull_request_review"] = "pull_request_review"
     review: Review
     pull_request: PullRequest
 
 
-class PullRequestReviewCommentEvent(EventBase):
+class PullRequestReviewCommentEvent(RepoEventBase):
     event: Literal["pull_request_review_comment"] = "pull_request_review_comment"
     comment: Comment
     pull_request: PullRequest
 
 
-class PushEvent(EventBase):
+class PushEvent(RepoEventBase):
     event: Literal["push"] = "push"
     ref: str
     before: str
@@ -122,7 +148,7 @@ class PushEvent(EventBase):
         return [c.id for c in self.commits]
 
 
-class StatusEvent(EventBase):
+class StatusEvent(RepoEventBase):
     event: Literal["status"] = "status"
     id: int | None = None
     sha: str
@@ -135,24 +161,23 @@ class StatusEvent(EventBase):
     _branches = field_validator("branches", mode="before")(names)  # the branches holding `sha`
 
 
-class CheckRunEvent(EventBase):
+class CheckRunEvent(RepoEventBase):
     event: Literal["check_run"] = "check_run"
     check_run: CheckRun
 
 
-class CheckSuiteEvent(EventBase):
+class CheckSuiteEvent(RepoEventBase):
     event: Literal["check_suite"] = "check_suite"
     check_suite: CheckSuite
 
 
-class WorkflowRunEvent(EventBase):
+class WorkflowRunEvent(RepoEventBase):
     event: Literal["workflow_run"] = "workflow_run"
     workflow_run: WorkflowRun
 
 
 class InstallationEvent(EventBase):
     event: Literal["installation"] = "installation"
-    repository: Repository | None = None  # installation events are about an account, not a repo
     installation: Installation  # type: ignore[assignment]  # the full object here, not just the id
     repositories: list[str] = Field(default_factory=list)  # full names, on created
 
@@ -166,7 +191,6 @@ class InstallationEvent(EventBase):
 
 class PingEvent(EventBase):
     event: Literal["ping"] = "ping"
-    repository: Repository | None = None  # absent for organization and App hooks
     zen: str | None = None
     hook_id: int | None = None
     hook: Hook | None = None
@@ -174,9 +198,6 @@ class PingEvent(EventBase):
 
 class OtherEvent(EventBase):
     """An event shopfloor does not route on: the common fields only."""
-
-    event: str
-    repository: Repository | None = None
 
 
 EVENT_MODELS: dict[str, type[EventBase]] = {

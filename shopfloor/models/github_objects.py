@@ -32,6 +32,21 @@ def numbers(value: Any) -> Any:
     return value
 
 
+def dict_or_none(value: Any) -> Any:
+    """A nested object GitHub may send in another shape: anything but a JSON object is absent."""
+    return value if isinstance(value, dict) else None
+
+
+def str_or_none(value: Any) -> Any:
+    return value if isinstance(value, str) else None
+
+
+def is_bot_sender(login: str | None, sender_type: str | None) -> bool:
+    """Whether a sender is an app or bot account: type "Bot", or a login ending in "[bot]" (e.g.
+    "shopfloor[bot]", "renovate[bot]"; any case). The edge and the inbox both decide by this."""
+    return sender_type == "Bot" or (login or "").lower().endswith("[bot]")
+
+
 class Actor(GitHubModel):
     """A user, bot or organization as GitHub embeds it (`sender`, `user`, `owner`)."""
 
@@ -41,8 +56,13 @@ class Actor(GitHubModel):
 
     @property
     def is_bot(self) -> bool:
-        # App bots carry type "Bot"; their logins end in "[bot]" (e.g. "shopfloor[bot]").
-        return self.type == "Bot" or self.login.endswith("[bot]")
+        return is_bot_sender(self.login, self.type)
+
+
+class Label(GitHubModel):
+    """The label a `labeled`/`unlabeled` delivery is about."""
+
+    name: str | None = None
 
 
 class Repository(GitHubModel):
@@ -171,6 +191,14 @@ class App(GitHubModel):
     name: str | None = None
 
 
+class CheckSuiteRef(GitHubModel):
+    """The suite a check run belongs to, as the run embeds it: only its branch is read."""
+
+    head_branch: str | None = None
+
+    _branch = field_validator("head_branch", mode="before")(str_or_none)
+
+
 class CheckRun(GitHubModel):
     id: int
     name: str
@@ -181,8 +209,15 @@ class CheckRun(GitHubModel):
     details_url: str | None = None
     app: App | None = None
     pull_requests: list[int] = Field(default_factory=list)
+    check_suite: CheckSuiteRef | None = None
 
     _prs = field_validator("pull_requests", mode="before")(numbers)
+    _suite = field_validator("check_suite", mode="before")(dict_or_none)
+
+    @property
+    def head_branch(self) -> str | None:
+        """The branch the run's suite ran on (None when the delivery does not say)."""
+        return self.check_suite.head_branch if self.check_suite is not None else None
 
 
 class CheckSuite(GitHubModel):

@@ -25,9 +25,10 @@ from shopfloor.models.github_events import EVENT_MODELS, MalformedEvent, parse_e
 from shopfloor.settings import Settings
 from shopfloor.temporal import connect
 from shopfloor.webhooks.app import create_app
-from shopfloor.webhooks.github_body import FORM_TYPE, BodyError, decode_payload
+from shopfloor.webhooks.github_body import FORM_TYPE, decode_payload
 from shopfloor.webhooks.github_body import delivery_headers as read_headers
-from shopfloor.webhooks.github_routing import route
+from shopfloor.webhooks.github_event_kinds import route
+from shopfloor.webhooks.request_body import BodyError
 
 
 def fuzz_app(server: DevServer, data_dir) -> Any:
@@ -134,7 +135,7 @@ def test_parse_and_route_fail_only_with_malformed_event(event: str, payload: dic
         parsed = parse_event(event, payload)
     except MalformedEvent:
         return
-    plan = route(parsed, payload, bot_login="shopfloor[bot]", trigger_label="shopfloor")
+    plan = route(parsed, bot_login="shopfloor[bot]", trigger_label="shopfloor")
     assert plan.targets or plan.ignored
 
 
