@@ -33,6 +33,7 @@ from shopfloor.activities.github.clients import GitHubClients
 from shopfloor.agents.untrusted_snapshot import snapshot_text
 from shopfloor.agents.untrusted_text import sanitize
 from shopfloor.blobs import BlobStore, put_json
+from shopfloor.models import failure_types
 from shopfloor.models.inbox import (
     RepoEvent,
     TextSnapshot,
@@ -153,4 +154,6 @@ def _temporal_failure(exc: RPCError, what: str) -> ApplicationError:
         RPCStatusCode.UNKNOWN,
         RPCStatusCode.CANCELLED,
     )
-    return ApplicationError(f"{what}: {exc.message}", type="TemporalRequestFailed", non_retryable=not retryable)
+    return ApplicationError(
+        f"{what}: {exc.message}", type=failure_types.TEMPORAL_REQUEST_FAILED, non_retryable=not retryable
+    )

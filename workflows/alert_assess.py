@@ -23,12 +23,19 @@ with workflow.unsafe.imports_passed_through():
 
     from shopfloor.agents.outputs import AlertAssessment
     from shopfloor.agents.registry import get_agent
+    from shopfloor.models import failure_types
     from shopfloor.models.agent_run import AgentInput, AgentResult, Limits, Timeouts, WorkspaceRef
     from shopfloor.models.alert_issue import AlertGoalInput, AlertRunInput, AlertWatch
     from shopfloor.models.factory_config import FactoryConfig
-    from shopfloor.models.factory_run import GoalOutput, RepoInfo, RepoInfoInput
+    from shopfloor.models.factory_run import RepoInfoInput
     from shopfloor.models.inbox import Alert
-    from shopfloor.workflows.factory_calls import cause
+    from shopfloor.workflows.activity_catalogue import (
+        ALERT_GOAL,
+        FACTORY_CONFIG,
+        FACTORY_REPO_INFO,
+        SHORT_RETRY,
+        failure_message,
+    )
 
 ASSESS_AGENT = "alert-assess-agent"  # workflow.patched: runs recorded before the agent decide by the rules
 ASSESSOR = "assess_alert"
@@ -106,21 +113,20 @@ class AlertAssessing:
         if not s.repo:
             raise ApplicationError(
                 "assessing the alert before its repository was routed",
-                type="InconsistentWorkflowState",
+                type=failure_types.INCONSISTENT_WORKFLOW_STATE,
                 non_retryable=True,
             )
         if self._config is None:
-            self._config = await self._act("factory_config", None, FactoryConfig, "factory settings", attempts=3)
+            # The assessing agent's setup retries briefly (SHORT_RETRY): when it fails, the rules decide.
+            self._config = await self._act(FACTORY_CONFIG, None, "factory settings", retry=SHORT_RETRY)
             if self._config is None:
                 return None, s.last_error
-        info = await self._act(
-            "factory_repo_info", RepoInfoInput(repo=s.repo), RepoInfo, f"repository {s.repo}", attempts=3
-        )
+        info = await self._act(FACTORY_REPO_INFO, RepoInfoInput(repo=s.repo), f"repository {s.repo}", retry=SHORT_RETRY)
         if info is None:
             return None, s.last_error
         if not info.head_sha or not info.clone_url:
             return None, f"{s.repo} has no commit to read on {info.default_branch}"
-        goal = await self._act("alert_goal", self._goal_input(a), GoalOutput, "the assessing agent's goal", attempts=3)
+        goal = await self._act(ALERT_GOAL, self._goal_input(a), "the assessing agent's goal")
         if goal is None:
             return None, s.last_error
         config, model = self._config, self._config.model_for(ASSESSOR)
@@ -144,7 +150,7 @@ class AlertAssessing:
                 static_summary=f"{ASSESSOR} for alert {s.source}/{s.fingerprint} on {s.repo} with {model}"[:200],
             )
         except (ChildWorkflowError, WorkflowAlreadyStartedError) as exc:
-            return None, f"{child_id}: {cause(exc)}"[:300]
+            return None, f"{child_id}: {failure_message(exc)}"[:300]
         s.assess_cost_usd += result.cost_usd
         if result.state != "completed" or result.output is None:
             return None, f"{child_id} ended {result.state}: {result.reason or 'no result submitted'}"[:300]
@@ -158,7 +164,7 @@ class AlertAssessing:
         if not s.repo:
             raise ApplicationError(
                 "writing the assessing agent's goal before the alert's repository was routed",
-                type="InconsistentWorkflowState",
+                type=failure_types.INCONSISTENT_WORKFLOW_STATE,
                 non_retryable=True,
             )
         return AlertGoalInput(

@@ -21,34 +21,43 @@ was done, and a failed step (bounded retries) is tried again on the next tick.
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import TypeVar
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
+    from shopfloor.models import failure_types
     from shopfloor.models.alert_issue import (
         ASSESSMENT_KIND,
         OCCURRENCES_KIND,
-        AlertIssueStatus,
         AlertIssueStatusInput,
         AlertRunInput,
         AlertWatch,
         FileAlertIssueInput,
-        FiledAlertIssue,
         ReopenIssueInput,
         StartAlertIssueInput,
     )
     from shopfloor.models.github_ops import UpsertCommentInput
     from shopfloor.models.inbox import Alert
     from shopfloor.search_attributes import SHOPFLOOR_ISSUE, SHOPFLOOR_STAGE
+    from shopfloor.workflows.activity_catalogue import (
+        ALERT_ISSUE_STATUS,
+        ALERT_START_ISSUE_WORKFLOW,
+        GITHUB_FILE_ALERT_ISSUE,
+        GITHUB_REOPEN_ISSUE,
+        GITHUB_UPSERT_COMMENT,
+        STEADY_RETRY,
+        ActivityEntry,
+        call,
+    )
     from shopfloor.workflows.alert_assess import ASSESS_AGENT, AlertAssessing, assessment_comment, when_text
 
+In = TypeVar("In")
+Out = TypeVar("Out")
+
 QUIET = {"info", "informational", "debug", "none", "ok", "low"}
-GITHUB_RETRY = RetryPolicy(
-    initial_interval=timedelta(seconds=2), maximum_interval=timedelta(seconds=60), maximum_attempts=5
-)
-ACT_TIMEOUT = timedelta(seconds=60)
 
 
 def assess(a: Alert, repo: str | None) -> tuple[bool, str]:
@@ -130,7 +139,7 @@ class AlertIssueFlow(AlertAssessing):
     async def converge(self) -> None:
         s = self.s
         if s.want_issue and s.issue_number is None and s.repo:
-            filed = await self._act("github_file_alert_issue", self._file_input(), FiledAlertIssue, "file the issue")
+            filed = await self._act(GITHUB_FILE_ALERT_ISSUE, self._file_input(), "file the issue")
             if filed is None:
                 return
             s.issue_number, s.issue_url = filed.number, filed.url
@@ -159,7 +168,7 @@ class AlertIssueFlow(AlertAssessing):
                 delivery_id=f"{delivery}:reopened-{s.reopened}" if reopening else delivery,
                 new_run=reopening,
             )
-            if await self._act("alert_start_issue_workflow", start, None, "start the issue workflow") is None:
+            if await self._act(ALERT_START_ISSUE_WORKFLOW, start, "start the issue workflow") is None:
                 return
             s.starts_done = s.starts_wanted
             if s.phase == "filed":
@@ -171,10 +180,12 @@ class AlertIssueFlow(AlertAssessing):
         s = self.s
         if not s.repo or not s.issue_number:
             raise ApplicationError(
-                "reopening the alert's issue before one was filed", type="InconsistentWorkflowState", non_retryable=True
+                "reopening the alert's issue before one was filed",
+                type=failure_types.INCONSISTENT_WORKFLOW_STATE,
+                non_retryable=True,
             )
         inp = ReopenIssueInput(repo=s.repo, issue_number=s.issue_number)
-        if await self._act("github_reopen_issue", inp, None, "reopen the issue") is None:
+        if await self._act(GITHUB_REOPEN_ISSUE, inp, "reopen the issue") is None:
             return
         closed = f"closed {when_text(s.issue_closed_at)}" if s.issue_closed_at else "closed"
         text = (
@@ -192,11 +203,12 @@ class AlertIssueFlow(AlertAssessing):
         if not s.repo or not s.issue_number:
             raise ApplicationError(
                 "commenting on the alert's issue before one was filed",
-                type="InconsistentWorkflowState",
+                type=failure_types.INCONSISTENT_WORKFLOW_STATE,
                 non_retryable=True,
             )
         inp = UpsertCommentInput(repo=s.repo, issue_number=s.issue_number, workflow_id=self.wf_id, kind=kind, body=body)
-        if await self._act("github_upsert_comment", inp, None, f"comment {kind}") is None:
+        # The alert loop's own retry (STEADY_RETRY) instead of the pipeline's: its next tick tries again.
+        if await self._act(GITHUB_UPSERT_COMMENT, inp, f"comment {kind}", retry=STEADY_RETRY) is None:
             return False
         if reported is not None:
             s.reported_occurrences = reported
@@ -213,7 +225,7 @@ class AlertIssueFlow(AlertAssessing):
         if not s.repo:
             raise ApplicationError(
                 "filing the alert's issue before its repository was routed",
-                type="InconsistentWorkflowState",
+                type=failure_types.INCONSISTENT_WORKFLOW_STATE,
                 non_retryable=True,
             )
         return FileAlertIssueInput(
@@ -239,7 +251,7 @@ class AlertIssueFlow(AlertAssessing):
         if s.issue_number is None or not s.repo:
             return False
         inp = AlertIssueStatusInput(repo=s.repo, number=s.issue_number)
-        st = await self._act("alert_issue_status", inp, AlertIssueStatus, "read the issue's status", attempts=3)
+        st = await self._act(ALERT_ISSUE_STATUS, inp, "read the issue's status")
         if st is None:
             return False
         before = (s.phase, s.issue_workflow)
@@ -261,29 +273,18 @@ class AlertIssueFlow(AlertAssessing):
 
     # -- plumbing --------------------------------------------------------------------------------
 
-    async def _act(self, name: str, arg: object, result_type: type | None, what: str, attempts: int = 5):
-        retry = (
-            GITHUB_RETRY
-            if attempts == 5
-            else RetryPolicy(
-                initial_interval=timedelta(seconds=2), maximum_interval=timedelta(seconds=30), maximum_attempts=attempts
-            )
-        )
+    async def _act(
+        self, activity: ActivityEntry[In, Out], arg: In, what: str, *, retry: RetryPolicy | None = None
+    ) -> Out | None:
+        """The activity's result, or None when it failed (`last_error` says why; a later tick tries again)."""
         try:
-            out = await workflow.execute_activity(
-                name,
-                args=[] if arg is None else [arg],
-                start_to_close_timeout=ACT_TIMEOUT,
-                retry_policy=retry,
-                result_type=result_type,
-                summary=f"alert: {what}",
-            )
+            out = await call(activity, arg, summary=f"alert: {what}", retry=retry)
         except ActivityError as exc:
             cause = getattr(exc.cause, "message", None) or str(exc.cause or exc)
             self.s.last_error = f"{what}: {cause}"[:300]
             return None
         self.s.last_error = ""
-        return out if out is not None else True
+        return out
 
     def set_phase(self, phase: str) -> None:
         if self.s.phase != phase:

@@ -21,13 +21,14 @@ import re
 from datetime import timedelta
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
+    from shopfloor.models import failure_types
     from shopfloor.models.factory import CachedPermission, CommandRecord, InboxCarry
-    from shopfloor.models.github_ops import CommentOutput, PermissionInput, PermissionOutput, UpsertCommentInput
+    from shopfloor.models.github_ops import PermissionInput, UpsertCommentInput
     from shopfloor.models.inbox import RepoEvent
+    from shopfloor.workflows.activity_catalogue import GITHUB_PERMISSION, GITHUB_UPSERT_COMMENT, call
 
 PERMISSION_TTL = timedelta(minutes=5)
 WRITE_LEVELS = frozenset({"write", "maintain", "admin"})
@@ -35,13 +36,6 @@ WRITE_LEVELS = frozenset({"write", "maintain", "admin"})
 OWN_PULL_REQUEST_PATCH = "commands-from-own-pull-request"
 COMMANDS_KEPT = 50
 COMMENTS_KEPT = 200
-GITHUB_RETRY = RetryPolicy(
-    initial_interval=timedelta(seconds=1),
-    backoff_coefficient=2.0,
-    maximum_interval=timedelta(seconds=60),
-    maximum_attempts=6,
-)
-GITHUB_TIMEOUT = timedelta(seconds=60)
 
 
 def safe_login(login: str) -> str:
@@ -68,7 +62,7 @@ class CommandHandling:
         if e.command is None:
             raise ApplicationError(
                 "an event without a command was handled as a command",
-                type="InconsistentWorkflowState",
+                type=failure_types.INCONSISTENT_WORKFLOW_STATE,
                 non_retryable=True,
             )
         c, name = self.c, e.command.name
@@ -129,12 +123,9 @@ class CommandHandling:
         if key in cache:
             return cache[key].permission
         try:
-            out = await workflow.execute_activity(
-                "github_permission",
+            out = await call(
+                GITHUB_PERMISSION,
                 PermissionInput(repo=self.repo, login=login),
-                result_type=PermissionOutput,
-                start_to_close_timeout=GITHUB_TIMEOUT,
-                retry_policy=GITHUB_RETRY,
                 summary=f"permission of {safe_login(login)} on {self.repo}",
             )
         except ActivityError:
@@ -146,7 +137,7 @@ class CommandHandling:
         if e.command is None:
             raise ApplicationError(
                 "an event without a command was refused as a command",
-                type="InconsistentWorkflowState",
+                type=failure_types.INCONSISTENT_WORKFLOW_STATE,
                 non_retryable=True,
             )
         who, cmd = safe_login(e.sender), f"`/shopfloor {e.command.name}`"
@@ -155,8 +146,8 @@ class CommandHandling:
         else:
             body = f"@{who} {cmd} needs write access to {self.repo} (you have: {permission}). Ask a maintainer."
         try:
-            await workflow.execute_activity(
-                "github_upsert_comment",
+            await call(
+                GITHUB_UPSERT_COMMENT,
                 UpsertCommentInput(
                     repo=self.repo,
                     issue_number=self.number,
@@ -164,9 +155,6 @@ class CommandHandling:
                     kind=_marker_kind(e),
                     body=body,
                 ),
-                result_type=CommentOutput,
-                start_to_close_timeout=GITHUB_TIMEOUT,
-                retry_policy=GITHUB_RETRY,
                 summary=f"refuse /shopfloor {e.command.name} from {who}",
             )
         except ActivityError:

@@ -19,27 +19,23 @@ again. Nothing is posted then: the events are recorded as ignored, and the run e
 from __future__ import annotations
 
 import asyncio
-from datetime import timedelta
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
     from shopfloor.agents.progress import ProgressView
     from shopfloor.models.factory import EventRecord, IssueInboxInput, IssueOutcome
     from shopfloor.models.factory_run import FactoryState
-    from shopfloor.models.inbox import ISSUE_WORKFLOW, IssueState, IssueTextInput, RepoEvent
+    from shopfloor.models.inbox import ISSUE_WORKFLOW, IssueTextInput, RepoEvent
     from shopfloor.search_attributes import SHOPFLOOR_ISSUE, SHOPFLOOR_REPO, SHOPFLOOR_STAGE
+    from shopfloor.workflows.activity_catalogue import FACTORY_ISSUE_STATE, call
     from shopfloor.workflows.factory_run import FactoryRun
     from shopfloor.workflows.inbox import EVENTS_KEPT, GitHubInbox, remember
 
 PIPELINE_PATCH = "issue-pipeline-v1"
 PARKED_END_PATCH = "issue-parked-end-v1"
 OPEN_CHECK_PATCH = "issue-new-run-reads-state"
-# A new run waits for GitHub's answer rather than guess: a few seconds normally, at most an hour.
-STATE_READ_RETRY = RetryPolicy(initial_interval=timedelta(seconds=2), maximum_interval=timedelta(minutes=2))
-STATE_READ_BUDGET = timedelta(hours=1)
 
 
 @workflow.defn(name=ISSUE_WORKFLOW)
@@ -95,13 +91,10 @@ class IssueWorkflow(GitHubInbox):
     async def _not_open_on_github(self) -> str | None:
         """Why this new run must do nothing (the issue is not open on GitHub), or None."""
         try:
-            st = await workflow.execute_activity(
-                "factory_issue_state",
+            # A new run waits for GitHub's answer rather than guess: a few seconds normally, at most an hour.
+            st = await call(
+                FACTORY_ISSUE_STATE,
                 IssueTextInput(repo=self.repo, number=self.number),
-                result_type=IssueState,
-                start_to_close_timeout=timedelta(seconds=60),
-                schedule_to_close_timeout=STATE_READ_BUDGET,
-                retry_policy=STATE_READ_RETRY,
                 summary=f"is #{self.number} open on GitHub?",
             )
         except ActivityError as exc:

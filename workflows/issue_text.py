@@ -23,8 +23,8 @@ from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
     from shopfloor.models.inbox import IssueText, IssueTextInput, RepoEvent
+    from shopfloor.workflows.activity_catalogue import FACTORY_ISSUE_TEXT, call
     from shopfloor.workflows.commands import safe_login
-    from shopfloor.workflows.factory_calls import act
 
 if TYPE_CHECKING:
     from shopfloor.workflows.factory_run import FactoryRun
@@ -56,11 +56,10 @@ class IssueTextWatch:
         """The issue as GitHub shows it now, stored in the blob store; `cause` says who asked ("": a
         check for edits, which needs no quote for people)."""
         run = self.run
-        text = await act(
-            "factory_issue_text",
+        text = await call(
+            FACTORY_ISSUE_TEXT,
             IssueTextInput(repo=run.repo, number=run.number, quote=bool(cause)),
-            IssueText,
-            f"text of #{run.number} ({cause or 'edit check'})",
+            summary=f"text of #{run.number} ({cause or 'edit check'})",
         )
         self._link = link if cause else self._link
         return text.model_copy(update={"cause": cause})

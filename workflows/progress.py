@@ -16,23 +16,19 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
     from shopfloor.agents.progress import ProgressLinks, ProgressView, TimelineEntry, render_progress
     from shopfloor.models.factory_run import FactoryState
-    from shopfloor.models.github_ops import CommentOutput, UpsertCommentInput, comment_marker
+    from shopfloor.models.github_ops import UpsertCommentInput, comment_marker
     from shopfloor.models.inbox import IssueText
     from shopfloor.search_attributes import SHOPFLOOR_AGENT, SHOPFLOOR_STAGE
-
-COMMENT_RETRY = RetryPolicy(
-    initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30), maximum_attempts=5
-)
+    from shopfloor.workflows.activity_catalogue import COMMENT_RETRY, GITHUB_UPSERT_COMMENT, call
 
 # ShopfloorStage -> the progress comment's stage.
 _VIEW_STAGE = {
@@ -102,15 +98,14 @@ class ProgressComment:
         async with self._upserting:
             v = self.view
             try:
-                out = await workflow.execute_activity(
-                    "github_upsert_comment",
+                # Its own retry (COMMENT_RETRY): the comment is a view, skipped when GitHub stays away.
+                out = await call(
+                    GITHUB_UPSERT_COMMENT,
                     UpsertCommentInput(
                         repo=v.repo, issue_number=v.number, workflow_id=v.workflow_id, kind="progress", body=self.body()
                     ),
-                    result_type=CommentOutput,
-                    start_to_close_timeout=timedelta(seconds=60),
-                    retry_policy=COMMENT_RETRY,
                     summary=f"progress comment: {v.stage} · {v.state}",
+                    retry=COMMENT_RETRY,
                 )
                 self.comment_id = out.id
             except ActivityError as exc:

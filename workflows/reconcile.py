@@ -13,14 +13,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime, timedelta
+from typing import TypeVar
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
-    from pydantic import BaseModel
-
     from shopfloor.models.reconcile import (
         APP_HOOK,
         AppRedeliverInput,
@@ -29,7 +27,6 @@ with workflow.unsafe.imports_passed_through():
         FailedDeliveriesOutput,
         FailedDelivery,
         LabelledIssuesInput,
-        LabelledIssuesOutput,
         ReconcileInput,
         ReconcileReport,
         Redelivered,
@@ -38,19 +35,20 @@ with workflow.unsafe.imports_passed_through():
         RepoError,
         Skipped,
         StartIssuesInput,
-        StartIssuesOutput,
+    )
+    from shopfloor.workflows.activity_catalogue import (
+        GITHUB_FAILED_APP_DELIVERIES,
+        GITHUB_FAILED_DELIVERIES,
+        GITHUB_OPEN_ISSUES_WITH_LABEL,
+        GITHUB_REDELIVER,
+        GITHUB_REDELIVER_APP,
+        RECONCILE_START_MISSING_ISSUES,
+        ActivityEntry,
+        call,
     )
 
-# A short run every few minutes: a few quick retries, then the report says what failed and the
-# next scheduled run tries again. Non-retryable GitHub errors (401, 404 ...) end at once.
-RETRY = RetryPolicy(
-    initial_interval=timedelta(seconds=1),
-    backoff_coefficient=2.0,
-    maximum_interval=timedelta(seconds=30),
-    maximum_attempts=3,
-)
-LISTING_TIMEOUT = timedelta(minutes=2)  # up to 50 pages of deliveries per hook
-CALL_TIMEOUT = timedelta(seconds=30)
+Listing = TypeVar("Listing")
+Redelivery = TypeVar("Redelivery")
 
 
 def _message(exc: ActivityError) -> str:
@@ -69,8 +67,8 @@ class ReconcileWorkflow:
             listing = FailedAppDeliveriesInput(since=since, limit=max(budget, 1))
             budget = await self._redeliver_failed(
                 APP_HOOK,
-                ("github_failed_app_deliveries", listing),
-                lambda d: ("github_redeliver_app", AppRedeliverInput(delivery_id=d.delivery_id)),
+                (GITHUB_FAILED_APP_DELIVERIES, listing),
+                lambda d: (GITHUB_REDELIVER_APP, AppRedeliverInput(delivery_id=d.delivery_id)),
                 budget,
                 report,
             )
@@ -91,8 +89,8 @@ class ReconcileWorkflow:
         )
         return await self._redeliver_failed(
             repo,
-            ("github_failed_deliveries", listing),
-            lambda d: ("github_redeliver", RedeliverInput(repo=repo, hook_id=d.hook_id, delivery_id=d.delivery_id)),
+            (GITHUB_FAILED_DELIVERIES, listing),
+            lambda d: (GITHUB_REDELIVER, RedeliverInput(repo=repo, hook_id=d.hook_id, delivery_id=d.delivery_id)),
             budget,
             report,
         )
@@ -100,21 +98,15 @@ class ReconcileWorkflow:
     async def _redeliver_failed(
         self,
         repo: str,
-        listing: tuple[str, BaseModel],
-        redelivery: Callable[[FailedDelivery], tuple[str, BaseModel]],
+        listing: tuple[ActivityEntry[Listing, FailedDeliveriesOutput], Listing],
+        redelivery: Callable[[FailedDelivery], tuple[ActivityEntry[Redelivery, RedeliverOutput], Redelivery]],
         budget: int,
         report: ReconcileReport,
     ) -> int:
         """List one scope's failed deliveries (a repository's hooks, or the App's webhook) and ask
         for each to be redelivered, within the run's budget."""
         try:
-            found: FailedDeliveriesOutput = await workflow.execute_activity(
-                listing[0],
-                listing[1],
-                result_type=FailedDeliveriesOutput,
-                start_to_close_timeout=LISTING_TIMEOUT,
-                retry_policy=RETRY,
-            )
+            found = await call(listing[0], listing[1], summary=None)
         except ActivityError as exc:
             report.errors.append(RepoError(repo=repo, step="deliveries", message=_message(exc)))
             return budget
@@ -129,14 +121,8 @@ class ReconcileWorkflow:
             budget -= 1
             done.add((d.hook_id, d.guid))
             try:
-                name, arg = redelivery(d)
-                await workflow.execute_activity(
-                    name,
-                    arg,
-                    result_type=RedeliverOutput,
-                    start_to_close_timeout=CALL_TIMEOUT,
-                    retry_policy=RETRY,
-                )
+                activity, arg = redelivery(d)
+                await call(activity, arg, summary=None)
             except ActivityError as exc:
                 report.errors.append(RepoError(repo=repo, step="redeliver", message=_message(exc)))
                 continue
@@ -147,12 +133,8 @@ class ReconcileWorkflow:
 
     async def _start_missing(self, repo: str, label: str, report: ReconcileReport) -> None:
         try:
-            issues: LabelledIssuesOutput = await workflow.execute_activity(
-                "github_open_issues_with_label",
-                LabelledIssuesInput(repo=repo, label=label),
-                result_type=LabelledIssuesOutput,
-                start_to_close_timeout=LISTING_TIMEOUT,
-                retry_policy=RETRY,
+            issues = await call(
+                GITHUB_OPEN_ISSUES_WITH_LABEL, LabelledIssuesInput(repo=repo, label=label), summary=None
             )
         except ActivityError as exc:
             report.errors.append(RepoError(repo=repo, step="issues", message=_message(exc)))
@@ -160,12 +142,10 @@ class ReconcileWorkflow:
         if not issues.numbers:
             return
         try:
-            started: StartIssuesOutput = await workflow.execute_activity(
-                "reconcile_start_missing_issues",
+            started = await call(
+                RECONCILE_START_MISSING_ISSUES,
                 StartIssuesInput(repo=repo, numbers=issues.numbers, label=label),
-                result_type=StartIssuesOutput,
-                start_to_close_timeout=timedelta(minutes=5),  # three requests per missing issue
-                retry_policy=RETRY,
+                summary=None,
             )
         except ActivityError as exc:
             report.errors.append(RepoError(repo=repo, step="start", message=_message(exc)))

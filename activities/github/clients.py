@@ -29,6 +29,7 @@ from temporalio.exceptions import ApplicationError
 
 from shopfloor.activities.github.errors import github_failure
 from shopfloor.errors import UsageError
+from shopfloor.models import failure_types
 from shopfloor.settings import Settings
 
 log = structlog.get_logger(__name__)
@@ -166,7 +167,7 @@ class GitHubClients:
                     "calls as the GitHub App (its webhook's deliveries) need SHOPFLOOR_GITHUB_APP_ID and the "
                     f"App's private key; this worker has {self.mode} credentials",
                     {"status": 401},
-                    type="GitHubBadCredentials",
+                    type=failure_types.GITHUB_BAD_CREDENTIALS,
                     non_retryable=True,
                 )
             return "app"
@@ -234,7 +235,7 @@ class GitHubClients:
                 raise ApplicationError(
                     f"{what}: 404 the GitHub App {self._app_id} is not installed on {repo}, or it does not exist",
                     {"status": 404},
-                    type="GitHubNotFound",
+                    type=failure_types.GITHUB_NOT_FOUND,
                     non_retryable=True,
                 ) from None
             raise github_failure(exc, what, auth_hint=self.auth_hint) from None

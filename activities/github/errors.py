@@ -20,6 +20,8 @@ from github import GithubException
 from github.Requester import Requester
 from temporalio.exceptions import ApplicationError
 
+from shopfloor.models import failure_types
+
 # A primary rate limit resets hourly. Waiting longer than this in one go risks outliving the
 # caller's schedule-to-close budget for nothing; a retry that comes too early costs one request
 # and gets a fresh (shorter) delay.
@@ -131,8 +133,12 @@ def github_failure(
         return _status_failure(exc.status, exc.headers, exc.data, what, auth_hint=auth_hint, now=now)
     if isinstance(exc, (requests.exceptions.RequestException, ConnectionError, TimeoutError)):
         # Timeouts, refused and dropped connections, cut-off bodies: the next attempt may well work.
-        return _failure(what, None, f"GitHub unreachable: {type(exc).__name__}", "GitHubUnavailable", retryable=True)
-    return _failure(what, None, f"unexpected {type(exc).__name__}: {exc}", "GitHubUnexpected", retryable=False)
+        return _failure(
+            what, None, f"GitHub unreachable: {type(exc).__name__}", failure_types.GITHUB_UNAVAILABLE, retryable=True
+        )
+    return _failure(
+        what, None, f"unexpected {type(exc).__name__}: {exc}", failure_types.GITHUB_UNEXPECTED, retryable=False
+    )
 
 
 def _status_failure(
@@ -147,38 +153,42 @@ def _status_failure(
             what,
             status,
             f"{status} rate limited by GitHub{detail}; retrying in {delay:.0f} s",
-            "GitHubRateLimited",
+            failure_types.GITHUB_RATE_LIMITED,
             retryable=True,
             delay=delay,
         )
     if status == 429 or status == 408 or status >= 500:
-        return _failure(what, status, f"{status} {reason}{detail}", "GitHubServerError", retryable=True)
+        return _failure(what, status, f"{status} {reason}{detail}", failure_types.GITHUB_SERVER_ERROR, retryable=True)
     is_merge = what.startswith("PUT ") and what.endswith("/merge")
     if status == 401:
         hint = f": {auth_hint}" if auth_hint else ": check the configured GitHub token or App credentials"
-        return _failure(what, status, f"401 Bad credentials{hint}", "GitHubBadCredentials", retryable=False)
+        return _failure(
+            what, status, f"401 Bad credentials{hint}", failure_types.GITHUB_BAD_CREDENTIALS, retryable=False
+        )
     if status == 404:
         return _failure(
             what,
             status,
             f"404 Not Found{detail}: the repository or number is wrong, or the credentials cannot see it",
-            "GitHubNotFound",
+            failure_types.GITHUB_NOT_FOUND,
             retryable=False,
         )
     if status == 422:
-        return _failure(what, status, f"422 {validation_summary(data)}", "GitHubValidation", retryable=False)
+        return _failure(
+            what, status, f"422 {validation_summary(data)}", failure_types.GITHUB_VALIDATION, retryable=False
+        )
     if status == 409 and is_merge:
         return _failure(
             what,
             status,
             f"409 the pull request's head moved since it was reviewed{detail}",
-            "GitHubHeadChanged",
+            failure_types.GITHUB_HEAD_CHANGED,
             retryable=False,
         )
     if status == 405 and is_merge:
         text = f"405 the pull request is not mergeable{detail}"
-        return _failure(what, status, text, "GitHubNotMergeable", retryable=False)
+        return _failure(what, status, text, failure_types.GITHUB_NOT_MERGEABLE, retryable=False)
     if status == 403:
         text = f"403 Forbidden{detail}: the credentials lack permission for this"
-        return _failure(what, status, text, "GitHubForbidden", retryable=False)
-    return _failure(what, status, f"{status} {reason}{detail}", "GitHubRequestFailed", retryable=False)
+        return _failure(what, status, text, failure_types.GITHUB_FORBIDDEN, retryable=False)
+    return _failure(what, status, f"{status} {reason}{detail}", failure_types.GITHUB_REQUEST_FAILED, retryable=False)

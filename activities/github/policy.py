@@ -14,6 +14,7 @@ from temporalio.exceptions import ApplicationError
 from shopfloor.activities.github.api import GitHubApi, q
 from shopfloor.activities.github.reads import read_file
 from shopfloor.agents.policy import PolicyLoad, parse_policy
+from shopfloor.models import failure_types
 from shopfloor.models.github_ops import ReadFileInput
 from shopfloor.models.github_reads import PolicyInput
 
@@ -31,9 +32,9 @@ def load_policy(api: GitHubApi, inp: PolicyInput) -> PolicyLoad:
     try:
         found = read_file(api, ReadFileInput(repo=inp.repo, path=inp.path, ref=sha, max_bytes=MAX_POLICY_BYTES))
     except ApplicationError as exc:
-        if exc.type not in ("GitHubNotAFile", "GitHubFileTooLarge"):
+        if exc.type not in (failure_types.GITHUB_NOT_A_FILE, failure_types.GITHUB_FILE_TOO_LARGE):
             raise
-        problem = "is too large" if exc.type == "GitHubFileTooLarge" else "is not a UTF-8 text file"
+        problem = "is too large" if exc.type == failure_types.GITHUB_FILE_TOO_LARGE else "is not a UTF-8 text file"
         return PolicyLoad(
             source="file",
             path=inp.path,

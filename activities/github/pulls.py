@@ -16,6 +16,7 @@ from temporalio.exceptions import ApplicationError
 
 from shopfloor.activities.github.api import GitHubApi
 from shopfloor.agents.github_text import for_github
+from shopfloor.models import failure_types
 from shopfloor.models.github_ops import (
     FindOrCreatePrInput,
     MergeOutput,
@@ -87,7 +88,7 @@ def _head_changed(api: GitHubApi, inp: MergePrInput, actual: str, *, merged: boo
     done = "was merged" if merged else "is"
     return ApplicationError(
         f"{api.last}: pull request #{inp.pr_number} {done} at head {actual[:12]}, not the reviewed {inp.head_sha[:12]}",
-        type="GitHubHeadChanged",
+        type=failure_types.GITHUB_HEAD_CHANGED,
         non_retryable=True,
     )
 
@@ -106,7 +107,7 @@ def merge_pr(api: GitHubApi, inp: MergePrInput) -> MergeOutput:
     if pr["state"] != "open":
         raise ApplicationError(
             f"{api.last}: pull request #{inp.pr_number} was closed without merging",
-            type="GitHubNotMergeable",
+            type=failure_types.GITHUB_NOT_MERGEABLE,
             non_retryable=True,
         )
     if pr["head"]["sha"] != inp.head_sha:

@@ -10,6 +10,7 @@ from urllib.parse import quote
 from temporalio.exceptions import ApplicationError
 
 from shopfloor.activities.github.api import GitHubApi, q
+from shopfloor.models import failure_types
 from shopfloor.models.github_ops import (
     CiCheck,
     CiState,
@@ -49,18 +50,20 @@ def read_file(api: GitHubApi, inp: ReadFileInput) -> FileOutput:
     if data is None:
         return FileOutput(found=False)
     if not isinstance(data, dict) or data.get("type") != "file":
-        raise ApplicationError(f"{api.last}: {inp.path!r} is not a file", type="GitHubNotAFile", non_retryable=True)
+        raise ApplicationError(
+            f"{api.last}: {inp.path!r} is not a file", type=failure_types.GITHUB_NOT_A_FILE, non_retryable=True
+        )
     if int(data.get("size") or 0) > inp.max_bytes:
         raise ApplicationError(
             f"{api.last}: {inp.path!r} is {data['size']} bytes, over the {inp.max_bytes}-byte limit",
-            type="GitHubFileTooLarge",
+            type=failure_types.GITHUB_FILE_TOO_LARGE,
             non_retryable=True,
         )
     try:
         text = base64.b64decode(data.get("content") or "").decode("utf-8")
     except (binascii.Error, UnicodeDecodeError):
         raise ApplicationError(
-            f"{api.last}: {inp.path!r} is not UTF-8 text", type="GitHubNotAFile", non_retryable=True
+            f"{api.last}: {inp.path!r} is not UTF-8 text", type=failure_types.GITHUB_NOT_A_FILE, non_retryable=True
         ) from None
     return FileOutput(found=True, content=text, sha=data.get("sha"))
 

@@ -39,6 +39,7 @@ from shopfloor.activities.workspace import CheckpointTooLarge, PatchError, Works
 from shopfloor.agents.tools import TOOLS, GitDiffArgs, ReadOutputArgs, RunCommandArgs, RunTestsArgs
 from shopfloor.blobs import BlobStore, get_json
 from shopfloor.errors import BlobNotFound, ToolError
+from shopfloor.models import failure_types
 from shopfloor.models.agent_run import ToolInput, ToolResult, WorkspaceRef
 from shopfloor.models.transcript import Message
 
@@ -114,13 +115,15 @@ class ToolActivities:
             root = Path(ref.path)
             if not root.is_dir():
                 raise ApplicationError(
-                    f"workspace {root} is not a directory on this worker", type="WorkspaceMissing", non_retryable=True
+                    f"workspace {root} is not a directory on this worker",
+                    type=failure_types.WORKSPACE_MISSING,
+                    non_retryable=True,
                 )
             return root
         try:
             return await heartbeating(self._workspaces.open(ref, inp.run_id, read_only=not mutating))
         except PatchError as exc:
-            raise ApplicationError(str(exc), type="WorkspaceBroken", non_retryable=True) from exc
+            raise ApplicationError(str(exc), type=failure_types.WORKSPACE_BROKEN, non_retryable=True) from exc
 
     async def _run(self, inp: ToolInput, fn: ToolFn, *, workspace: bool = True) -> ToolResult:
         reply = Message.model_validate(await get_json(self._blobs, inp.reply_digest))
@@ -128,7 +131,7 @@ class ToolActivities:
         if call is None or call.name != inp.name:
             raise ApplicationError(
                 f"reply {inp.reply_digest[:12]} has no call {inp.call_id} to {inp.name}",
-                type="ToolCallMissing",
+                type=failure_types.TOOL_CALL_MISSING,
                 non_retryable=True,
             )
         if call.arguments_error is not None:
@@ -153,7 +156,7 @@ class ToolActivities:
                 log.info("checkpoint refused", tool=inp.name, call_id=inp.call_id, files=exc.files[:5])
                 ok, output, new_ref = False, f"error: {exc}\n\nWhat the call said:\n{output}", inp.workspace
             except WorkspaceError as exc:  # retried: the activity reruns the tool on a rebuilt checkout
-                raise ApplicationError(f"checkpoint failed: {exc}", type="CheckpointFailed") from exc
+                raise ApplicationError(f"checkpoint failed: {exc}", type=failure_types.CHECKPOINT_FAILED) from exc
         result = await self._result(inp, ok, output, new_ref)
         if TOOLS[inp.name].risk == "exec":
             note = resolve_mode(self._sandbox)[1]  # probed once per process
