@@ -132,14 +132,36 @@ def activities_for(
     ]
 
 
-def reconcile_activities(
+def reconciler_activities(
     client: Client, settings: Settings, blobs: BlobStore, clients: GitHubClients
 ) -> list[Callable[..., Any]]:
     """The reconciler's activities: GitHub's delivery log, and starts through this worker's client."""
     starter = ReconcileActivities(client, clients, blobs, task_queue=settings.task_queue)
-    # The AlertWorkflow's: file/reopen its issue, and start and follow the issue's IssueWorkflow.
-    alerts = AlertIssueActivities(client, clients, blobs, task_queue=settings.task_queue)
-    return [*DeliveryActivities(clients).all(), *starter.all(), *alerts.all()]
+    return [*DeliveryActivities(clients).all(), *starter.all()]
+
+
+def alert_activities(
+    client: Client, settings: Settings, blobs: BlobStore, clients: GitHubClients
+) -> list[Callable[..., Any]]:
+    """The AlertWorkflow's activities: file and reopen its issue, and start and follow the issue's
+    IssueWorkflow through this worker's client."""
+    return AlertIssueActivities(client, clients, blobs, task_queue=settings.task_queue).all()
+
+
+def worker_activities(
+    client: Client,
+    settings: Settings,
+    blobs: BlobStore,
+    providers: Callable[[ModelSpec], ModelProvider],
+    github: GitHubClients,
+) -> list[Callable[..., Any]]:
+    """Every activity a worker registers (tests/unit/test_activity_catalogue.py holds them against
+    the workflows' activity catalogue)."""
+    return [
+        *activities_for(settings, blobs, providers, github),
+        *reconciler_activities(client, settings, blobs, github),
+        *alert_activities(client, settings, blobs, github),
+    ]
 
 
 def build_worker(
@@ -160,10 +182,7 @@ def build_worker(
         client,
         task_queue=task_queue or settings.task_queue,
         workflows=WORKFLOWS,
-        activities=[
-            *activities_for(settings, blobs, providers, github),
-            *reconcile_activities(client, settings, blobs, github),
-        ],
+        activities=worker_activities(client, settings, blobs, providers, github),
         workflow_runner=SANDBOX,
         max_cached_workflows=settings.max_cached_workflows,
         sticky_queue_schedule_to_start_timeout=timedelta(seconds=settings.sticky_queue_timeout_seconds),

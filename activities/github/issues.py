@@ -9,9 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from github import GithubException
-
-from shopfloor.activities.github.api import GitHubApi, q
+from shopfloor.activities.github.api import GitHubApi
 from shopfloor.agents.github_text import with_own_marker_kept
 from shopfloor.models.github_ops import (
     CloseIssueInput,
@@ -21,7 +19,6 @@ from shopfloor.models.github_ops import (
     IssueRef,
     LabelsInput,
     LabelsOutput,
-    RemoveLabelInput,
     UpsertCommentInput,
     comment_marker,
     with_marker,
@@ -71,16 +68,6 @@ def upsert_comment(api: GitHubApi, inp: UpsertCommentInput) -> CommentOutput:
 def add_labels(api: GitHubApi, inp: LabelsInput) -> LabelsOutput:
     labels = api.post(f"/repos/{inp.repo}/issues/{inp.issue_number}/labels", {"labels": inp.labels})
     return LabelsOutput(labels=_names(labels))
-
-
-def remove_label(api: GitHubApi, inp: RemoveLabelInput) -> LabelsOutput:
-    path = f"/repos/{inp.repo}/issues/{inp.issue_number}/labels"
-    try:
-        return LabelsOutput(labels=_names(api.delete(f"{path}/{q(inp.label)}")))
-    except GithubException as exc:
-        if exc.status != 404:  # "Label does not exist": it is not there, as asked
-            raise
-    return LabelsOutput(labels=_names(api.paginate(path)))
 
 
 def close_issue(api: GitHubApi, inp: CloseIssueInput) -> CloseIssueOutput:

@@ -8,7 +8,7 @@ an ApplicationError that says whether Temporal should retry (see errors.py).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import structlog
 from pydantic import BaseModel
@@ -26,9 +26,6 @@ from shopfloor.models.github_ops import (
     CommentOutput,
     DeleteBranchInput,
     DeleteBranchOutput,
-    EnsureBranchInput,
-    EnsureBranchOutput,
-    FileOutput,
     FindOrCreatePrInput,
     IssueOutput,
     IssueRef,
@@ -39,8 +36,6 @@ from shopfloor.models.github_ops import (
     PermissionInput,
     PermissionOutput,
     PrOutput,
-    ReadFileInput,
-    RemoveLabelInput,
     ReviewOutput,
     SubmitReviewInput,
     UpsertCommentInput,
@@ -53,26 +48,30 @@ from shopfloor.models.github_reads import (
 
 log = structlog.get_logger(__name__)
 
-In = TypeVar("In", bound=BaseModel)
-Out = TypeVar("Out", bound=BaseModel)
+
+class _OnRepo(Protocol):
+    """An input that names its repository (`owner/name`): every GitHub operation's input."""
+
+    @property
+    def repo(self) -> str: ...
+
+
+In = TypeVar("In", bound=_OnRepo)
+Out = TypeVar("Out", bound=BaseModel)  # a write's result: logged in brief
+Read = TypeVar("Read")
 
 
 class GitHubActivities:
     def __init__(self, clients: GitHubClients) -> None:
         self._clients = clients
 
-    async def read(self, fn: Callable[[GitHubApi, In], Out], inp: In) -> Out:
-        return await read_github(self._clients, inp.repo, fn, inp)  # type: ignore[attr-defined]
+    async def read(self, fn: Callable[[GitHubApi, In], Read], inp: In) -> Read:
+        return await read_github(self._clients, inp.repo, fn, inp)
 
     async def write(self, fn: Callable[[GitHubApi, In], Out], inp: In) -> Out:
-        repo: str = inp.repo  # type: ignore[attr-defined]
-        out = await write_github(self._clients, repo, fn, inp)
-        log.info("github write", op=fn.__name__, repo=repo, result=_brief(out))
+        out = await write_github(self._clients, inp.repo, fn, inp)
+        log.info("github write", op=fn.__name__, repo=inp.repo, result=_brief(out))
         return out
-
-    @activity.defn(name="github_ensure_branch")
-    async def ensure_branch(self, inp: EnsureBranchInput) -> EnsureBranchOutput:
-        return await self.write(branches.ensure_branch, inp)
 
     @activity.defn(name="github_delete_branch")
     async def delete_branch(self, inp: DeleteBranchInput) -> DeleteBranchOutput:
@@ -98,10 +97,6 @@ class GitHubActivities:
     async def add_labels(self, inp: LabelsInput) -> LabelsOutput:
         return await self.write(issues.add_labels, inp)
 
-    @activity.defn(name="github_remove_label")
-    async def remove_label(self, inp: RemoveLabelInput) -> LabelsOutput:
-        return await self.write(issues.remove_label, inp)
-
     @activity.defn(name="github_close_issue")
     async def close_issue(self, inp: CloseIssueInput) -> CloseIssueOutput:
         return await self.write(issues.close_issue, inp)
@@ -113,10 +108,6 @@ class GitHubActivities:
     @activity.defn(name="github_permission")
     async def permission(self, inp: PermissionInput) -> PermissionOutput:
         return await self.read(reads.permission, inp)
-
-    @activity.defn(name="github_read_file")
-    async def read_file(self, inp: ReadFileInput) -> FileOutput:
-        return await self.read(reads.read_file, inp)
 
     @activity.defn(name="github_ci_status")
     async def ci_status(self, inp: CiStatusInput) -> CiStatusOutput:
@@ -132,18 +123,15 @@ class GitHubActivities:
 
     def all(self) -> list[Callable[..., Any]]:
         return [
-            self.ensure_branch,
             self.delete_branch,
             self.find_or_create_pr,
             self.submit_review,
             self.merge_pr,
             self.upsert_comment,
             self.add_labels,
-            self.remove_label,
             self.close_issue,
             self.get_issue,
             self.permission,
-            self.read_file,
             self.ci_status,
             self.load_policy,
             self.similar_issues,

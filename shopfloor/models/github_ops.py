@@ -84,22 +84,6 @@ class _RepoInput(BaseModel):
 # --- branches ---------------------------------------------------------------------------------
 
 
-class EnsureBranchInput(_RepoInput):
-    branch: str  # "shopfloor/issue-7" (a leading refs/heads/ is dropped)
-    sha: str = Field(pattern=r"^[0-9a-f]{40}$")
-    reset: bool = False  # move an existing branch to `sha` (a force update) instead of reporting it
-    allow_any_branch: bool = False  # allow a name outside shopfloor/ (never the default branch)
-
-    _branch = field_validator("branch")(_check_branch)
-
-
-class EnsureBranchOutput(BaseModel):
-    branch: str
-    sha: str  # where the branch is now
-    status: Literal["created", "exists", "moved", "conflict"]
-    previous_sha: str | None = None  # moved / conflict: where it was (conflict: where it still is)
-
-
 class DeleteBranchInput(_RepoInput):
     branch: str
     allow_any_branch: bool = False
@@ -208,11 +192,6 @@ class IssueOutput(BaseModel):
 class LabelsInput(_RepoInput):
     issue_number: int = Field(ge=1)
     labels: list[str] = Field(min_length=1)
-
-
-class RemoveLabelInput(_RepoInput):
-    issue_number: int = Field(ge=1)
-    label: str
 
 
 class LabelsOutput(BaseModel):

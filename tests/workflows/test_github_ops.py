@@ -38,18 +38,16 @@ from shopfloor.models.github_ops import (
     CiStatusInput,
     CloseIssueInput,
     DeleteBranchInput,
-    EnsureBranchInput,
     FindOrCreatePrInput,
     IssueRef,
     LabelsInput,
     MergePrInput,
     PermissionInput,
-    ReadFileInput,
-    RemoveLabelInput,
     SubmitReviewInput,
     UpsertCommentInput,
     comment_marker,
 )
+from shopfloor.models.github_reads import PolicyInput
 from shopfloor.settings import Settings
 from shopfloor.worker import ProviderCache, activities_for
 
@@ -70,6 +68,13 @@ class Sandbox:
             resp = c.get(path, params=params)
             resp.raise_for_status()
             return resp.json()
+
+    def create_branch(self, branch: str) -> None:
+        """`branch` at main's head, as a push would leave it (shopfloor creates branches by pushing)."""
+        with self.sim.api() as c:
+            c.post(
+                f"/repos/{REPO}/git/refs", json={"ref": f"refs/heads/{branch}", "sha": self.main_sha}
+            ).raise_for_status()
 
     def commit_to(self, branch: str, name: str, text: str) -> str:
         """A commit on `branch` through GitHub's contents API; returns the new head sha."""
@@ -127,41 +132,22 @@ async def lost_then_retried(gh: Sandbox, method: str, path_regex: str, activity:
 # --- idempotency ------------------------------------------------------------------------------
 
 
-async def test_ensure_branch_twice_and_after_a_lost_response(gh, acts):
-    inp = EnsureBranchInput(repo=REPO, branch="shopfloor/issue-1", sha=gh.main_sha)
-    assert (await run(acts.ensure_branch, inp)).status == "created"
-    assert (await run(acts.ensure_branch, inp)).status == "exists"
-    lost = inp.model_copy(update={"branch": "shopfloor/issue-2"})
-    assert (await lost_then_retried(gh, "POST", r"/git/refs$", acts.ensure_branch, lost)).status == "exists"
-    refs = [r["ref"] for r in gh.get(f"/repos/{REPO}/git/matching-refs/heads/shopfloor/")]
-    assert sorted(refs) == ["refs/heads/shopfloor/issue-1", "refs/heads/shopfloor/issue-2"]
-
-
-async def test_ensure_branch_reports_a_branch_elsewhere_and_moves_it_only_when_asked(gh, acts):
-    inp = EnsureBranchInput(repo=REPO, branch="shopfloor/issue-1", sha=gh.main_sha)
-    await run(acts.ensure_branch, inp)
-    moved_on = gh.commit_to("shopfloor/issue-1", "fix.txt", "fixed\n")
-    conflict = await run(acts.ensure_branch, inp)
-    assert (conflict.status, conflict.sha, conflict.previous_sha) == ("conflict", moved_on, moved_on)
-    assert gh.get(f"/repos/{REPO}/git/ref/heads/shopfloor/issue-1")["object"]["sha"] == moved_on  # untouched
-    reset = await run(acts.ensure_branch, inp.model_copy(update={"reset": True}))
-    assert (reset.status, reset.sha, reset.previous_sha) == ("moved", gh.main_sha, moved_on)
-    assert gh.get(f"/repos/{REPO}/git/ref/heads/shopfloor/issue-1")["object"]["sha"] == gh.main_sha
-
-
 async def test_branches_outside_shopfloor_and_the_default_branch_are_refused(gh, acts):
+    gh.create_branch("feature/x")
     with pytest.raises(ApplicationError) as outside:
-        await run(acts.ensure_branch, EnsureBranchInput(repo=REPO, branch="feature/x", sha=gh.main_sha))
+        await run(acts.delete_branch, DeleteBranchInput(repo=REPO, branch="feature/x"))
     assert outside.value.type == "ShopfloorRefused" and outside.value.non_retryable
     with pytest.raises(ApplicationError) as default:
         await run(acts.delete_branch, DeleteBranchInput(repo=REPO, branch="main", allow_any_branch=True))
     assert default.value.type == "ShopfloorRefused" and "default branch" in default.value.message
     assert gh.get(f"/repos/{REPO}/git/ref/heads/main")["object"]["sha"] == gh.main_sha
-    assert gh.requests_to("POST", "/git/refs") == [] and gh.requests_to("DELETE", "/git/refs/heads/main") == []
+    assert gh.get(f"/repos/{REPO}/git/ref/heads/feature/x")["object"]["sha"] == gh.main_sha
+    assert gh.requests_to("DELETE", "/git/refs/heads/feature/x") == []
+    assert gh.requests_to("DELETE", "/git/refs/heads/main") == []
 
 
 async def test_delete_branch_twice(gh, acts):
-    await run(acts.ensure_branch, EnsureBranchInput(repo=REPO, branch="shopfloor/old", sha=gh.main_sha))
+    gh.create_branch("shopfloor/old")
     inp = DeleteBranchInput(repo=REPO, branch="shopfloor/old")
     assert (await run(acts.delete_branch, inp)).deleted is True
     assert (await run(acts.delete_branch, inp)).deleted is False  # already gone is fine
@@ -169,7 +155,7 @@ async def test_delete_branch_twice(gh, acts):
 
 
 async def _branch_with_commit(gh: Sandbox, acts: GitHubActivities, branch: str) -> str:
-    await run(acts.ensure_branch, EnsureBranchInput(repo=REPO, branch=branch, sha=gh.main_sha))
+    gh.create_branch(branch)
     return gh.commit_to(branch, f"{branch.rsplit('/', 1)[-1]}.txt", "fix\n")
 
 
@@ -297,10 +283,6 @@ async def test_reads(gh, acts):
         for login in ("acme", "bob", "alice")
     }
     assert perms == {"acme": "admin", "bob": "maintain", "alice": "read"}
-    policy = await run(acts.read_file, ReadFileInput(repo=REPO, path=".github/shopfloor.yml"))
-    assert (policy.found, policy.content) == (True, "merge: auto\n")
-    assert (await run(acts.read_file, ReadFileInput(repo=REPO, path="absent.yml"))).found is False
-    assert (await run(acts.remove_label, RemoveLabelInput(repo=REPO, issue_number=gh.issue, label="nope"))).labels == []
     ci = await run(acts.ci_status, CiStatusInput(repo=REPO, sha=gh.main_sha))
     assert (ci.state, ci.total) == ("pending", 0)  # nothing reported yet
     with gh.sim.api() as c:
@@ -455,7 +437,7 @@ async def test_app_auth_mints_one_installation_token_and_never_shows_it(tmp_path
                 await run(acts.upsert_comment, comment(gh).model_copy(update={"body": "edited"})),
                 await run(acts.add_labels, LabelsInput(repo=REPO, issue_number=gh.issue, labels=["shopfloor"])),
                 await run(acts.get_issue, IssueRef(repo=REPO, number=gh.issue)),
-                await run(acts.read_file, ReadFileInput(repo=REPO, path="README.md")),
+                await run(acts.load_policy, PolicyInput(repo=REPO)),
             ]
         key = clients.write_key(REPO)
         token = clients._auths[key].token  # the cached token (no new mint: it is far from expiry)

@@ -39,7 +39,7 @@ from shopfloor.reconcile_schedule import SCHEDULE_ID, ensure_reconcile_schedule
 from shopfloor.settings import Settings
 from shopfloor.temporal import connect
 from shopfloor.webhooks.app import create_app
-from shopfloor.worker import SANDBOX, reconcile_activities
+from shopfloor.worker import SANDBOX, reconciler_activities
 from shopfloor.workflows.reconcile import ReconcileWorkflow
 
 REPO = "acme/app"
@@ -89,7 +89,7 @@ async def reconcile_worker(client: Client, s: Settings, issue_queue: str) -> Asy
     which nobody polls, so they stay running exactly as started."""
     blobs = FileBlobStore(s.data_dir / "blobs")
     issue_settings = s.model_copy(update={"task_queue": issue_queue})
-    acts = reconcile_activities(client, issue_settings, blobs, GitHubClients(issue_settings))
+    acts = reconciler_activities(client, issue_settings, blobs, GitHubClients(issue_settings))
     worker = Worker(
         client,
         task_queue=s.task_queue,
