@@ -128,10 +128,9 @@ SHORT_RETRY = RetryPolicy(
 COMMENT_RETRY = RetryPolicy(
     initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30), maximum_attempts=5
 )
-# Whether a new issue run's issue is open: it waits for GitHub's answer rather than guess, bounded
-# by the call's schedule-to-close budget (ISSUE_STATE_BUDGET), not by attempts.
+# Whether a new issue run's issue is open: it waits for GitHub's answer rather than guess (a few
+# seconds normally), bounded by the entry's schedule-to-close budget, not by attempts.
 STATE_READ_RETRY = RetryPolicy(initial_interval=timedelta(seconds=2), maximum_interval=timedelta(minutes=2))
-ISSUE_STATE_BUDGET = timedelta(hours=1)
 # The reconciler runs every few minutes: a few quick retries, then its report says what failed and
 # the next run tries again. Non-retryable GitHub errors (401, 404 ...) end at once.
 RECONCILE_RETRY = RetryPolicy(
@@ -159,14 +158,16 @@ _MODEL_DEFAULTS = Timeouts()
 
 @dataclass(frozen=True)
 class ActivityEntry(Generic[In, Out]):
-    """One activity as workflows call it. `input` is `type(None)` for an activity without one."""
+    """One activity as workflows call it. `input` is `type(None)` for an activity without one.
+    Its retries are bounded: by the policy's maximum attempts, or by `schedule_to_close`."""
 
     name: str
     input: type[In]
     output: type[Out]
-    timeout: timedelta  # start to close
+    timeout: timedelta  # start to close, one attempt
     retry: RetryPolicy
     heartbeat: timedelta | None = None
+    schedule_to_close: timedelta | None = None  # all attempts together
 
 
 def _github(name: str, input: type[In], output: type[Out]) -> ActivityEntry[In, Out]:
@@ -182,7 +183,14 @@ FACTORY_CONFIG = _github("factory_config", type(None), FactoryConfig)
 FACTORY_REPO_INFO = _github("factory_repo_info", RepoInfoInput, RepoInfo)
 FACTORY_GOAL = _github("factory_goal", GoalInput, GoalOutput)
 FACTORY_ISSUE_TEXT = _github("factory_issue_text", IssueTextInput, IssueText)
-FACTORY_ISSUE_STATE = ActivityEntry("factory_issue_state", IssueTextInput, IssueState, GITHUB_CALL, STATE_READ_RETRY)
+FACTORY_ISSUE_STATE = ActivityEntry(
+    "factory_issue_state",
+    IssueTextInput,
+    IssueState,
+    GITHUB_CALL,
+    STATE_READ_RETRY,
+    schedule_to_close=timedelta(hours=1),
+)
 
 # -- GitHub (activities/github/operations.py, activities/pull_requests.py) ----------------------
 GITHUB_LOAD_POLICY = _github("github_load_policy", PolicyInput, PolicyLoad)
@@ -308,7 +316,7 @@ async def call(
         args=[] if arg is None else [arg],
         result_type=activity.output,
         start_to_close_timeout=timeout or activity.timeout,
-        schedule_to_close_timeout=schedule_to_close,
+        schedule_to_close_timeout=schedule_to_close or activity.schedule_to_close,
         heartbeat_timeout=heartbeat or activity.heartbeat,
         retry_policy=retry or activity.retry,
         summary=summary[:200] if summary else None,
