@@ -26,6 +26,7 @@ from shopfloor.activities.github.clients import GitHubClients
 from shopfloor.agents.untrusted_snapshot import UntrustedText, snapshot_text
 from shopfloor.agents.untrusted_text import strip_format_chars
 from shopfloor.blobs import BlobStore, put_json
+from shopfloor.models import failure_types
 from shopfloor.models.inbox import IssueState, IssueText, IssueTextInput, TextSnapshot
 
 PREVIEW_CHARS = 200  # as the edge's snapshots
@@ -85,7 +86,7 @@ class IssueTextActivities:
             raise ApplicationError(
                 f"{inp.repo}#{inp.number} is not on GitHub any more (deleted, transferred, "
                 "or not visible to shopfloor)",
-                type="GitHubNotFound",
+                type=failure_types.GITHUB_NOT_FOUND,
                 non_retryable=True,
             )
         # Off the event loop: hostile markdown may take the parser most of a second.
