@@ -191,7 +191,9 @@ async def resolve(host: str, port: int) -> list[IPAddress]:
         raise Refused(f"{host} could not be resolved within {RESOLVE_TIMEOUT_S:g} s") from None
     except OSError as exc:
         raise Refused(f"{host} could not be resolved ({exc.strerror or exc})") from None
-    addresses = [ipaddress.ip_address(info[4][0].split("%")[0]) for info in infos]
+    # The socket address of a TCP result starts with the host as text (typeshed allows an int for
+    # families getaddrinfo does not give here).
+    addresses = [ipaddress.ip_address(str(info[4][0]).split("%")[0]) for info in infos]
     if not addresses:
         raise Refused(f"{host} has no addresses")
     return list(dict.fromkeys(addresses))

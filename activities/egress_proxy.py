@@ -165,10 +165,10 @@ def _destination_of(request: h11.Request) -> tuple[str, int, bytes | None]:
     """(host, port, the head to send upstream; None for CONNECT). Raises Refused."""
     target = request.target.decode("ascii", "replace")
     if request.method == b"CONNECT":
-        host, sep, port = target.rpartition(":")
-        if not sep or not port.isdigit():
+        host, sep, port_text = target.rpartition(":")
+        if not sep or not port_text.isdigit():
             raise Refused(f"CONNECT needs host:port, not {target[:100]!r}")
-        return host.strip("[]"), int(port), None
+        return host.strip("[]"), int(port_text), None
     url = urlsplit(target)
     if url.scheme.lower() != "http" or not url.hostname:
         raise Refused(

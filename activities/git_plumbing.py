@@ -1,37 +1,20 @@
-"""Git plumbing on a worker's bare mirror for git_remote.py: trees, commits and merges built
-without a work tree, and a remote's credentials carried in the environment only.
+"""Git plumbing in one bare repository (a worker's mirror): trees, commits and diffs built without
+a work tree, and a remote's credentials carried in the environment only.
 
-Everything runs with the same clean environment as workspace.py (no user or system config, no
-credential helpers, no prompts, hooks off). A token reaches git as an `http.<origin>/.extraHeader`
-set through `GIT_CONFIG_COUNT/KEY/VALUE`: never in argv (visible in `ps`), never in the mirror's
-config, never in a URL that an error message could echo, and sent only to the remote's origin.
+git runs through git_cmd.GitRunner (the safe options and clean environment every worker git takes).
+A token reaches git as an `http.<origin>/.extraHeader` set through `GIT_CONFIG_COUNT/KEY/VALUE`:
+never in argv (visible in `ps`), never in the mirror's config, never in a URL that an error message
+could echo, and sent only to the remote's origin.
 """
 
 from __future__ import annotations
 
 import base64
-import os
-from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from shopfloor.activities.workspace import (
-    DIFF_ENV,
-    DIFF_FLAGS,
-    GIT_TIMEOUT_S,
-    SAFE_GIT_CONFIG,
-    diff_argv,
-    run_git,
-    run_git_to_file,
-)
-
-_SAFE = [
-    *SAFE_GIT_CONFIG,
-    "-c",
-    "commit.gpgSign=false",
-]
-DIFF = DIFF_FLAGS  # every diff a reader sees is text, without drivers (workspace.diff_argv)
+from shopfloor.activities.git_cmd import GIT_TIMEOUT_S, GitRunner, diff_argv
 
 
 def auth_env(clone_url: str, token: str | None) -> dict[str, str]:
@@ -57,43 +40,30 @@ def git_date(when: datetime) -> str:
 
 
 class Git:
-    """git in one bare repository (a mirror), in a clean environment."""
+    """git in one bare repository, run by `runner`."""
 
-    def __init__(self, git_dir: Path, home: Path, extra_env: Mapping[str, str] | None = None) -> None:
+    def __init__(self, git_dir: Path, runner: GitRunner) -> None:
         self.git_dir = git_dir
-        self._env = {
-            "PATH": os.environ.get("PATH", os.defpath),
-            "HOME": str(home),
-            "XDG_CONFIG_HOME": str(home),
-            "GIT_CONFIG_NOSYSTEM": "1",
-            "GIT_CONFIG_GLOBAL": os.devnull,
-            "GIT_TERMINAL_PROMPT": "0",
-            "GIT_SSH_COMMAND": "ssh -o BatchMode=yes",
-            "LC_ALL": "C",
-            **(extra_env or {}),
-        }
+        self.runner = runner
 
     async def run(
         self,
         *args: str,
-        env: Mapping[str, str] | None = None,
+        env: dict[str, str] | None = None,
         stdin: bytes | None = None,
         timeout: float = GIT_TIMEOUT_S,
         ok: tuple[int, ...] = (0,),
     ) -> tuple[int, bytes, bytes]:
         """(exit code, stdout, stderr); GitError (stderr redacted) for a code outside `ok`."""
-        return await run_git(
-            [*_SAFE, f"--git-dir={self.git_dir}", *args],
-            cwd=self.git_dir,
-            env={**self._env, **(env or {})},
-            stdin=stdin,
-            timeout=timeout,
-            ok=ok,
-            shown=list(args),
+        return await self.runner.run(
+            [f"--git-dir={self.git_dir}", *args], cwd=self.git_dir, env=env, stdin=stdin, timeout=timeout, ok=ok
         )
 
-    async def out(self, *args: str, **kw: object) -> str:
-        return (await self.run(*args, **kw))[1].decode().strip()  # type: ignore[arg-type]
+    async def out(
+        self, *args: str, env: dict[str, str] | None = None, stdin: bytes | None = None, timeout: float = GIT_TIMEOUT_S
+    ) -> str:
+        """What `git ARGS` prints, stripped; GitError unless it exits 0."""
+        return (await self.run(*args, env=env, stdin=stdin, timeout=timeout))[1].decode().strip()
 
     async def has_commit(self, sha: str) -> bool:
         code, _, _ = await self.run("cat-file", "-e", f"{sha}^{{commit}}", ok=(0, 1, 128))
@@ -111,15 +81,10 @@ class Git:
         return await self.out("write-tree", env=env)
 
     async def diff_to_file(self, dest: Path, *args: str, limit: int | None = None) -> tuple[int, bool]:
-        """`git diff ARGS` built as every diff a reader sees (workspace.diff_argv: text, no drivers,
+        """`git diff ARGS` built as every diff a reader sees (git_cmd.diff_argv: text, no drivers,
         no attribute files), streamed into the new file `dest`: (bytes, complete)."""
-        return await run_git_to_file(
-            [*_SAFE, f"--git-dir={self.git_dir}", *diff_argv(*args)],
-            cwd=self.git_dir,
-            env={**self._env, **DIFF_ENV},
-            dest=dest,
-            limit=limit,
-            shown=diff_argv(*args),
+        return await self.runner.to_file(
+            [f"--git-dir={self.git_dir}", *diff_argv(*args)], cwd=self.git_dir, dest=dest, limit=limit
         )
 
     async def commit_tree(self, tree: str, parent: str, message: str, name: str, email: str, date: str) -> str:
@@ -151,7 +116,7 @@ class Git:
     async def numstat(self, old: str, new: str) -> tuple[int, int, int]:
         """(files changed, lines added, lines deleted); binary files count as files only."""
         argv = diff_argv("--numstat", "-z", "--no-renames", old, new)
-        raw = (await self.run(*argv, env=DIFF_ENV))[1].decode("utf-8", "replace")
+        raw = (await self.run(*argv))[1].decode("utf-8", "replace")
         files = adds = dels = 0
         for entry in raw.split("\0"):
             fields = entry.split("\t")

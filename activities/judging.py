@@ -168,14 +168,16 @@ class _Child:
         return self.proc.poll() is None
 
     def ask(self, request: bytes, limit_s: float) -> bytes:
-        stdin: IO[bytes] = self.proc.stdin  # type: ignore[assignment]  # always a pipe here
+        stdin = self.proc.stdin
+        assert stdin is not None  # started with stdin=PIPE
         stdin.write(_HEADER.pack(len(request)) + request)
         stdin.flush()
         return self.read(limit_s)
 
     def read(self, limit_s: float) -> bytes:
         """One message from the child; TimeoutError when it does not come within `limit_s`."""
-        fd = self.proc.stdout.fileno()  # type: ignore[union-attr]  # always a pipe here
+        assert self.proc.stdout is not None  # started with stdout=PIPE
+        fd = self.proc.stdout.fileno()
         deadline = time.monotonic() + limit_s
         header = _read_exactly(fd, _HEADER.size, deadline)
         return _read_exactly(fd, _HEADER.unpack(header)[0], deadline)

@@ -32,7 +32,7 @@ import sys
 import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Literal
+from typing import Literal, TypeGuard
 
 import structlog
 from pydantic import BaseModel, Field
@@ -135,9 +135,13 @@ class SandboxConfig(BaseModel):
 def _config(mode: SandboxMode | str | SandboxConfig) -> SandboxConfig:
     if isinstance(mode, SandboxConfig):
         return mode
-    if mode not in ("auto", "bwrap", "none"):
+    if not _is_mode(mode):
         raise UsageError(f"SHOPFLOOR_SANDBOX must be auto, bwrap or none, not {mode!r}")
     return SandboxConfig(mode=mode)
+
+
+def _is_mode(mode: str) -> TypeGuard[SandboxMode]:
+    return mode in ("auto", "bwrap", "none")
 
 
 def resolve_mode(mode: SandboxMode | str | SandboxConfig) -> tuple[Literal["bwrap", "none", "refuse"], str]:

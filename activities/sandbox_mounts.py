@@ -92,8 +92,8 @@ def mount_args(
         args += [a for d in dirs for a in ("--tmpfs", d, "--remount-ro", d)]
     args += ["--bind", str(tmp), "/tmp", "--dev", "/dev", "--bind", str(shm), "/dev/shm", "--proc", "/proc"]
     extra: list[str] = []
-    for p in readonly:
-        real = _real_dir(p)
+    for shown in readonly:
+        real = _real_dir(shown)
         if real and real not in extra and not _under(real, workspace) and not any(_under(real, m) for m in mounted):
             extra.append(real)
     for real in extra:  # after /tmp: a worker (or its venv) living under the host's /tmp shows through
@@ -101,8 +101,8 @@ def mount_args(
     # Covers over hidden directories inside what is mounted; what was asked for inside one (a
     # borrowed object directory in the data directory) is mounted again on top.
     covers: list[str] = []
-    for p in hide:
-        real = _real_dir(p)
+    for hidden in hide:
+        real = _real_dir(hidden)
         if (
             real
             and real != "/"

@@ -21,6 +21,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from typing import Any
 
 import structlog
 from pydantic import BaseModel
@@ -135,6 +136,7 @@ async def execute(
     )
     pid = transport.get_pid()
     gate = transport.get_pipe_transport(0)
+    assert isinstance(gate, asyncio.WriteTransport)  # stdin=PIPE above: a write pipe
     try:
         confinement.admit(pid)
     except CgroupError as exc:
@@ -162,7 +164,8 @@ async def execute(
     timed_out = False
     breach: str | None = None
     try:
-        done, _ = await asyncio.wait({protocol.exited, watchdog}, timeout=limit, return_when=asyncio.FIRST_COMPLETED)
+        awaited: set[asyncio.Future[Any]] = {protocol.exited, watchdog}
+        done, _ = await asyncio.wait(awaited, timeout=limit, return_when=asyncio.FIRST_COMPLETED)
         if watchdog in done:
             breach = watchdog.result()
         elif not done:

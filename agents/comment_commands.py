@@ -10,7 +10,7 @@ command is checked by the workflow, not here.
 from __future__ import annotations
 
 import re
-from typing import get_args
+from typing import TypeGuard, get_args
 
 from shopfloor.agents.untrusted_text import sanitize
 from shopfloor.models.inbox import CommandName, CommentCommand
@@ -58,5 +58,9 @@ def parse_command(text: str | None) -> CommentCommand | None:
             return None  # a bare `/shopfloor` is the first command line: nothing to run
         name = words[0].lower()
         args = words[1].strip()[:MAX_ARGS_CHARS] if len(words) > 1 else ""
-        return CommentCommand(name=name, args=args) if name in KNOWN else None  # type: ignore[arg-type]
+        return CommentCommand(name=name, args=args) if _is_known(name) else None
     return None
+
+
+def _is_known(name: str) -> TypeGuard[CommandName]:
+    return name in KNOWN

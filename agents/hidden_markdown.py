@@ -313,12 +313,14 @@ def _parser() -> MarkdownIt:
     # Bare URLs are read by _gfm_autolink, as GitHub reads them, not by linkify-it.
     config["components"]["core"]["rules"].remove("linkify")
     config["components"]["inline"]["rules"].remove("linkify")
-    config["options"].update(linkify=False, inline_definitions=True)
+    config["options"]["linkify"] = False
+    # Read by markdown-it's reference rule (options.get), but missing from its OptionsType.
+    config["options"]["inline_definitions"] = True  # type: ignore[typeddict-unknown-key]
     md = MarkdownIt(config)
     # markdown-it refuses javascript:, data: ... links and definitions, leaving their text (titles
     # too) as visible text; GitHub makes them links and drops only the address. Read them all,
     # and show an address only where GitHub keeps it (_SHOWN_ADDRESS).
-    md.validateLink = lambda url: True  # type: ignore[method-assign]
+    md.validateLink = lambda url: True  # type: ignore[method-assign]  # markdown-it's documented override
     md.helpers = SimpleNamespace(  # type: ignore[assignment]  # this parser's own, not the module
         parseLinkDestination=_link_destination,
         parseLinkLabel=helpers.parseLinkLabel,

@@ -34,9 +34,9 @@ from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
-from shopfloor.agents.command_judge import Decision, Rule, judge_command, too_long
+from shopfloor.agents.command_judge import Rule, judge_command, too_long
 from shopfloor.agents.path_glob import first_match
-from shopfloor.agents.path_rules import credential
+from shopfloor.agents.path_rules import Decision, credential
 from shopfloor.agents.shell_parse import ShellParseError, parse
 from shopfloor.agents.tools import TOOLS
 

@@ -125,7 +125,8 @@ class _Loader(yaml.SafeLoader):
 
     def compose_node(self, parent: Any, index: Any) -> Any:
         if self.check_event(yaml.AliasEvent):
-            mark = self.peek_event().start_mark
+            # types-PyYAML leaves peek_event unannotated; it returns the AliasEvent just checked.
+            mark = self.peek_event().start_mark  # type: ignore[no-untyped-call]
             raise yaml.MarkedYAMLError(problem="aliases (*name) are not allowed in a policy file", problem_mark=mark)
         return super().compose_node(parent, index)
 

@@ -98,7 +98,7 @@ def _chunks(f: BinaryIO) -> Iterable[bytes]:
         yield chunk
 
 
-def check_digest(digest: str) -> str:
+def check_digest(digest: object) -> str:
     """Return `digest` if it is 64 lowercase hex characters, else raise ValueError.
 
     Digests become file names and object keys, so anything else (`../../etc/passwd`) is refused

@@ -11,7 +11,7 @@ import logging
 import re
 import sys
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, TextIO
 
 import structlog
 from structlog.typing import EventDict, Processor, WrappedLogger
@@ -132,13 +132,13 @@ def _drop_noise(logger: WrappedLogger, method_name: str, event_dict: EventDict) 
     return event_dict
 
 
-class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
+class _StderrHandler(logging.StreamHandler[TextIO]):
     """Writes to whatever `sys.stderr` is at emit time (redirections, pytest's capture)."""
 
     def __init__(self) -> None:
         super().__init__(sys.stderr)
 
-    @property  # type: ignore[override]
+    @property
     def stream(self) -> Any:
         return sys.stderr
 

@@ -55,8 +55,11 @@ class ScriptTurn(BaseModel):
         return cls(content=content, tool_calls=[ScriptToolCall(name=name, arguments=arguments)])
 
 
+WireApi = Literal["openai", "anthropic"]
+
+
 class LoggedRequest(BaseModel):
-    api: Literal["openai", "anthropic"]
+    api: WireApi
     turn: int  # assistant messages in the request: 0 for a conversation's first call
     body: dict[str, Any]
     key: str  # sha256 of the canonical JSON of the messages: equal conversations, equal keys
@@ -75,7 +78,7 @@ class _Fault:
 
 
 _JSON, _SSE = b"application/json", b"text/event-stream"
-_ROUTES = {"/v1/chat/completions": "openai", "/v1/messages": "anthropic"}
+_ROUTES: dict[str, WireApi] = {"/v1/chat/completions": "openai", "/v1/messages": "anthropic"}
 # status -> (OpenAI error type, Anthropic error type, message)
 _ERRORS: dict[int, tuple[str, str, str]] = {
     400: ("invalid_request_error", "invalid_request_error", "Invalid request (fake server fault)."),
@@ -213,7 +216,7 @@ class FakeModelServer:
             watcher.cancel()
 
     async def _answer(
-        self, api: str, body: dict[str, Any], headers: dict[str, str], send: Any, gone: asyncio.Event
+        self, api: WireApi, body: dict[str, Any], headers: dict[str, str], send: Any, gone: asyncio.Event
     ) -> None:
         messages = body.get("messages") or []
         turn = sum(1 for m in messages if isinstance(m, dict) and m.get("role") == "assistant")
@@ -396,7 +399,7 @@ def _anthropic_frames(turn: ScriptTurn, n: int, request: dict[str, Any]) -> Iter
     raw_arguments = iter([_arguments_text(c) for c in turn.tool_calls])
     for index, block in enumerate(blocks):
         if block["type"] == "text":
-            first = {"type": "text", "text": ""}
+            first: dict[str, Any] = {"type": "text", "text": ""}
             deltas = [{"type": "text_delta", "text": p} for p in _pieces(block["text"])]
         else:
             first = {**block, "input": {}}

@@ -1,7 +1,8 @@
-"""The agent stages of an issue's pipeline as child AgentWorkflows with readable ids
-(`<issue workflow id>/triage`, `/fix-2`, `/review-1`), and what follows them on GitHub: the push
-of a fix to `shopfloor/issue-<n>`, its pull request (draft when salvaged), and the review posted
-as a COMMENT (GitHub forbids approving your own PR; the verdict lives in the workflow).
+"""The agent stages of an issue's pipeline (and of a pull request's review run) as stage
+functions over a PipelineContext: child AgentWorkflows with readable ids (`<workflow id>/triage`,
+`/fix-2`, `/review-1`), and what follows them on GitHub: the push of a fix to
+`shopfloor/issue-<n>`, its pull request (draft when salvaged), and the review posted as a COMMENT
+(GitHub forbids approving your own PR; the verdict lives in the workflow).
 
 Limits come from the repository policy: per-agent max_steps, and what is left of the run's cost
 budget (budgets.max_cost_usd_per_run) for each child. A model the worker has no price for runs
@@ -12,15 +13,13 @@ SHOPFLOOR_PRICES to have the budget enforced.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from shopfloor.agents.approvals import record_head
     from shopfloor.agents.outputs import FixResult, ReviewResult
-    from shopfloor.agents.policy import protected_globs, protected_note
+    from shopfloor.agents.policy import RepoPolicy, protected_globs, protected_note
     from shopfloor.agents.registry import get_agent
     from shopfloor.models.agent_run import (
         AgentInput,
@@ -41,165 +40,175 @@ with workflow.unsafe.imports_passed_through():
         SubmitReviewInput,
     )
     from shopfloor.workflows.factory_calls import GIT_RETRY, act
-
-if TYPE_CHECKING:
-    from shopfloor.workflows.factory_run import FactoryRun
+    from shopfloor.workflows.pipeline import PipelineContext
 
 DEFAULT_TEST_COMMAND = "python -m pytest -q"
 
 
-class AgentStages:
-    def __init__(self, run: FactoryRun) -> None:
-        self.run = run
+def required_test_command(policy: RepoPolicy) -> str:
+    """The command the fix agent must have run (green) before it submits."""
+    return policy.test_command or DEFAULT_TEST_COMMAND
 
-    def test_command(self) -> str:
-        return self.run.policy.test_command or DEFAULT_TEST_COMMAND
 
-    async def goal(self, inp: GoalInput) -> str:
-        out = await act("factory_goal", inp, GoalOutput, f"{inp.kind} goal for #{inp.number} (round {inp.round})")
-        return out.goal
+async def render_goal(inp: GoalInput) -> str:
+    """The goal an agent is given, rendered by an activity (it quotes the untrusted text)."""
+    out = await act("factory_goal", inp, GoalOutput, f"{inp.kind} goal for #{inp.number} (round {inp.round})")
+    return out.goal
 
-    async def agent(
-        self,
-        agent: str,
-        suffix: str,
-        stage: str,
-        goal: str,
-        ws: WorkspaceRef,
-        round_: int,
-        required_command: str | None = None,
-    ) -> AgentResult:
-        run, s, policy = self.run, self.run.s, self.run.policy
-        defaults = get_agent(agent).limits
-        steps = getattr(policy.budgets.max_steps, agent, None) or defaults.max_steps
-        model = run.config.model_for(agent, round_)
-        budget = policy.budgets.max_cost_usd_per_run if run.config.is_priced(model) else None
-        left = None if budget is None else round(budget - s.cost_usd, 6)
-        if left is not None and left <= 0:  # spent: no agent starts (it could only overspend)
-            why = f"cost limit reached: the run's budget of ${budget:g} is spent (${s.cost_usd:,.4f})"
-            run.progress.stage(stage, agent)
-            run.progress.outcome(f"{agent}: not started ({why})")
-            return AgentResult(state="limit_reached", steps=0, reason=why, workspace=ws)
-        if agent == "fix":  # the agent that changes files learns the rules the push enforces
-            goal = f"{goal}\n\n{protected_note(policy.protected_paths)}"
-        child_id = f"{workflow.info().workflow_id}/{suffix}"
-        run.progress.stage(stage, agent)
-        await run.progress.show("running")
-        s.children.append(child_id)
-        result: AgentResult = await workflow.execute_child_workflow(
-            "AgentWorkflow",
-            AgentInput(
-                agent=agent,
-                model=model,
-                goal=goal,
-                workspace=ws,
-                stage=stage,
-                issue=run.number,
-                limits=Limits(max_steps=steps, max_cost_usd=left),
-                commands=CommandPolicy(
-                    network=policy.network_for_commands,
-                    network_allow=list(policy.network_allow),
-                    test_command=policy.test_command,
-                ),
-                permissions=PermissionRules(protected_paths=protected_globs(policy.protected_paths)),
-                required_command=required_command,
-                timeouts=Timeouts(model_heartbeat_s=run.config.model_heartbeat_s),
+
+async def run_agent(
+    ctx: PipelineContext,
+    agent: str,
+    suffix: str,
+    stage: str,
+    goal: str,
+    ws: WorkspaceRef,
+    round_: int,
+    required_command: str | None = None,
+) -> AgentResult:
+    """Run `agent` as the child AgentWorkflow `<this workflow's id>/<suffix>` within the policy's
+    limits, and add what it spent to the run's state."""
+    state, policy, config, progress = ctx.state, ctx.policy, ctx.config, ctx.progress
+    defaults = get_agent(agent).limits
+    steps = getattr(policy.budgets.max_steps, agent, None) or defaults.max_steps
+    model = config.model_for(agent, round_)
+    budget = policy.budgets.max_cost_usd_per_run if config.is_priced(model) else None
+    left = None if budget is None else round(budget - state.cost_usd, 6)
+    if left is not None and left <= 0:  # spent: no agent starts (it could only overspend)
+        why = f"cost limit reached: the run's budget of ${budget:g} is spent (${state.cost_usd:,.4f})"
+        progress.stage(stage, agent)
+        progress.outcome(f"{agent}: not started ({why})")
+        return AgentResult(state="limit_reached", steps=0, reason=why, workspace=ws)
+    if agent == "fix":  # the agent that changes files learns the rules the push enforces
+        goal = f"{goal}\n\n{protected_note(policy.protected_paths)}"
+    child_id = f"{workflow.info().workflow_id}/{suffix}"
+    progress.stage(stage, agent)
+    await progress.show("running")
+    state.children.append(child_id)
+    result: AgentResult = await workflow.execute_child_workflow(
+        "AgentWorkflow",
+        AgentInput(
+            agent=agent,
+            model=model,
+            goal=goal,
+            workspace=ws,
+            stage=stage,
+            issue=ctx.number,
+            limits=Limits(max_steps=steps, max_cost_usd=left),
+            commands=CommandPolicy(
+                network=policy.network_for_commands,
+                network_allow=list(policy.network_allow),
+                test_command=policy.test_command,
             ),
-            id=child_id,
-            result_type=AgentResult,
-            static_summary=f"{agent} for {run.repo}#{run.number} (round {round_}) with {model}",
-        )
-        s.steps += result.steps
-        s.tokens += result.usage.input_tokens + result.usage.output_tokens
-        s.cost_usd += result.cost_usd
-        outcome = result.state if result.state != "completed" else "done"
-        if not run.config.is_priced(model) and model not in run.progress.view.unpriced_models:
-            run.progress.view.unpriced_models = [*run.progress.view.unpriced_models, model][-10:]
-        run.progress.outcome(
-            f"{agent}: {outcome}" + (f" ({result.reason})" if result.reason else ""),
-            steps=result.steps,
-            cost=result.cost_usd,
-        )
-        return result
+            permissions=PermissionRules(protected_paths=protected_globs(policy.protected_paths)),
+            required_command=required_command,
+            timeouts=Timeouts(model_heartbeat_s=config.model_heartbeat_s),
+        ),
+        id=child_id,
+        result_type=AgentResult,
+        static_summary=f"{agent} for {ctx.repo}#{ctx.number} (round {round_}) with {model}",
+    )
+    state.steps += result.steps
+    state.tokens += result.usage.input_tokens + result.usage.output_tokens
+    state.cost_usd += result.cost_usd
+    outcome = result.state if result.state != "completed" else "done"
+    if not config.is_priced(model) and model not in progress.view.unpriced_models:
+        progress.view.unpriced_models = [*progress.view.unpriced_models, model][-10:]
+    progress.outcome(
+        f"{agent}: {outcome}" + (f" ({result.reason})" if result.reason else ""),
+        steps=result.steps,
+        cost=result.cost_usd,
+    )
+    return result
 
-    async def push(self, ws: WorkspaceRef, title: str) -> PushOutput:
-        run, s = self.run, self.run.s
-        s.branch = f"shopfloor/issue-{run.number}"
-        out = await act(
-            "git_push_workspace",
-            PushInput(
-                workspace=ws,
-                branch=s.branch,
-                message=f"{title}\n\nFixes #{run.number}",
-                committed_at=workflow.now(),
-                expected_remote_sha=s.head_sha,
-                protected_paths=list(run.policy.protected_paths),
-            ),
-            PushOutput,
-            f"push {s.branch}",
-            timeout_s=900,
-            heartbeat_s=120,
-            retry=GIT_RETRY,
-        )
-        if s.head_sha != out.head_sha:
-            s.head_sha, s.ci_state = out.head_sha, None
-        record_head(s.heads, out.head_sha, workflow.now())  # pushed by now at the latest: approvals name heads
-        return out
 
-    async def open_pr(self, fix: FixResult | None, *, draft: bool = False, salvage_note: str = "") -> PrOutput:
-        run, s = self.run, self.run.s
-        title = fix.pr_title if fix else f"WIP: fix #{run.number} (salvaged)"
-        body = fix.pr_body if fix else ""
-        if f"#{run.number}" not in body:
-            body = f"{body}\n\nFixes #{run.number}".strip()
-        if salvage_note:
-            body = f"{salvage_note}\n\n{body}"
-        # The activity cleans the model's title and body of HTML comments (markers) and ends the
-        # body with this workflow's marker, which routes comments on the pull request here.
-        pr = await act(
-            "github_find_or_create_pr",
-            FindOrCreatePrInput(
-                repo=run.repo,
-                head=s.branch or "",
-                base=run.base_branch,
-                title=title[:120],
-                body=body,
-                draft=draft,
-                workflow_id=workflow.info().workflow_id,
-            ),
-            PrOutput,
-            f"{'draft ' if draft else ''}PR for {s.branch}",
-        )
-        s.pr_number, s.pr_url = pr.number, pr.url  # found by our branch: the PR whose comments command this run
-        run.progress.links(pr_url=pr.url)
-        return pr
+async def push(ctx: PipelineContext, ws: WorkspaceRef, title: str) -> PushOutput:
+    """Push the fix's workspace to `shopfloor/issue-<n>` (the push refuses protected paths)."""
+    state = ctx.state
+    state.branch = f"shopfloor/issue-{ctx.number}"
+    out = await act(
+        "git_push_workspace",
+        PushInput(
+            workspace=ws,
+            branch=state.branch,
+            message=f"{title}\n\nFixes #{ctx.number}",
+            committed_at=workflow.now(),
+            expected_remote_sha=state.head_sha,
+            protected_paths=list(ctx.policy.protected_paths),
+        ),
+        PushOutput,
+        f"push {state.branch}",
+        timeout_s=900,
+        heartbeat_s=120,
+        retry=GIT_RETRY,
+    )
+    if state.head_sha != out.head_sha:
+        state.head_sha, state.ci_state = out.head_sha, None
+    record_head(state.heads, out.head_sha, workflow.now())  # pushed by now at the latest: approvals name heads
+    return out
 
-    async def post_review(self, review: ReviewResult, head: str) -> None:
-        run, s = self.run, self.run.s
-        if s.pr_number is None:
-            raise ApplicationError(
-                "posting a review before the pull request was opened",
-                type="InconsistentWorkflowState",
-                non_retryable=True,
-            )
-        body = f"**shopfloor review (round {s.review_round}): {review.verdict.replace('_', ' ')}**\n\n{review.summary}"
-        comments = [ReviewComment(path=c.path, line=c.line, body=c.body) for c in review.comments]
-        inp = SubmitReviewInput(
-            repo=run.repo,
-            pr_number=s.pr_number,
-            workflow_id=workflow.info().workflow_id,
-            round=s.review_round,
-            event="COMMENT",
+
+async def open_pr(
+    ctx: PipelineContext, fix: FixResult | None, *, draft: bool = False, salvage_note: str = ""
+) -> PrOutput:
+    """Find or open the pull request of the run's branch (draft when salvaged)."""
+    state = ctx.state
+    title = fix.pr_title if fix else f"WIP: fix #{ctx.number} (salvaged)"
+    body = fix.pr_body if fix else ""
+    if f"#{ctx.number}" not in body:
+        body = f"{body}\n\nFixes #{ctx.number}".strip()
+    if salvage_note:
+        body = f"{salvage_note}\n\n{body}"
+    # The activity cleans the model's title and body of HTML comments (markers) and ends the
+    # body with this workflow's marker, which routes comments on the pull request here.
+    pr = await act(
+        "github_find_or_create_pr",
+        FindOrCreatePrInput(
+            repo=ctx.repo,
+            head=state.branch or "",
+            base=ctx.base_branch,
+            title=title[:120],
             body=body,
-            comments=comments,
-            commit_id=head,
+            draft=draft,
+            workflow_id=workflow.info().workflow_id,
+        ),
+        PrOutput,
+        f"{'draft ' if draft else ''}PR for {state.branch}",
+    )
+    state.pr_number, state.pr_url = pr.number, pr.url  # found by our branch: the PR whose comments command this run
+    ctx.progress.links(pr_url=pr.url)
+    return pr
+
+
+async def post_review(ctx: PipelineContext, review: ReviewResult, head: str) -> None:
+    """Post the review agent's verdict on the pull request as a COMMENT review of `head`."""
+    state = ctx.state
+    if state.pr_number is None:
+        raise ApplicationError(
+            "posting a review before the pull request was opened",
+            type="InconsistentWorkflowState",
+            non_retryable=True,
         )
-        try:
-            await act("github_submit_review", inp, ReviewOutput, f"post review {s.review_round} on PR #{s.pr_number}")
-        except ActivityError:
-            if not comments:
-                raise
-            # Line comments GitHub refuses (a line outside the diff): the same review, lines in the body.
-            lines = "\n".join(f"- `{c.path}:{c.line}`: {c.body}" for c in comments)
-            inp = inp.model_copy(update={"comments": [], "body": f"{body}\n\n{lines}"})
-            await act("github_submit_review", inp, ReviewOutput, f"post review {s.review_round} on PR #{s.pr_number}")
+    verdict = review.verdict.replace("_", " ")
+    body = f"**shopfloor review (round {state.review_round}): {verdict}**\n\n{review.summary}"
+    comments = [ReviewComment(path=c.path, line=c.line, body=c.body) for c in review.comments]
+    summary = f"post review {state.review_round} on PR #{state.pr_number}"
+    inp = SubmitReviewInput(
+        repo=ctx.repo,
+        pr_number=state.pr_number,
+        workflow_id=workflow.info().workflow_id,
+        round=state.review_round,
+        event="COMMENT",
+        body=body,
+        comments=comments,
+        commit_id=head,
+    )
+    try:
+        await act("github_submit_review", inp, ReviewOutput, summary)
+    except ActivityError:
+        if not comments:
+            raise
+        # Line comments GitHub refuses (a line outside the diff): the same review, lines in the body.
+        lines = "\n".join(f"- `{c.path}:{c.line}`: {c.body}" for c in comments)
+        inp = inp.model_copy(update={"comments": [], "body": f"{body}\n\n{lines}"})
+        await act("github_submit_review", inp, ReviewOutput, summary)

@@ -28,6 +28,7 @@ state), but only once a review started: until then the run is silent on GitHub.
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
@@ -40,48 +41,82 @@ with workflow.unsafe.imports_passed_through():
     from shopfloor.agents.policy import PolicyLoad, RepoPolicy
     from shopfloor.agents.progress import ProgressView
     from shopfloor.models.factory_config import FactoryConfig
-    from shopfloor.models.factory_run import FactoryState, GoalInput, RepoInfo, RepoInfoInput
-    from shopfloor.models.github_ops import CiStatusInput, CiStatusOutput, MergeOutput, MergePrInput
+    from shopfloor.models.factory_run import FactoryState, GoalInput, PipelineResult, RepoInfo, RepoInfoInput
+    from shopfloor.models.github_ops import CiStatusInput, CiStatusOutput
     from shopfloor.models.github_reads import PolicyInput
     from shopfloor.models.inbox import RepoEvent
     from shopfloor.models.pull_request_review import PullChange, PullChangeInput, PullInfo, PullInput, PullReviewCarry
     from shopfloor.search_attributes import SHOPFLOOR_STAGE
     from shopfloor.workflows.commands import WRITE_LEVELS
-    from shopfloor.workflows.factory_agents import AgentStages
-    from shopfloor.workflows.factory_calls import GIT_RETRY, act, cause, cause_type
+    from shopfloor.workflows.factory_agents import post_review, render_goal, run_agent
+    from shopfloor.workflows.factory_calls import GIT_RETRY, act, cause
     from shopfloor.workflows.inbox import CI_EVENTS
-    from shopfloor.workflows.merge_stage import MergeStage, needs_human, protected_changes
+    from shopfloor.workflows.merge_stage import approved_head, merge_pull_request, wait_approval, wait_ci
+    from shopfloor.workflows.pipeline import (
+        Final,
+        Merged,
+        MergeRefused,
+        PipelineContext,
+        ProtectedPathsChanged,
+    )
     from shopfloor.workflows.progress import ProgressComment
 
 if TYPE_CHECKING:
     from shopfloor.workflows.pull_request import PullRequestWorkflow
 
+ASKED = "asked by a maintainer"
 
-class Final(Exception):
-    def __init__(self, result: str, reason: str) -> None:
-        super().__init__(reason)
-        self.result, self.reason = result, reason
+
+@dataclass(frozen=True)
+class ReviewDecision:
+    """Whether this head is reviewed now: `why` it is, or (None) `why_not`."""
+
+    why: str | None
+    why_not: str = ""
 
 
 class PullRequestReview:
-    def __init__(self, wf: PullRequestWorkflow, carry: PullReviewCarry | None) -> None:
-        k = carry or PullReviewCarry()
-        self.wf, self.repo, self.number = wf, wf.repo, wf.number
-        self.s: FactoryState = k.state
-        self.progress = ProgressComment(workflow.info().workflow_id, wf.repo, wf.number, self.s, wf.publish)
-        self.progress.view = ProgressView.model_validate(k.view) if k.view else self.progress.view
-        self.progress.view.subject = "pull_request"
-        self.agents, self.merging = AgentStages(self), MergeStage(self)
-        self.review_requests, self.reviewed_head = k.review_requests, k.reviewed_head
-        self.auto_reviews, self.author_permission = k.auto_reviews, k.author_permission
-        self.ci_events = 0
+    """A pull request's review run, as a task beside the PullRequestWorkflow's inbox."""
+
+    def __init__(self, pull_request_workflow: PullRequestWorkflow, carry: PullReviewCarry | None) -> None:
+        carried = carry or PullReviewCarry()
+        self.pull_request_workflow = pull_request_workflow
+        self.repo, self.number = pull_request_workflow.repo, pull_request_workflow.number
+        progress = ProgressComment(
+            workflow.info().workflow_id,
+            pull_request_workflow.repo,
+            pull_request_workflow.number,
+            carried.state,
+            pull_request_workflow.publish,
+        )
+        progress.view = ProgressView.model_validate(carried.view) if carried.view else progress.view
+        progress.view.subject = "pull_request"
+        self.ctx = PipelineContext(repo=self.repo, number=self.number, state=carried.state, progress=progress)
+        self.review_requests, self.reviewed_head = carried.review_requests, carried.reviewed_head
+        self.auto_reviews, self.author_permission = carried.auto_reviews, carried.author_permission
         self.wakes = 0  # events that may change what to do next
         self.in_step = False  # reviewing or merging: no continue-as-new, no idle timeout
-        self.config = FactoryConfig()
-        self.policy = RepoPolicy()
-        self.base_branch = "main"
         self.clone_url = ""
         self.author = ""
+
+    # -- what the workflow reads -------------------------------------------------------------------
+
+    @property
+    def state(self) -> FactoryState:
+        return self.ctx.state
+
+    @property
+    def s(self) -> FactoryState:
+        """The state, under the name PullRequestWorkflow reads it by."""
+        return self.ctx.state
+
+    @property
+    def progress(self) -> ProgressComment:
+        return self.ctx.progress
+
+    @property
+    def policy(self) -> RepoPolicy:
+        return self.ctx.policy
 
     # -- what the inbox tells us ---------------------------------------------------------------
 
@@ -90,7 +125,7 @@ class PullRequestReview:
 
     def carry(self) -> PullReviewCarry:
         return PullReviewCarry(
-            state=self.s,
+            state=self.state,
             view=self.progress.view.model_dump(mode="json"),
             review_requests=self.review_requests,
             reviewed_head=self.reviewed_head,
@@ -99,43 +134,44 @@ class PullRequestReview:
         )
 
     async def on_event(self, e: RepoEvent, note: str) -> None:
-        s = self.s
+        state = self.state
         if e.event == "pull_request" and e.head_sha:  # the head, there by GitHub's updated_at at the latest
-            record_head(s.heads, e.head_sha, e.occurred_at or workflow.now())
+            record_head(state.heads, e.head_sha, e.occurred_at or workflow.now())
         if e.event in CI_EVENTS:
-            self.ci_events += 1
+            self.ctx.ci_events += 1
         elif e.command is not None and note.endswith(" accepted"):
             if e.command.name == "review":
                 self.review_requests += 1
             elif e.command.name == "approve":
-                self._approve(e.sender, await self.merging.approval(e))  # None: refused with a reply
-        elif e.event == "pull_request" and e.head_sha and e.head_sha != s.head_sha:
-            s.head_sha, s.ci_state = e.head_sha, None  # a push: approvals and the verdict named the old head
+                self._approve(e.sender, await approved_head(self.ctx, e))  # None: refused with a reply
+        elif e.event == "pull_request" and e.head_sha and e.head_sha != state.head_sha:
+            state.head_sha, state.ci_state = e.head_sha, None  # a push: approvals and the verdict named the old head
         elif e.event == "pull_request_review" and (e.state or "").lower() == "approved" and e.head_sha:
-            if await self.wf.permission_of(e.sender) in WRITE_LEVELS:
+            if await self.pull_request_workflow.permission_of(e.sender) in WRITE_LEVELS:
                 self._approve(e.sender, e.head_sha)
         self.wakes += 1
 
     def _approve(self, sender: str, head: str | None) -> None:
         # The author approving their own change is not the second pair of eyes the policy asks for.
-        if head and sender.lower() != self.author.lower() and head not in self.s.approved_heads:
-            self.s.approved_heads.append(head)
-            del self.s.approved_heads[:-20]
+        approved = self.state.approved_heads
+        if head and sender.lower() != self.author.lower() and head not in approved:
+            approved.append(head)
+            del approved[:-20]
 
     # -- the run -------------------------------------------------------------------------------
 
     async def run_when_asked(self) -> None:
-        c = self.wf.c
+        inbox = self.pull_request_workflow.c  # what the inbox keeps: commands, its state
         try:
-            await workflow.wait_condition(lambda: self.wakes > 0 or self.s.started)
-            self.config = await act("factory_config", None, FactoryConfig, "factory settings")
+            await workflow.wait_condition(lambda: self.wakes > 0 or self.state.started)
+            self.ctx.config = await act("factory_config", None, FactoryConfig, "factory settings")
         except (asyncio.CancelledError, ActivityError) as exc:
             if isinstance(exc, ActivityError) and not is_cancelled_exception(exc):
                 raise
             return
-        if not self.config.pipeline:
+        if not self.ctx.config.pipeline:
             return  # this deployment runs pull request workflows as inboxes only
-        self.s.started = True
+        self.state.started = True
         try:
             await self._loop()
         except asyncio.CancelledError:
@@ -147,14 +183,14 @@ class PullRequestReview:
                 await self._cancelled()
             else:
                 await self._final("failed", cause(exc))
-        if c.state == "received":
-            c.state = "done"
+        if inbox.state == "received":
+            inbox.state = "done"
 
     async def _loop(self) -> None:
-        s, n = self.s, self.number
+        ctx, state, n = self.ctx, self.state, self.number
         info = await act("factory_repo_info", RepoInfoInput(repo=self.repo), RepoInfo, f"repository {self.repo}")
         self.clone_url = info.clone_url
-        self.progress.links(workflow_url=self.config.workflow_url(workflow.info().workflow_id))
+        ctx.progress.links(workflow_url=ctx.config.workflow_url(workflow.info().workflow_id))
         while True:
             mark = self.wakes
             pull = await act("github_get_pull", PullInput(repo=self.repo, number=n), PullInfo, f"read PR #{n}")
@@ -163,62 +199,71 @@ class PullRequestReview:
                     "closed",
                     "the pull request was merged by a person" if pull.merged else "the pull request was closed",
                 )
-            self.author, self.base_branch = pull.author, pull.base_ref
-            if pull.head_sha != s.head_sha:
-                s.head_sha, s.ci_state = pull.head_sha, None
-            record_head(s.heads, pull.head_sha, workflow.now())
-            s.pr_number, s.pr_url = n, pull.html_url or None
-            self.progress.links(pr_url=pull.html_url or None)
+            self.author, ctx.base_branch = pull.author, pull.base_ref
+            if pull.head_sha != state.head_sha:
+                state.head_sha, state.ci_state = pull.head_sha, None
+            record_head(state.heads, pull.head_sha, workflow.now())
+            state.pr_number, state.pr_url = n, pull.html_url or None
+            ctx.progress.links(pr_url=pull.html_url or None)
             load = await act("github_load_policy", PolicyInput(repo=self.repo), PolicyLoad, f"policy of {self.repo}")
-            self.policy = load.policy
-            why, why_not = await self._why_review(pull)
-            if why is None and self.progress.view.updated_at is None:
-                s.waiting_for = "review_command"  # silent on GitHub: the `factory` query says it
-            elif why is None and pull.head_sha != self.reviewed_head and self.progress.view.reason != why_not:
+            ctx.policy = load.policy
+            decision = await self._decide_review(pull)
+            view = ctx.progress.view
+            if decision.why is None and view.updated_at is None:
+                state.waiting_for = "review_command"  # silent on GitHub: the `factory` query says it
+            elif decision.why is None and pull.head_sha != self.reviewed_head and view.reason != decision.why_not:
                 # A new head this run will not review by itself: the comment says why, once.
-                await self.progress.show("waiting", waiting_for="review_command", reason=why_not)
-            if why is not None and not load.ok:
+                await ctx.progress.show("waiting", waiting_for="review_command", reason=decision.why_not)
+            if decision.why is not None and not load.ok:
                 self.review_requests = 0
-                await self.progress.show("parked", waiting_for="policy", reason="; ".join(load.errors))
-            elif why is not None:
-                await self._review(pull, why)
-                if self.policy.pull_requests.merge and s.verdict == "approve" and s.verdict_head == pull.head_sha:
+                await ctx.progress.show("parked", waiting_for="policy", reason="; ".join(load.errors))
+            elif decision.why is not None:
+                await self._review(pull, decision.why)
+                if (
+                    ctx.policy.pull_requests.merge
+                    and state.verdict == "approve"
+                    and state.verdict_head == pull.head_sha
+                ):
                     await self._merge(pull)
-                elif self.progress.view.state != "waiting":
-                    await self.progress.show("waiting", waiting_for="push")
-            await workflow.wait_condition(lambda mark=mark: self.wakes > mark)
+                elif ctx.progress.view.state != "waiting":
+                    await ctx.progress.show("waiting", waiting_for="push")
 
-    async def _why_review(self, pull: PullInfo) -> tuple[str | None, str]:
-        """(why this head is reviewed now, or None; and if not, why not)."""
+            def woken(mark: int = mark) -> bool:  # an event since this pass read the pull request
+                return self.wakes > mark
+
+            await workflow.wait_condition(woken)
+
+    async def _decide_review(self, pull: PullInfo) -> ReviewDecision:
+        """Whether this head is reviewed now, and why (or why not)."""
         if self.review_requests:
-            return "asked by a maintainer", ""
+            return ReviewDecision(ASKED)
         mode = self.policy.pull_requests.review
         if pull.head_sha == self.reviewed_head:
-            return None, f"{pull.head_sha[:12]} was reviewed"
+            return ReviewDecision(None, f"{pull.head_sha[:12]} was reviewed")
         if pull.draft:
-            return None, "a draft is reviewed once it is ready, or on request"
+            return ReviewDecision(None, "a draft is reviewed once it is ready, or on request")
         if mode == "on_request":
-            return None, "the policy reviews pull requests on request only"
+            return ReviewDecision(None, "the policy reviews pull requests on request only")
         if self.auto_reviews >= self.policy.max_review_rounds:
-            return None, f"the {self.auto_reviews} automatic reviews of this run are used up"
+            return ReviewDecision(None, f"the {self.auto_reviews} automatic reviews of this run are used up")
         if mode == "members":
             if self.author_permission is None or self.author_permission == "unknown":
-                self.author_permission = await self.wf.permission_of(pull.author)
+                self.author_permission = await self.pull_request_workflow.permission_of(pull.author)
             if self.author_permission not in WRITE_LEVELS:
-                return None, "its author is not a member"
-            return f"opened by @{pull.author}, a member", ""
-        return "the policy reviews every pull request", ""
+                return ReviewDecision(None, "its author is not a member")
+            return ReviewDecision(f"opened by @{pull.author}, a member")
+        return ReviewDecision("the policy reviews every pull request")
 
     async def _review(self, pull: PullInfo, why: str) -> None:
-        s, head = self.s, pull.head_sha
+        ctx, state, head = self.ctx, self.state, pull.head_sha
         self.in_step = True
         try:
-            if why != "asked by a maintainer":
+            if why != ASKED:
                 self.auto_reviews += 1
             self.review_requests, self.reviewed_head = 0, head
-            s.review_round += 1
-            self.progress.stage("review", "review")
-            await self.progress.show("running")
+            state.review_round += 1
+            ctx.progress.stage("review", "review")
+            await ctx.progress.show("running")
             change = await act(
                 "git_pull_request_change",
                 PullChangeInput(
@@ -233,15 +278,15 @@ class PullRequestReview:
             ci = await act(
                 "github_ci_status", CiStatusInput(repo=self.repo, sha=head), CiStatusOutput, f"CI status of {head[:12]}"
             )
-            s.ci_state = ci.state
-            goal = await self.agents.goal(
+            state.ci_state = ci.state
+            goal = await render_goal(
                 GoalInput(
                     kind="pr_review",
                     repo=self.repo,
                     number=self.number,
                     issue_digest=pull.text.digest if pull.text else None,
                     title=pull.title,
-                    round=s.review_round,
+                    round=state.review_round,
                     patch_digest=change.diff_digest,
                     pr_number=self.number,
                     ci_summary=_ci_summary(ci, head),
@@ -249,87 +294,68 @@ class PullRequestReview:
                     author=pull.author,
                 )
             )
-            res = await self.agents.agent(
-                "review", f"review-{s.review_round}", "review", goal, change.workspace, s.review_round
+            res = await run_agent(
+                ctx, "review", f"review-{state.review_round}", "review", goal, change.workspace, state.review_round
             )
             if res.state != "completed" or res.output is None:
-                await self.progress.show(
+                await ctx.progress.show(
                     "waiting",
                     waiting_for="review_command",
-                    reason=f"review {s.review_round} ended {res.state}: {res.reason or 'no result'}",
+                    reason=f"review {state.review_round} ended {res.state}: {res.reason or 'no result'}",
                 )
                 return
             review = ReviewResult.model_validate(res.output)
-            await self.agents.post_review(review, head)
-            s.verdict, s.verdict_head = review.verdict, head
-            self.progress.outcome(f"verdict: {review.verdict} ({why})")
+            await post_review(ctx, review, head)
+            state.verdict, state.verdict_head = review.verdict, head
+            ctx.progress.outcome(f"verdict: {review.verdict} ({why})")
         finally:
             self.in_step = False
 
     async def _merge(self, pull: PullInfo) -> None:
-        s, head, n = self.s, pull.head_sha, self.number
+        ctx, state, head, n = self.ctx, self.state, pull.head_sha, self.number
         self.in_step = True
         try:
 
             def moved() -> bool:
-                return s.head_sha != head or self.review_requests > 0
+                return state.head_sha != head or self.review_requests > 0
 
-            outcome = await self.merging.wait_ci(head, until=moved)
+            outcome = await wait_ci(ctx, head, until=moved)
             if outcome != "success":
                 reason = None if outcome == "moved" else f"CI {outcome} on {head[:12]}"
-                await self.progress.show("waiting", waiting_for="push", reason=reason)
+                await ctx.progress.show("waiting", waiting_for="push", reason=reason)
                 return
-            if needs_human(self.policy) and head not in s.approved_heads:
-                self.progress.stage("merge")
-                self.merging.show_head(head)
-                await self.progress.show("waiting", waiting_for="approval")
-                await workflow.wait_condition(lambda: head in s.approved_heads or moved())
-                if moved():
-                    return
-            self.progress.stage("merge")
-            await self.progress.show("running")
+            if not await wait_approval(ctx, head, until=moved):
+                return
+            ctx.progress.stage("merge")
+            await ctx.progress.show("running")
             # A person may change protected paths in their pull request; shopfloor leaves merging it to people.
-            refused = await protected_changes(self, self.clone_url, pull.base_ref, head, n)
-            if refused:
-                self.progress.outcome("not merged: protected paths changed")
-                await self.progress.show(
-                    "waiting", waiting_for="a maintainer to merge or close the pull request", reason=refused
-                )
-                return
-            try:
-                out = await act(
-                    "github_merge_pr",
-                    MergePrInput(
-                        repo=self.repo, pr_number=n, head_sha=head, method="squash", title=f"{pull.title} (#{n})"[:250]
-                    ),
-                    MergeOutput,
-                    f"squash-merge PR #{n} at {head[:12]}",
-                )
-            except ActivityError as exc:
-                if cause_type(exc) not in ("GitHubHeadChanged", "GitHubNotMergeable"):
-                    raise
-                self.progress.outcome("merge refused")
-                await self.progress.show("waiting", waiting_for="push", reason=f"the merge was refused: {cause(exc)}")
-                return
-            s.merged_sha = out.sha
-            self.progress.outcome(f"merged as {out.sha[:12]}")
-            raise Final("merged", f"merged as {out.sha}")
+            match await merge_pull_request(ctx, self.clone_url, head, f"{pull.title} (#{n})"[:250]):
+                case ProtectedPathsChanged(reason):
+                    ctx.progress.outcome("not merged: protected paths changed")
+                    await ctx.progress.show(
+                        "waiting", waiting_for="a maintainer to merge or close the pull request", reason=reason
+                    )
+                case MergeRefused(reason):
+                    ctx.progress.outcome("merge refused")
+                    await ctx.progress.show("waiting", waiting_for="push", reason=f"the merge was refused: {reason}")
+                case Merged(sha):
+                    raise Final("merged", f"merged as {sha}")
         finally:
             self.in_step = False
 
     # -- endings ---------------------------------------------------------------------------------
 
     async def _cancelled(self) -> None:
-        c = self.wf.c
-        if c.state == "closed":
+        inbox = self.pull_request_workflow.c
+        if inbox.state == "closed":
             await self._final("closed", "the pull request was closed")
         else:
-            why = {"stopped": f"stopped by @{c.stopped_by}", "idle": "no events for 30 days"}.get(c.state, c.state)
-            await self._final("cancelled", why)
+            ended_by = {"stopped": f"stopped by @{inbox.stopped_by}", "idle": "no events for 30 days"}
+            await self._final("cancelled", ended_by.get(inbox.state, inbox.state))
 
-    async def _final(self, result: str, reason: str) -> None:
-        s = self.s
-        s.result, s.reason = result, reason  # type: ignore[assignment]
+    async def _final(self, result: PipelineResult, reason: str) -> None:
+        state = self.state
+        state.result, state.reason = result, reason
         workflow.upsert_search_attributes([SHOPFLOOR_STAGE.value_set("done")])
         if self.progress.view.updated_at is None:
             return  # nothing was ever posted on this pull request: nothing to close on GitHub

@@ -109,7 +109,7 @@ async def read_github(
     clients: GitHubClients, repo: str, fn: Callable[Concatenate[GitHubApi, _P], _T], *args: _P.args, **kwargs: _P.kwargs
 ) -> _T:
     """`call_github` in a worker thread (PyGithub blocks)."""
-    return await asyncio.to_thread(call_github, clients, repo, fn, *args, **kwargs)
+    return await asyncio.to_thread(lambda: call_github(clients, repo, fn, *args, **kwargs))
 
 
 async def write_github(
@@ -122,4 +122,4 @@ async def write_github(
     except Exception as exc:  # noqa: BLE001 - mapped like any other failure
         raise github_failure(exc, auth_hint=clients.auth_hint) from None
     async with clients.write_lock(key):
-        return await asyncio.to_thread(call_github, clients, repo, fn, *args, **kwargs)
+        return await asyncio.to_thread(lambda: call_github(clients, repo, fn, *args, **kwargs))

@@ -500,7 +500,8 @@ class _Search:
                 if proc.poll() is None:
                     proc.kill()
                 proc.wait()
-                proc.stdout.close()  # type: ignore[union-attr]
+                if proc.stdout is not None:  # always: stdout=PIPE
+                    proc.stdout.close()
             if proc.returncode == 2:  # ripgrep's error, such as a pattern it cannot compile
                 errors.seek(0)
                 complaint = errors.read(4000).decode(errors="replace")
@@ -512,7 +513,8 @@ class _Search:
             self.stopped = f"it took over {GREP_TIME_LIMIT_S:.0f} s"
 
     def _collect(self, proc: subprocess.Popen[bytes], names: dict[bytes, str]) -> None:
-        for record in proc.stdout:  # type: ignore[union-attr]  # b"/dev/fd/N\0LINE:text\n"
+        assert proc.stdout is not None  # started with stdout=PIPE
+        for record in proc.stdout:  # b"/dev/fd/N\0LINE:text\n"
             self.read += len(record)
             path, _, rest = record.partition(b"\0")
             number, _, text = rest.partition(b":")

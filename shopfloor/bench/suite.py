@@ -73,9 +73,10 @@ class BenchRow(BaseModel):
     digits: int = 1  # how the markdown rounds the figures
 
     @classmethod
-    def of(cls, *, measured: float, reference: float, **fields: object) -> BenchRow:
+    def of(cls, *, measured: float, reference: float, **fields: Any) -> BenchRow:
+        """The row with its difference and ratio worked out; `fields` are the other columns."""
         ratio = measured / reference if reference else math.inf
-        return cls(measured=measured, reference=reference, difference=measured - reference, ratio=ratio, **fields)  # type: ignore[arg-type]
+        return cls(measured=measured, reference=reference, difference=measured - reference, ratio=ratio, **fields)
 
 
 class SuiteReport(BaseModel):

@@ -26,7 +26,7 @@ from typing import Any
 
 import httpx
 import uvicorn
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, SecretStr
 from temporalio.client import Client
 from temporalio.common import (
     SearchAttributePair,
@@ -220,7 +220,7 @@ async def bench_webhooks(
                 temporal_address=temporal.address,
                 task_queue=f"bench-{run}",
                 data_dir=base / "data",
-                webhook_secret=SECRET.decode(),
+                webhook_secret=SecretStr(SECRET.decode()),
             )
             client = await connect(settings)
             await ensure_search_attributes(client, settings.temporal_namespace)

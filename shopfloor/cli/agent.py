@@ -15,6 +15,7 @@ from temporalio.api.enums.v1 import TaskQueueType
 from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
+from temporalio.exceptions import TemporalError
 from temporalio.service import RPCError
 
 from shopfloor.agents.registry import AGENTS, get_agent
@@ -168,9 +169,9 @@ def register(app: typer.Typer) -> None:
         try:
             result = await _follow(client, workflow_id)
         except WorkflowFailureError as exc:
-            cause = exc.cause
-            while getattr(cause, "cause", None) is not None:
-                cause = cause.cause  # type: ignore[union-attr]
+            cause: BaseException | None = exc.cause
+            while isinstance(cause, TemporalError) and cause.cause is not None:
+                cause = cause.cause
             typer.echo(f"\nfailed: {cause}", err=True)
             typer.echo(f"see {settings.workflow_url(workflow_id)}", err=True)
             raise typer.Exit(EXIT_FAILURE) from None

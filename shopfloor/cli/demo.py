@@ -230,6 +230,7 @@ class Follower:
     async def poll(self) -> bool:
         """One look; True once the run reached a final state."""
         try:
+            # temporalio annotates result_type as `type`; its data converter takes any type hint.
             view = await self.handle.query("progress", result_type=ProgressView | None)  # type: ignore[arg-type]
             state = await self.handle.query("factory", result_type=FactoryState)
         except RPCError as exc:

@@ -57,7 +57,7 @@ def simulator_for(settings: Settings, *, webhook_url: str | None, invent_secret:
         base_url=f"http://{host}:{settings.simulator_port}",
         data_dir=settings.data_dir / "simulator",
         default_hook_url=webhook_url,
-        default_hook_secret=secret.get_secret_value() if webhook_url and secret else None,
+        default_hook_secret=secret if webhook_url and secret else None,
     )
     pointed = settings.model_copy(
         update={

@@ -99,7 +99,7 @@ class AlertWatch(AlertState):
 class AlertRunInput(AlertInboxInput):
     """AlertWorkflowInput (what the edge sends) plus what the workflow and tests may set."""
 
-    carry: AlertWatch | None = None  # type: ignore[assignment]
+    carry: AlertWatch | None = None
     refire_window_seconds: float = Field(default=DEFAULT_REFIRE_WINDOW_SECONDS, gt=0)
     poll_seconds: float = Field(default=DEFAULT_POLL_SECONDS, gt=0)
     poll_max_seconds: float = Field(default=DEFAULT_POLL_MAX_SECONDS, gt=0)
@@ -109,6 +109,8 @@ class AlertRunInput(AlertInboxInput):
 
 
 class AlertRunOutcome(AlertOutcome):
+    # Wider than AlertOutcome's watching/idle on purpose (a run also ends closed or unrouted);
+    # the older shape is kept as it was for the clients that read it.
     state: AlertEnd = "idle"  # type: ignore[assignment]
     phase: AlertPhase = "closed"
     issue_number: int | None = None

@@ -60,7 +60,8 @@ def create_app(config: SimulatorConfig) -> FastAPI:
         path = request.url.path
         if not path.startswith(API):
             return await call_next(request)
-        login, headers = None, {}
+        login: str | None = None
+        headers: dict[str, str] = {}
         try:
             if not _uses_jwt(path):
                 actor = authenticate(sim.store, request.headers.get("authorization"))

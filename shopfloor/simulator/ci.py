@@ -28,9 +28,11 @@ log = structlog.get_logger(__name__)
 OUTPUT_CAP = 60_000
 _TRUNCATED = "[... earlier output truncated ...]\n"
 
+Conclusion = Literal["success", "failure", "timed_out"]
+
 
 class CiResult(pydantic.BaseModel):
-    conclusion: Literal["success", "failure", "timed_out"]
+    conclusion: Conclusion
     output: str  # the tail of stdout and stderr interleaved, at most OUTPUT_CAP characters
     duration_s: float
     command: str
@@ -87,7 +89,7 @@ def run_ci(repo: BareRepo, sha: str, command: str, *, timeout_s: float = 600.0) 
     if code is None:
         output += f"\n[timed out after {timeout_s:g}s]\n"
         output = output[-OUTPUT_CAP:]
-    conclusion = "timed_out" if code is None else "success" if code == 0 else "failure"
+    conclusion: Conclusion = "timed_out" if code is None else "success" if code == 0 else "failure"
     log.info(
         "sim_ci_finished",
         repo=repo.path.name,

@@ -21,7 +21,7 @@ class GitHubError(Exception):
         status: int,
         message: str,
         *,
-        errors: list[dict[str, Any]] | None = None,
+        errors: list[dict[str, Any] | str] | None = None,  # objects, or plain sentences (reviews)
         headers: dict[str, str] | None = None,
         docs: str = DOCS,
     ) -> None:

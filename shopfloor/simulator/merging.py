@@ -9,6 +9,7 @@ from typing import Any
 
 from shopfloor.simulator.api.issues import close
 from shopfloor.simulator.errors import GitHubError
+from shopfloor.simulator.git.merge import Method
 from shopfloor.simulator.git.repos import GitError, MergeConflict, RefUpdate
 from shopfloor.simulator.store import Issue, Repo, User, now
 
@@ -27,7 +28,15 @@ def closing_refs(*texts: str | None) -> list[int]:
 
 
 def merge_pull(
-    sim: Any, r: Repo, issue: Issue, user: User, *, method: str, title: str | None, message: str | None, sha: str | None
+    sim: Any,
+    r: Repo,
+    issue: Issue,
+    user: User,
+    *,
+    method: Method,
+    title: str | None,
+    message: str | None,
+    sha: str | None,
 ) -> dict[str, Any]:
     """Merge under the store lock; returns GitHub's merge result body."""
     pr = issue.pr
@@ -54,7 +63,7 @@ def merge_pull(
             pr.base_ref,
             pr.head_sha,
             method=method,
-            title=title or default_title,  # type: ignore[arg-type]
+            title=title or default_title,
             message=message if message is not None else default_message,
             author=author,
         )

@@ -7,7 +7,7 @@ in its checkout (no protected-path rule sees .git); a stranger's pull request th
 `.gitattributes`. A `diff=<driver>` attribute would also run whatever program a textconv or
 external driver configured under that name says, on the worker, outside the sandbox.
 
-The defence is on the diffs themselves (workspace.diff_argv: text forced, no textconv or external
+The defence is on the diffs themselves (git_cmd.diff_argv: text forced, no textconv or external
 drivers, no attribute files, attr.tree pointing newer git at the empty tree) and on the checkout
 (planted info/attributes is removed before git runs there).
 """
@@ -131,7 +131,7 @@ async def test_a_pull_request_that_marks_python_binary_is_diffed_as_text_and_run
     # A driver for `evil` in the mirror's own config (as a careless operator might leave one): it
     # must not run, whatever the pull request's attributes name.
     flag = tmp_path / "driver-ran"
-    mirror = await workspaces.mirror(repo.clone_url)
+    mirror = (await workspaces.mirrors.open(repo.clone_url)).git_dir
     with open(mirror / "config", "a") as f:
         f.write(
             f'[diff "evil"]\n\ttextconv = sh -c \'touch {flag}; cat "$0"\'\n'

@@ -28,6 +28,7 @@ from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 from waiting import DEADLINE_S, query_until
 
+from shopfloor.activities.git_cmd import GitRunner
 from shopfloor.activities.git_plumbing import Git
 from shopfloor.activities.git_remote import GitRemoteActivities
 from shopfloor.activities.github.clients import GitHubClients
@@ -248,7 +249,7 @@ async def test_changed_paths_list_both_sides_of_renames_symlinks_and_mode_change
     git(repo, "add", "--all")
     git(repo, "commit", "--quiet", "-m", "change")
     head = git(repo, "rev-parse", "HEAD").strip()
-    plumbing = Git(repo / ".git", tmp_path / "home")
+    plumbing = Git(repo / ".git", GitRunner(tmp_path / "home"))
     listed = await plumbing.changed_paths(base, head)
     assert listed == [".github/move.yml", ".github/new.txt", ".github/run.sh", "gh", "moved.yml", "src/old.txt"]
     assert [p for p in listed if is_protected_by(p, None)] == [".github/move.yml", ".github/new.txt", ".github/run.sh"]

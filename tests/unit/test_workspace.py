@@ -97,15 +97,20 @@ def snapshot(root: Path) -> dict[str, tuple[bytes, bool]]:
 
 
 def record_git(ws: Workspaces) -> list[list[str]]:
-    """Log the argv of every git command this worker runs."""
+    """Log the argv of every git command this worker runs (its one runner starts them all)."""
     calls: list[list[str]] = []
-    real = ws._git
+    run, to_file = ws.runner.run, ws.runner.to_file
 
-    async def spy(args: list[str], cwd: Path, **kw):  # type: ignore[no-untyped-def]
+    async def spy_run(args: list[str], **kw):  # type: ignore[no-untyped-def]
         calls.append(args)
-        return await real(args, cwd, **kw)
+        return await run(args, **kw)
 
-    ws._git = spy  # type: ignore[method-assign]
+    async def spy_to_file(args: list[str], **kw):  # type: ignore[no-untyped-def]
+        calls.append(args)
+        return await to_file(args, **kw)
+
+    ws.runner.run = spy_run  # type: ignore[method-assign]
+    ws.runner.to_file = spy_to_file  # type: ignore[method-assign]
     return calls
 
 
@@ -370,7 +375,7 @@ async def test_a_hanging_git_is_killed_at_its_timeout(worker_a: Workspaces, tmp_
     loop = asyncio.get_running_loop()
     started = loop.time()
     with pytest.raises(GitError, match="timed out after"):
-        await worker_a._git(["-c", "alias.nap=!sleep 30", "nap"], tmp_path, timeout=0.3)
+        await worker_a.runner.run(["-c", "alias.nap=!sleep 30", "nap"], cwd=tmp_path, timeout=0.3)
     assert loop.time() - started < 10
 
 

@@ -18,7 +18,7 @@ class PullShapes:
         assert i.pr is not None
         if i.pr.frozen_base_sha:
             return i.pr.frozen_base_sha
-        return r.git.branches().get(i.pr.base_ref) or i.pr.frozen_base_sha or i.pr.head_sha
+        return r.git.branches().get(i.pr.base_ref) or i.pr.head_sha
 
     def mergeable(self, r: Repo, i: Issue) -> tuple[bool | None, str]:
         pr = i.pr
