@@ -38,6 +38,7 @@ from shopfloor.agents.summaries import args_preview
 from shopfloor.agents.text_actions import parse_text_actions
 from shopfloor.blobs import put_json
 from shopfloor.errors import ModelCallError
+from shopfloor.models import failure_types
 from shopfloor.models.agent_run import (
     CompactInput,
     CompactOutput,
@@ -60,7 +61,7 @@ def model_call_failure(exc: ModelCallError) -> ApplicationError:
     return ApplicationError(
         str(exc),
         {"status": exc.status},
-        type="ModelCallError" if exc.retryable else "ModelCallRejected",
+        type=failure_types.MODEL_CALL_ERROR if exc.retryable else failure_types.MODEL_CALL_REJECTED,
         non_retryable=not exc.retryable,
         next_retry_delay=timedelta(seconds=exc.retry_after) if exc.retry_after else None,
     )
@@ -156,7 +157,9 @@ class ModelStepActivities:
             return await heartbeating(judge_calls(to_judge), detail=f"{detail}: judging calls")
         except JudgingUnavailable as exc:
             log.error("tool calls could not be judged", error=str(exc))
-            raise ApplicationError(f"tool calls could not be judged: {exc}", type="JudgingUnavailable") from exc
+            raise ApplicationError(
+                f"tool calls could not be judged: {exc}", type=failure_types.JUDGING_UNAVAILABLE
+            ) from exc
 
     @activity.defn(name="compact_transcript")
     async def compact_transcript(self, inp: CompactInput) -> CompactOutput:

@@ -18,13 +18,14 @@ from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy, SearchAttributeUpdate
+from temporalio.common import SearchAttributeUpdate
 from temporalio.exceptions import ActivityError, ApplicationError, is_cancelled_exception
 
 with workflow.unsafe.imports_passed_through():
     from shopfloor.agents.loop import AgentLoop, Cancelled, EventKind, Failed, Outcome, result_of
     from shopfloor.agents.registry import get_agent
     from shopfloor.agents.run_state import AgentCarry
+    from shopfloor.models import failure_types
     from shopfloor.models.agent_run import (
         AgentInput,
         AgentResult,
@@ -37,54 +38,31 @@ with workflow.unsafe.imports_passed_through():
         ToolResult,
     )
     from shopfloor.search_attributes import SHOPFLOOR_AGENT, SHOPFLOOR_ISSUE, SHOPFLOOR_REPO, SHOPFLOOR_STAGE
+    from shopfloor.workflows.activity_catalogue import (
+        COMPACT_TRANSCRIPT,
+        MODEL_STEP,
+        failure_message,
+        tool_activity,
+    )
+    from shopfloor.workflows.activity_catalogue import call as call_activity
     from shopfloor.workflows.controls import AgentControls
-
-MODEL_RETRY = RetryPolicy(
-    initial_interval=timedelta(seconds=1),
-    backoff_coefficient=2.0,
-    maximum_interval=timedelta(seconds=60),
-    maximum_attempts=8,
-    non_retryable_error_types=["ModelCallRejected"],
-)
-TOOL_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=3)
-
-
-def _cause(exc: BaseException) -> str:
-    """The activity's own account of the failure: the first ApplicationError in the chain."""
-    current: BaseException | None = exc
-    while current is not None:
-        if isinstance(current, ApplicationError):
-            return current.message
-        current = current.__cause__
-    return str(exc) or type(exc).__name__
 
 
 class ActivityModelStep:
-    """The loop's ModelStep: the model_step and compact_transcript activities."""
+    """The loop's ModelStep: the model_step and compact_transcript activities, with the run's own
+    timeouts (a slow provider may need longer than the catalogue's defaults)."""
 
     def __init__(self, inp: AgentInput) -> None:
-        self.inp = inp
+        self.timeout = timedelta(seconds=inp.timeouts.model_call_s)
+        self.heartbeat = timedelta(seconds=inp.timeouts.model_heartbeat_s)
 
     async def step(self, request: ModelStepInput) -> ModelStepOutput:
-        return await workflow.execute_activity(
-            "model_step",
-            request,
-            result_type=ModelStepOutput,
-            start_to_close_timeout=timedelta(seconds=self.inp.timeouts.model_call_s),
-            heartbeat_timeout=timedelta(seconds=self.inp.timeouts.model_heartbeat_s),
-            retry_policy=MODEL_RETRY,
-            summary=f"{request.model} step {request.step}",
-        )
+        summary = f"{request.model} step {request.step}"
+        return await call_activity(MODEL_STEP, request, summary=summary, timeout=self.timeout, heartbeat=self.heartbeat)
 
     async def compact(self, request: CompactInput, *, summary: str) -> CompactOutput:
-        return await workflow.execute_activity(
-            "compact_transcript",
-            request,
-            result_type=CompactOutput,
-            start_to_close_timeout=timedelta(seconds=self.inp.timeouts.model_call_s),
-            heartbeat_timeout=timedelta(seconds=self.inp.timeouts.model_heartbeat_s),
-            retry_policy=MODEL_RETRY,
-            summary=summary,
+        return await call_activity(
+            COMPACT_TRANSCRIPT, request, summary=summary, timeout=self.timeout, heartbeat=self.heartbeat
         )
 
 
@@ -92,19 +70,11 @@ class ActivityToolRunner:
     """The loop's ToolRunner: the activity named after the tool."""
 
     def __init__(self, inp: AgentInput) -> None:
-        self.inp = inp
+        # A command may run for its policy's timeout: the activity gets a minute beyond it.
+        self.timeout = timedelta(seconds=max(inp.timeouts.tool_s, inp.commands.timeout_s + 60))
 
     async def run(self, call: ToolCallRef, request: ToolInput) -> ToolResult:
-        return await workflow.execute_activity(
-            call.name,
-            request,
-            result_type=ToolResult,
-            # A command may run for its policy's timeout: the activity gets a minute beyond it.
-            start_to_close_timeout=timedelta(seconds=max(self.inp.timeouts.tool_s, self.inp.commands.timeout_s + 60)),
-            heartbeat_timeout=timedelta(seconds=60),
-            retry_policy=TOOL_RETRY,
-            summary=call.summary,
-        )
+        return await call_activity(tool_activity(call.name), request, summary=call.summary, timeout=self.timeout)
 
 
 @workflow.defn(name="AgentWorkflow")
@@ -126,7 +96,7 @@ class AgentWorkflow(AgentControls):
         try:
             agent = get_agent(inp.agent)
         except KeyError as exc:
-            raise ApplicationError(str(exc.args[0]), type="UnknownAgent", non_retryable=True) from None
+            raise ApplicationError(str(exc.args[0]), type=failure_types.UNKNOWN_AGENT, non_retryable=True) from None
         attributes: list[SearchAttributeUpdate[Any]] = [
             SHOPFLOOR_REPO.value_set(inp.workspace.repo),
             SHOPFLOOR_AGENT.value_set(inp.agent),
@@ -152,10 +122,10 @@ class AgentWorkflow(AgentControls):
         except ActivityError as exc:
             if is_cancelled_exception(exc):  # cancelled while an activity ran: it comes back as its error
                 return self._finish(Cancelled("the run was cancelled"))
-            reason = _cause(exc)
+            reason = failure_message(exc)
             self._finish(Failed(reason))
             raise ApplicationError(
-                f"{inp.agent} run failed: {reason}", type="AgentRunFailed", non_retryable=True
+                f"{inp.agent} run failed: {reason}", type=failure_types.AGENT_RUN_FAILED, non_retryable=True
             ) from exc
 
     # -- RunHost: what the loop asks of the workflow --------------------------------------------
