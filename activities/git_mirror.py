@@ -2,24 +2,28 @@
 
 `<root>/mirrors/<sha256(clone_url)[:16]>.git` is a bare repository caching one repository's
 objects, with no remote configured: fetches name the URL on the command line, so nothing (no token
-either) is written to its config; a token comes through the environment (git_plumbing.auth_env),
-never inside `clone_url`. Each commit worked on is pinned as `refs/shopfloor/base/<sha>` (branch
-moves and gc cannot drop it); the remote is contacted only for a missing commit or to resolve a
-name. Fetches hold the mirror's lock (`mirrors/<h>.git.lock`), across coroutines and processes.
-Workspace checkouts (workspace.py) read their objects from here; the git remote activities
-(git_remote.py) build and push commits here.
+either) is written to its config. A token reaches git as an `http.<origin>/.extraHeader` set
+through `GIT_CONFIG_COUNT/KEY/VALUE` (auth_env): never in argv (visible in `ps`), never in the
+mirror's config, never in a URL that an error message could echo, and sent only to the remote's
+origin. Each commit worked on is pinned as `refs/shopfloor/base/<sha>` (branch moves and gc cannot
+drop it); the remote is contacted only for a missing commit or to resolve a name. Fetches hold the
+mirror's lock (`mirrors/<h>.git.lock`), across coroutines and processes. Workspace checkouts
+(workspace.py) read their objects from here; the git remote activities (git_remote.py) build and
+push commits here.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import hashlib
 import os
 import shutil
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from shopfloor.activities.git_cmd import (
     FETCH_TIMEOUT_S,
@@ -34,6 +38,21 @@ from shopfloor.activities.path_locks import PathLocks
 
 # Every branch and tag of the remote, kept apart from the pins.
 ALL_BRANCHES_AND_TAGS = ("+refs/heads/*:refs/shopfloor/remote/heads/*", "+refs/tags/*:refs/shopfloor/remote/tags/*")
+
+
+def auth_env(clone_url: str, token: str | None) -> dict[str, str]:
+    """Environment giving git `token` for `clone_url`'s origin (HTTP Basic, as GitHub takes it)."""
+    parts = urlsplit(clone_url)
+    if not token or parts.scheme not in ("http", "https") or not parts.hostname:
+        return {}
+    host = parts.hostname if ":" not in parts.hostname else f"[{parts.hostname}]"
+    origin = f"{parts.scheme}://{host}{f':{parts.port}' if parts.port else ''}/"
+    basic = base64.b64encode(f"x-access-token:{token}".encode()).decode()
+    return {
+        "GIT_CONFIG_COUNT": "1",
+        "GIT_CONFIG_KEY_0": f"http.{origin}.extraHeader",
+        "GIT_CONFIG_VALUE_0": f"Authorization: Basic {basic}",
+    }
 
 
 def dir_key(text: str) -> str:
@@ -106,8 +125,8 @@ class Mirrors:
     def path(self, clone_url: str) -> Path:
         return self.root / "mirrors" / f"{dir_key(clone_url)}.git"
 
-    async def open(self, clone_url: str, *, env: Mapping[str, str] | None = None) -> Mirror:
-        """The mirror of `clone_url`, its git run with `env` added (a remote's credentials)."""
+    async def open(self, clone_url: str, *, token: str | None = None) -> Mirror:
+        """The mirror of `clone_url`, its git carrying `token` for the remote (auth_env) if given."""
         check_clone_url(clone_url)
         path = self.path(clone_url)
         if not (path / "HEAD").is_file():
@@ -118,5 +137,6 @@ class Mirrors:
                     await self.runner.run(["init", "--bare", "--quiet", str(tmp)], cwd=self.root)
                     await asyncio.to_thread(shutil.rmtree, path, True)  # a broken leftover
                     await asyncio.to_thread(os.replace, tmp, path)
+        env = auth_env(clone_url, token)
         runner = self.runner.with_env(env) if env else self.runner
         return Mirror(path, runner, clone_url, self._locks)

@@ -1,35 +1,15 @@
 """Git plumbing in one bare repository (a worker's mirror): trees, commits and diffs built without
-a work tree, and a remote's credentials carried in the environment only.
+a work tree, each a function of its inputs (a retry builds the same commit).
 
 git runs through git_cmd.GitRunner (the safe options and clean environment every worker git takes).
-A token reaches git as an `http.<origin>/.extraHeader` set through `GIT_CONFIG_COUNT/KEY/VALUE`:
-never in argv (visible in `ps`), never in the mirror's config, never in a URL that an error message
-could echo, and sent only to the remote's origin.
 """
 
 from __future__ import annotations
 
-import base64
 from datetime import UTC, datetime
 from pathlib import Path
-from urllib.parse import urlsplit
 
 from shopfloor.activities.git_cmd import GIT_TIMEOUT_S, GitRunner, diff_argv
-
-
-def auth_env(clone_url: str, token: str | None) -> dict[str, str]:
-    """Environment giving git `token` for `clone_url`'s origin (HTTP Basic, as GitHub takes it)."""
-    parts = urlsplit(clone_url)
-    if not token or parts.scheme not in ("http", "https") or not parts.hostname:
-        return {}
-    host = parts.hostname if ":" not in parts.hostname else f"[{parts.hostname}]"
-    origin = f"{parts.scheme}://{host}{f':{parts.port}' if parts.port else ''}/"
-    basic = base64.b64encode(f"x-access-token:{token}".encode()).decode()
-    return {
-        "GIT_CONFIG_COUNT": "1",
-        "GIT_CONFIG_KEY_0": f"http.{origin}.extraHeader",
-        "GIT_CONFIG_VALUE_0": f"Authorization: Basic {basic}",
-    }
 
 
 def git_date(when: datetime) -> str:

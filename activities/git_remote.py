@@ -21,7 +21,7 @@ base branch. They run in the worker (never in an agent's sandbox), with the work
   they merge, and do not merge when there are any.
 
 Everything is built in this worker's mirror of the repository (git_mirror.py), git run as every
-worker runs it (git_cmd.py); the token reaches git through the environment only (git_plumbing.py)
+worker runs it (git_cmd.py); the token reaches git through the environment only (git_mirror.py)
 and is never returned or logged.
 """
 
@@ -39,7 +39,7 @@ from temporalio.exceptions import ApplicationError
 
 from shopfloor.activities.git_cmd import FETCH_TIMEOUT_S, GitError, WorkspaceError, is_full_sha, is_ref_name, redact
 from shopfloor.activities.git_mirror import Mirror
-from shopfloor.activities.git_plumbing import auth_env, git_date
+from shopfloor.activities.git_plumbing import git_date
 from shopfloor.activities.github.clients import GitHubClients
 from shopfloor.activities.github.errors import github_failure
 from shopfloor.activities.heartbeat import heartbeating
@@ -323,7 +323,7 @@ class GitRemoteActivities:
             raise
         except Exception as exc:  # noqa: BLE001 - mapped like any GitHub failure, never raw
             raise github_failure(exc, f"a token for {repo}", auth_hint=self._clients.auth_hint) from None
-        return await self._ws.mirrors.open(clone_url, env=auth_env(clone_url, token))
+        return await self._ws.mirrors.open(clone_url, token=token)
 
     async def _ensure_head(self, git: Mirror, repo: str, sha: str, number: int | None) -> None:
         """A pull request's head in the mirror: by sha, or through refs/pull/<n>/head (a fork's)."""
