@@ -18,12 +18,13 @@ and runs recorded before the assessing agent existed decide by the rules alone (
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from shopfloor.models.alert_issue import AlertRunInput, AlertRunOutcome, AlertWatch
+    from shopfloor.models.alert_issue import AlertEnd, AlertRunInput, AlertRunOutcome, AlertWatch
     from shopfloor.models.factory import AlertNotification
     from shopfloor.models.inbox import ALERT_SIGNAL, ALERT_WORKFLOW, Alert
     from shopfloor.search_attributes import SHOPFLOOR_REPO, SHOPFLOOR_STAGE
@@ -127,7 +128,11 @@ class AlertWorkflow(AlertIssueFlow):
             return s.poll_delay, "poll"  # follow the issue; a failed step is retried meanwhile
         return idle_left(s.last_activity or now.timestamp()).total_seconds(), "idle"
 
-    def _outcome(self, state: str, reason: str) -> AlertRunOutcome:
+    def _handled_since(self, handled: int) -> Callable[[], bool]:
+        """Whether a notification was handled after the first `handled` of this run."""
+        return lambda: self._handled_this_run != handled
+
+    def _outcome(self, state: AlertEnd, reason: str) -> AlertRunOutcome:
         s = self.s
         workflow.upsert_search_attributes([SHOPFLOOR_STAGE.value_set(s.phase)])
         self.publish()
@@ -135,7 +140,7 @@ class AlertWorkflow(AlertIssueFlow):
             state=state,
             phase=s.phase,
             occurrences=s.occurrences,
-            notifications=s.notifications,  # type: ignore[arg-type]
+            notifications=s.notifications,
             last_status=s.last_status,
             issue_number=s.issue_number,
             issue_url=s.issue_url,
@@ -162,7 +167,7 @@ class AlertWorkflow(AlertIssueFlow):
             try:
                 if left.total_seconds() <= 0:
                     raise TimeoutError
-                await workflow.wait_condition(lambda h=handled: self._handled_this_run != h, timeout=left)
+                await workflow.wait_condition(self._handled_since(handled), timeout=left)
             except TimeoutError:
                 break
         s.state = "idle"

@@ -21,11 +21,10 @@ from temporalio.exceptions import ApplicationError, ChildWorkflowError, Workflow
 with workflow.unsafe.imports_passed_through():
     from pydantic import ValidationError
 
-    from shopfloor.agents.outputs import AlertAssessment
     from shopfloor.agents.registry import get_agent
     from shopfloor.models import failure_types
     from shopfloor.models.agent_run import AgentInput, AgentResult, Limits, Timeouts, WorkspaceRef
-    from shopfloor.models.alert_issue import AlertGoalInput, AlertRunInput, AlertWatch
+    from shopfloor.models.alert_issue import AlertAssessment, AlertGoalInput, AlertRunInput, AlertWatch
     from shopfloor.models.factory_config import FactoryConfig
     from shopfloor.models.factory_run import RepoInfoInput
     from shopfloor.models.inbox import Alert
@@ -83,7 +82,7 @@ def _verdict_text(v: AlertAssessment) -> str:
 
 
 class AlertAssessing:
-    """The assessing part of AlertIssueFlow (`_act`, `publish`, `wf_id` are the flow's)."""
+    """The assessing part of AlertIssueFlow (`_act` and `publish` are the flow's)."""
 
     s: AlertWatch
     inp: AlertRunInput
@@ -99,7 +98,7 @@ class AlertAssessing:
             again = when_text(at + timedelta(seconds=every))
             return v.actionable, f"{_verdict_text(v)} (agent, {when_text(at)}; assessed again after {again})", v
         s.assessments += 1
-        child_id = f"{self.wf_id}/assess-{s.assessments}"
+        child_id = f"{workflow.info().workflow_id}/assess-{s.assessments}"
         s.assessment = f"the agent assesses it ({child_id}); the rules say: {rules}"
         self.publish()
         v, failure = await self._run_assessor(a, child_id)
