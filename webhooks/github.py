@@ -31,7 +31,7 @@ from shopfloor.temporal import SignalWithStart, issue_workflow_start, pull_reque
 from shopfloor.webhooks.delivered_bodies import body_digest, remember_accepted, was_accepted
 from shopfloor.webhooks.deps import EdgeDeps
 from shopfloor.webhooks.github_body import MEDIA_TYPES, decode_payload, delivery_headers
-from shopfloor.webhooks.github_event_kinds import repo_event, route
+from shopfloor.webhooks.github_event_kinds import route, to_repo_event
 from shopfloor.webhooks.github_routing import Target
 from shopfloor.webhooks.request_body import BodyError, read_body
 from shopfloor.webhooks.starting import Delivered, TemporalUnavailable, WorkflowClosed
@@ -137,7 +137,7 @@ def github_router(deps: EdgeDeps) -> APIRouter:
         if await was_accepted(deps.blobs, digest):
             extra = {"workflow_ids": [t.workflow_id for t in plan.targets]} if len(plan.targets) > 1 else {}
             return answer(202, "duplicate", workflow_id=plan.targets[0].workflow_id, **extra)
-        signal_arg = await repo_event(event, info["delivery"], deps.blobs)
+        signal_arg = await to_repo_event(event, info["delivery"], deps.blobs)
         signal_arg = signal_arg.model_copy(update={"body_digest": digest})
         results: list[Delivered] = []
         closed: list[str] = []

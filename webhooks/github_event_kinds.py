@@ -1,5 +1,5 @@
 """The GitHub event kinds the edge routes, in one table: per kind, its model, where it goes
-(`route`) and what its workflow receives (`repo_event`).
+(`route`) and what its workflow receives (`to_repo_event`).
 
 Each entry pairs a kind's model with its routing function (webhooks/github_routing.py) and its
 fields function (webhooks/github_repo_event.py); both are typed for that model, and the entry
@@ -99,7 +99,7 @@ def route(event: EventBase, *, bot_login: str, trigger_label: str) -> Route:
     return kind.route(event, RouteContext(repo=repo, bot_login=bot_login, trigger_label=trigger_label))
 
 
-async def repo_event(event: EventBase, delivery_id: str, blobs: BlobStore) -> RepoEvent:
+async def to_repo_event(event: EventBase, delivery_id: str, blobs: BlobStore) -> RepoEvent:
     """The `RepoEvent` a routed event's workflow receives (text sanitized and snapshotted)."""
     kind = ROUTED_KINDS.get(event.event)
     extra = await kind.fields(event, blobs) if kind is not None else EventFields()

@@ -195,8 +195,9 @@ async def status_fields(event: StatusEvent, blobs: BlobStore) -> EventFields:
 
 
 async def repo_event(event: EventBase, raw: object, delivery_id: str, blobs: BlobStore) -> RepoEvent:
-    """The old entry point, for `shopfloor bench webhooks` (`raw` is no longer read): the edge calls
-    github_event_kinds.repo_event."""
-    from shopfloor.webhooks.github_event_kinds import repo_event as from_table
+    """The old entry point, kept for `shopfloor bench webhooks` (`raw` is no longer read): the edge
+    calls github_event_kinds.to_repo_event."""
+    # Imported here: the table imports this module's per-kind functions.
+    from shopfloor.webhooks.github_event_kinds import to_repo_event
 
-    return await from_table(event, delivery_id, blobs)
+    return await to_repo_event(event, delivery_id, blobs)

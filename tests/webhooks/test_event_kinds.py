@@ -21,7 +21,7 @@ from shopfloor.models.github_events import (
 from shopfloor.models.inbox import Alert, RepoEvent
 from shopfloor.search_attributes import SHOPFLOOR_ISSUE, SHOPFLOOR_REPO
 from shopfloor.temporal import alert_workflow_start, issue_workflow_start, pull_request_workflow_start
-from shopfloor.webhooks.github_event_kinds import ROUTED_KINDS, repo_event, route
+from shopfloor.webhooks.github_event_kinds import ROUTED_KINDS, route, to_repo_event
 from shopfloor.webhooks.github_routing import NOT_ROUTED
 from shopfloor.workflows.inbox import is_bot
 
@@ -59,7 +59,7 @@ async def test_a_routed_delivery_becomes_the_repo_event_of_its_kind(name: str, f
     event = parse_event(name, json.loads((WEBHOOKS / fixture).read_text()))
     plan = route(event, bot_login="shopfloor[bot]", trigger_label="shopfloor")
     assert plan.targets or plan.ignored
-    signal = await repo_event(event, "d-1", FileBlobStore(tmp_path))
+    signal = await to_repo_event(event, "d-1", FileBlobStore(tmp_path))
     assert (signal.event, signal.action, signal.repo, signal.delivery_id) == (
         name,
         event.action,
