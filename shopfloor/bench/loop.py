@@ -1,9 +1,10 @@
 """`shopfloor bench loop`: the durable agent loop against the same loop run in memory.
 
-Both sides run the very same activity code (model_step and the tools) against the same fake
-model server (OpenAI wire format, fixed latency) and workspace; the durable side schedules them
-through a real Temporal dev server and worker, the in-memory side calls them in a plain loop.
-The difference per step is what durability costs. The workload: shopfloor.bench.workload.
+Both sides run the very same loop (agents/loop.py) and activity code (model_step and the tools)
+against the same fake model server (OpenAI wire format, fixed latency) and workspace; the durable
+side runs the loop as AgentWorkflow, its activities scheduled through a real Temporal dev server
+and worker, the in-memory side runs it as a plain coroutine that calls them directly. The
+difference per step is what durability costs. The workload: shopfloor.bench.workload.
 """
 
 from __future__ import annotations
