@@ -145,6 +145,18 @@ async def test_the_step_limit_ends_the_run_before_another_model_call():
     assert len(model.requests) == 3 and carry.spent.steps == 3
 
 
+async def test_wall_time_is_read_from_the_hosts_clock():
+    times = iter([0.0, 0.0, 100.0, 200.0, 300.0])  # the run's start, then one reading before each step
+    model = ScriptedModel(lambda n: reply(n, call("read_file", args=f"file{n}")))
+    loop, carry, _ = loop_for(model, host=UnattendedHost(clock=lambda: next(times)))
+    carry.limits = Limits(max_wall_s=250)
+
+    outcome = await loop.run()
+
+    assert outcome == LimitReached("wall-time limit reached: 5m00s of 4m10s")
+    assert len(model.requests) == 3
+
+
 async def test_the_same_call_warns_on_the_third_time_and_the_fourth_is_stuck():
     model = ScriptedModel(lambda n: reply(n, call("read_file", args="README.md")))
     loop, carry, host = loop_for(model)
