@@ -33,15 +33,58 @@ guard.install()
 MIN_WORKERS = 3
 
 
+@pytest.hookimpl(optionalhook=True)
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
-    """`-n auto`: the fast tier alone runs in this process (starting workers would cost more than
-    its tests take); anything else on max(MIN_WORKERS, CPUs + 1) workers.
-    PYTEST_XDIST_AUTO_NUM_WORKERS, or `-n N` on the command line, still decides when given."""
+    """`-n auto`: the fast tier alone, or tests named by file (`pytest tests/x/test_y.py[::name]`),
+    run in this process: starting workers, each collecting the suite and starting its own
+    servers, would cost more than they save. Folders and the whole suite get max(MIN_WORKERS,
+    CPUs + 1) workers. PYTEST_XDIST_AUTO_NUM_WORKERS, or `-n N` on the command line, decides when
+    given."""
     if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS", "").isdigit():
         return int(os.environ["PYTEST_XDIST_AUTO_NUM_WORKERS"])
     if (config.option.markexpr or "").strip() == "fast":
         return 0
+    if config.args and all(Path(arg.split("::")[0]).is_file() for arg in config.args):
+        return 0
     return max(MIN_WORKERS, (os.cpu_count() or 1) + 1)
+
+
+# Modules whose tests run one after another on one xdist worker, by group: tests that time a
+# watchdog, a kill and restart, or an event loop's ticks, which two at once on a small machine
+# would make late; and modules with module-scoped servers (started once, on one worker, instead
+# of on each worker that gets one of their tests). Grouped by module path in the scheduler below:
+# xdist's own `xdist_group` marker has no effect under pytest 9.2 (xdist 3.8 renames the item
+# through an attribute pytest no longer reads).
+XDIST_GROUPS: dict[str, str] = {
+    "tests/security/test_sandbox_limits.py": "timing",
+    "tests/security/test_worker_stall.py": "timing",
+    "tests/e2e/test_factory_crash.py": "timing",
+    "tests/workflows/test_crash.py": "timing",
+    "tests/workflows/test_crash_with_edits.py": "timing",
+    "tests/e2e/test_cli_agent.py": "cli-agent",
+    "tests/unit/test_blobs.py": "s3-server",
+}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    missing = [path for path in XDIST_GROUPS if not (config.rootpath / path).is_file()]
+    if missing:
+        raise pytest.UsageError(f"tests/conftest.py XDIST_GROUPS names modules that do not exist: {missing}")
+
+
+@pytest.hookimpl(tryfirst=True, optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """`--dist load` (what `-n` uses), except that the tests of a module in XDIST_GROUPS go to
+    one worker together with the rest of their group."""
+    if config.getvalue("dist") != "load":
+        return None  # another --dist asked for on the command line
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ModuleGroupScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return XDIST_GROUPS.get(nodeid.split("::", 1)[0], nodeid)
+
+    return ModuleGroupScheduling(config, log)
 
 
 def _fast_failure(item: pytest.Item, seen: list[str]) -> str:

@@ -16,7 +16,7 @@ from urllib.parse import quote
 import pytest
 import pytest_asyncio
 from agent_runs import call, sample_repo, write_cassette
-from cli_runs import StreamedRun, arun_cli, cli_env, one_line, wait_until
+from cli_runs import StreamedRun, arun_cli, cli_env, invoke_cli, one_line, wait_until
 from temporalio.api.enums.v1 import TaskQueueType
 from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
@@ -263,7 +263,8 @@ async def test_detach_prints_only_the_id_and_status_shows_the_result(worker, tem
 
 
 async def test_status_of_an_unknown_id_is_one_clear_line(temporal_server, temporal_client, env):
-    result = await _status(env, "no-such-id")
+    # In this process: the refusal is the subject, the console script is run by the tests above.
+    result = await asyncio.to_thread(invoke_cli, ["status", "no-such-id"], env)
     assert result.returncode != 0, str(result)
     line = one_line(result.stderr)
     assert line.startswith("shopfloor: no workflow 'no-such-id'"), line

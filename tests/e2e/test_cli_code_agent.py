@@ -3,12 +3,13 @@ the run edits a portable copy (never the user's files) and pauses for approval o
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import uuid
 
 import pytest_asyncio
 from agent_runs import call, write_cassette
-from cli_runs import arun_cli, cli_env, one_line, wait_until
+from cli_runs import arun_cli, cli_env, invoke_cli, one_line, wait_until
 from worker_process import WorkerProcess
 
 from shopfloor.workflows.agent import AgentWorkflow
@@ -60,11 +61,16 @@ async def test_code_agent_edits_a_copy_and_hands_back_a_patch(setup, tmp_path):
     assert "a + b" in (repo / "calc.py").read_text()
 
 
-async def test_code_agent_needs_a_git_repository(setup, tmp_path):
-    _, env = setup
+async def test_code_agent_needs_a_git_repository(temporal_server, tmp_path):
+    # In this process and with no worker: the refusal comes before anything is started.
+    env = cli_env(
+        SHOPFLOOR_TEMPORAL_ADDRESS=temporal_server.address,
+        SHOPFLOOR_TASK_QUEUE=f"test-code-{uuid.uuid4().hex[:10]}",
+        SHOPFLOOR_DATA_DIR=str(tmp_path / "data"),
+    )
     plain = tmp_path / "plain"
     plain.mkdir()
-    run = await arun_cli(["agent", "code", "--repo", str(plain), "--goal", "x"], env)
+    run = await asyncio.to_thread(invoke_cli, ["agent", "code", "--repo", str(plain), "--goal", "x"], env)
     assert run.returncode == 2
     assert "git repository" in one_line(run.stderr)
 

@@ -3,10 +3,11 @@ from the GitHub simulator and starts (then re-signals) its IssueWorkflow on the 
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from pathlib import Path
 
-from cli_runs import arun_cli, cli_env, one_line
+from cli_runs import arun_cli, cli_env, invoke_cli, one_line
 from edge_app import github_signals
 from simulator_runs import SimulatorHandle
 from temporalio.client import Client
@@ -76,8 +77,8 @@ async def test_run_issue_refuses_what_it_cannot_run_in_one_line(simulator: Simul
         f"acme/refusals#{closed}": "is closed; reopen it first",
         "ghost/none#1": "cannot read ghost/none#1 from GitHub",
     }
-    for ref, words in cases.items():
-        result = await arun_cli(["run", "issue", ref], env)
+    for ref, words in cases.items():  # in this process: the refusals are the subject
+        result = await asyncio.to_thread(invoke_cli, ["run", "issue", ref], env)
         assert result.returncode == 2, str(result)
         line = one_line(result.stderr)
         assert line.startswith("shopfloor: ") and words in line, line

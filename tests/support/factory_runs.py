@@ -31,6 +31,14 @@ from shopfloor.webhooks.app import create_app
 
 SECRET = "factory-edge-secret"
 TEST_CMD = "python -m pytest -q"
+# The simulator's CI for the sample repository. Its tests pass exactly when add() adds, and no
+# test here breaks mul(), so CI checks that one line instead of starting Python and pytest on
+# every push: the same green/red, in milliseconds. (tests/simulator/test_ci.py runs real pytest
+# where CI's output is the subject.)
+CI_CMD = "grep -q 'return a + b' calc/ops.py"
+SAMPLE_NO_PLUGINS = (
+    "-p no:schemathesis -p no:hypothesispytest -p no:anyio -p no:asyncio -p no:xdist -p no:xdist.looponfail"
+)
 POLICY = f"auto_fix: always\nrequire_human_approval: true\ntest_command: {TEST_CMD}\nci_timeout_minutes: 10\n"
 
 TRIAGE = {
@@ -61,7 +69,10 @@ def sample_repo(root: Path, policy: str = POLICY) -> Path:
         "from calc.ops import add, mul\n\n\ndef test_add():\n    assert add(2, 3) == 5\n\n\n"
         "def test_mul():\n    assert mul(2, 3) == 6\n"
     )
-    (root / "pytest.ini").write_text("[pytest]\naddopts = -p no:cacheprovider\n")
+    # The agents' test runs use this venv's pytest, which would load every plugin installed for
+    # shopfloor's own suite (schemathesis and hypothesis alone take ~2 s of CPU a run); the
+    # sample's tests need none of them.
+    (root / "pytest.ini").write_text(f"[pytest]\naddopts = -p no:cacheprovider {SAMPLE_NO_PLUGINS}\n")
     (root / ".github").mkdir()
     (root / ".github" / "shopfloor.yml").write_text(policy)
     return root
@@ -140,7 +151,7 @@ async def factory(
     and the edge's settings (alert token and routes...)."""
     owner, name = "acme", name or f"calc{uuid.uuid4().hex[:6]}"
     repo = f"{owner}/{name}"
-    simulator.create_repo(owner, name, source_dir=sample_repo(tmp_path / "src", policy), ci_command=TEST_CMD)
+    simulator.create_repo(owner, name, source_dir=sample_repo(tmp_path / "src", policy), ci_command=CI_CMD)
     simulator.set_permission(owner, name, "maria", "maintain")
     agent_models = {agent: write_cassette(tmp_path / f"{agent}.json", turns) for agent, turns in models.items()}
     worker_settings = settings.model_copy(
