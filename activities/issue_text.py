@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import re
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
@@ -105,7 +105,7 @@ class IssueTextActivities:
         issue = await read_github(self._clients, inp.repo, read_issue, inp)
         if issue is None:
             return IssueState(state="missing")
-        state = "closed" if issue.get("state") == "closed" else "open"
+        state: Literal["open", "closed"] = "closed" if issue.get("state") == "closed" else "open"
         return IssueState(
             state=state, state_reason=issue.get("state_reason"), updated_at=_when(issue.get("updated_at"))
         )
