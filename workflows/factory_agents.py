@@ -21,6 +21,7 @@ with workflow.unsafe.imports_passed_through():
     from shopfloor.agents.outputs import FixResult, ReviewResult
     from shopfloor.agents.policy import RepoPolicy, protected_globs, protected_note
     from shopfloor.agents.registry import get_agent
+    from shopfloor.models import failure_types
     from shopfloor.models.agent_run import (
         AgentInput,
         AgentResult,
@@ -30,16 +31,21 @@ with workflow.unsafe.imports_passed_through():
         Timeouts,
         WorkspaceRef,
     )
-    from shopfloor.models.factory_run import GoalInput, GoalOutput
+    from shopfloor.models.factory_run import GoalInput
     from shopfloor.models.git_remote import PushInput, PushOutput
     from shopfloor.models.github_ops import (
         FindOrCreatePrInput,
         PrOutput,
         ReviewComment,
-        ReviewOutput,
         SubmitReviewInput,
     )
-    from shopfloor.workflows.factory_calls import GIT_RETRY, act
+    from shopfloor.workflows.activity_catalogue import (
+        FACTORY_GOAL,
+        GIT_PUSH_WORKSPACE,
+        GITHUB_FIND_OR_CREATE_PR,
+        GITHUB_SUBMIT_REVIEW,
+        call,
+    )
     from shopfloor.workflows.pipeline import PipelineContext
 
 DEFAULT_TEST_COMMAND = "python -m pytest -q"
@@ -52,7 +58,7 @@ def required_test_command(policy: RepoPolicy) -> str:
 
 async def render_goal(inp: GoalInput) -> str:
     """The goal an agent is given, rendered by an activity (it quotes the untrusted text)."""
-    out = await act("factory_goal", inp, GoalOutput, f"{inp.kind} goal for #{inp.number} (round {inp.round})")
+    out = await call(FACTORY_GOAL, inp, summary=f"{inp.kind} goal for #{inp.number} (round {inp.round})")
     return out.goal
 
 
@@ -126,8 +132,8 @@ async def push(ctx: PipelineContext, ws: WorkspaceRef, title: str) -> PushOutput
     """Push the fix's workspace to `shopfloor/issue-<n>` (the push refuses protected paths)."""
     state = ctx.state
     state.branch = f"shopfloor/issue-{ctx.number}"
-    out = await act(
-        "git_push_workspace",
+    out = await call(
+        GIT_PUSH_WORKSPACE,
         PushInput(
             workspace=ws,
             branch=state.branch,
@@ -136,11 +142,7 @@ async def push(ctx: PipelineContext, ws: WorkspaceRef, title: str) -> PushOutput
             expected_remote_sha=state.head_sha,
             protected_paths=list(ctx.policy.protected_paths),
         ),
-        PushOutput,
-        f"push {state.branch}",
-        timeout_s=900,
-        heartbeat_s=120,
-        retry=GIT_RETRY,
+        summary=f"push {state.branch}",
     )
     if state.head_sha != out.head_sha:
         state.head_sha, state.ci_state = out.head_sha, None
@@ -161,8 +163,8 @@ async def open_pr(
         body = f"{salvage_note}\n\n{body}"
     # The activity cleans the model's title and body of HTML comments (markers) and ends the
     # body with this workflow's marker, which routes comments on the pull request here.
-    pr = await act(
-        "github_find_or_create_pr",
+    pr = await call(
+        GITHUB_FIND_OR_CREATE_PR,
         FindOrCreatePrInput(
             repo=ctx.repo,
             head=state.branch or "",
@@ -172,8 +174,7 @@ async def open_pr(
             draft=draft,
             workflow_id=workflow.info().workflow_id,
         ),
-        PrOutput,
-        f"{'draft ' if draft else ''}PR for {state.branch}",
+        summary=f"{'draft ' if draft else ''}PR for {state.branch}",
     )
     state.pr_number, state.pr_url = pr.number, pr.url  # found by our branch: the PR whose comments command this run
     ctx.progress.links(pr_url=pr.url)
@@ -186,7 +187,7 @@ async def post_review(ctx: PipelineContext, review: ReviewResult, head: str) -> 
     if state.pr_number is None:
         raise ApplicationError(
             "posting a review before the pull request was opened",
-            type="InconsistentWorkflowState",
+            type=failure_types.INCONSISTENT_WORKFLOW_STATE,
             non_retryable=True,
         )
     verdict = review.verdict.replace("_", " ")
@@ -204,11 +205,11 @@ async def post_review(ctx: PipelineContext, review: ReviewResult, head: str) -> 
         commit_id=head,
     )
     try:
-        await act("github_submit_review", inp, ReviewOutput, summary)
+        await call(GITHUB_SUBMIT_REVIEW, inp, summary=summary)
     except ActivityError:
         if not comments:
             raise
         # Line comments GitHub refuses (a line outside the diff): the same review, lines in the body.
         lines = "\n".join(f"- `{c.path}:{c.line}`: {c.body}" for c in comments)
         inp = inp.model_copy(update={"comments": [], "body": f"{body}\n\n{lines}"})
-        await act("github_submit_review", inp, ReviewOutput, summary)
+        await call(GITHUB_SUBMIT_REVIEW, inp, summary=summary)

@@ -22,14 +22,25 @@ from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflow
 
 with workflow.unsafe.imports_passed_through():
     from shopfloor.agents.outputs import FixResult, ReviewResult, TriageResult
-    from shopfloor.agents.policy import PolicyLoad, RepoPolicy
+    from shopfloor.agents.policy import RepoPolicy
+    from shopfloor.models import failure_types
     from shopfloor.models.agent_run import AgentResult, WorkspaceRef
     from shopfloor.models.factory_config import FactoryConfig
-    from shopfloor.models.factory_run import FactoryState, GoalInput, GoalKind, PipelineResult, RepoInfo, RepoInfoInput
-    from shopfloor.models.github_ops import IssueOutput, IssueRef, LabelsInput, LabelsOutput
+    from shopfloor.models.factory_run import FactoryState, GoalInput, GoalKind, PipelineResult, RepoInfoInput
+    from shopfloor.models.github_ops import IssueRef, LabelsInput
     from shopfloor.models.github_reads import PolicyInput, SimilarIssuesInput, SimilarIssuesOutput
     from shopfloor.models.inbox import RepoEvent
     from shopfloor.search_attributes import SHOPFLOOR_STAGE
+    from shopfloor.workflows.activity_catalogue import (
+        FACTORY_CONFIG,
+        FACTORY_REPO_INFO,
+        GITHUB_ADD_LABELS,
+        GITHUB_GET_ISSUE,
+        GITHUB_LOAD_POLICY,
+        GITHUB_SIMILAR_ISSUES,
+        call,
+        failure_message,
+    )
     from shopfloor.workflows.commands import WRITE_LEVELS
     from shopfloor.workflows.factory_agents import (
         open_pr,
@@ -39,7 +50,6 @@ with workflow.unsafe.imports_passed_through():
         required_test_command,
         run_agent,
     )
-    from shopfloor.workflows.factory_calls import act, cause
     from shopfloor.workflows.inbox import CI_EVENTS
     from shopfloor.workflows.issue_text import EDITED_REASON, IssueTextWatch
     from shopfloor.workflows.merge_stage import approved_head, update_and_merge, wait_approval, wait_ci
@@ -153,7 +163,7 @@ class FactoryRun:
         inbox = self.issue_workflow.c  # what the inbox keeps: trigger text, commands, its state
         try:
             await workflow.wait_condition(lambda: inbox.trigger_text is not None)
-            self.ctx.config = await act("factory_config", None, FactoryConfig, "factory settings")
+            self.ctx.config = await call(FACTORY_CONFIG, None, summary="factory settings")
         except (asyncio.CancelledError, ActivityError) as exc:
             if isinstance(exc, ActivityError) and not is_cancelled_exception(exc):
                 raise
@@ -171,7 +181,7 @@ class FactoryRun:
             if is_cancelled_exception(exc):  # cancelled while an activity or child ran
                 await self.finish_cancelled()
             else:
-                await self._final("failed", cause(exc))
+                await self._final("failed", failure_message(exc))
         if inbox.state == "received" and self.state.result != "parked":
             inbox.state = "done"
 
@@ -187,13 +197,13 @@ class FactoryRun:
     async def _pipeline(self) -> None:
         ctx, wid = self.ctx, workflow.info().workflow_id
         self.text.enable()
-        info = await act("factory_repo_info", RepoInfoInput(repo=self.repo), RepoInfo, f"repository {self.repo}")
+        info = await call(FACTORY_REPO_INFO, RepoInfoInput(repo=self.repo), summary=f"repository {self.repo}")
         ctx.progress.links(
             workflow_url=ctx.config.workflow_url(wid),
             issue_url=f"{info.html_url}/issues/{self.number}" if info.html_url else None,
         )
         while True:
-            load = await act("github_load_policy", PolicyInput(repo=self.repo), PolicyLoad, f"policy of {self.repo}")
+            load = await call(GITHUB_LOAD_POLICY, PolicyInput(repo=self.repo), summary=f"policy of {self.repo}")
             if load.ok:
                 break
             await self.park("policy", "; ".join(load.errors), ("retry", "fix"))
@@ -241,11 +251,10 @@ class FactoryRun:
         read = self.text.for_agent("triage")
         title = (read.title if read else None) if self.text.enabled else self.issue_workflow.c.trigger_title
         if title:
-            similar = await act(
-                "github_similar_issues",
+            similar = await call(
+                GITHUB_SIMILAR_ISSUES,
                 SimilarIssuesInput(repo=self.repo, number=self.number, title=title),
-                SimilarIssuesOutput,
-                f"issues similar to #{self.number}",
+                summary=f"issues similar to #{self.number}",
             )
         goal = await render_goal(self._goal_input("triage", similar=[i.model_dump() for i in similar.issues]))
         suffix = "triage" if self.triages == 1 else f"triage-{self.triages}"
@@ -254,11 +263,10 @@ class FactoryRun:
         state.kind, state.fixability = triage.kind, triage.fixability
         labels = list(dict.fromkeys(triage.labels))
         if labels:
-            out = await act(
-                "github_add_labels",
+            out = await call(
+                GITHUB_ADD_LABELS,
                 LabelsInput(repo=self.repo, issue_number=self.number, labels=labels),
-                LabelsOutput,
-                f"label #{self.number}: {', '.join(labels)}",
+                summary=f"label #{self.number}: {', '.join(labels)}",
             )
             state.labels = out.labels
         ctx.progress.outcome(f"{triage.kind}, {triage.severity}, fixability {triage.fixability:.2f}")
@@ -273,11 +281,8 @@ class FactoryRun:
         if policy.auto_fix == "never":
             reasons.append("the repository's policy is auto_fix: never")
         elif policy.auto_fix == "label":
-            issue = await act(
-                "github_get_issue",
-                IssueRef(repo=self.repo, number=self.number),
-                IssueOutput,
-                f"labels of #{self.number}",
+            issue = await call(
+                GITHUB_GET_ISSUE, IssueRef(repo=self.repo, number=self.number), summary=f"labels of #{self.number}"
             )
             if policy.labels.trigger not in issue.labels and not self.trigger_labeled:
                 no_label = f"auto_fix is label and the issue has no `{policy.labels.trigger}` label"
@@ -345,7 +350,7 @@ class FactoryRun:
         if work.fix is None:
             raise ApplicationError(
                 "pushing before the fix agent submitted a result",
-                type="InconsistentWorkflowState",
+                type=failure_types.INCONSISTENT_WORKFLOW_STATE,
                 non_retryable=True,
             )
         await push(self.ctx, work.workspace, work.fix.pr_title)
@@ -406,7 +411,7 @@ class FactoryRun:
         if fix is None or not state.head_sha:
             raise ApplicationError(
                 "merging before the fix agent submitted a result and pushed a head commit",
-                type="InconsistentWorkflowState",
+                type=failure_types.INCONSISTENT_WORKFLOW_STATE,
                 non_retryable=True,
             )
         head = state.head_sha
@@ -532,11 +537,10 @@ class FactoryRun:
         if not name:
             return
         try:
-            await act(
-                "github_add_labels",
+            await call(
+                GITHUB_ADD_LABELS,
                 LabelsInput(repo=self.repo, issue_number=self.number, labels=[name]),
-                LabelsOutput,
-                f"label #{self.number}: {name}",
+                summary=f"label #{self.number}: {name}",
             )
         except ActivityError as exc:
             workflow.logger.warning("label %s not added: %s", name, exc)

@@ -26,23 +26,30 @@ from temporalio.exceptions import ActivityError, ApplicationError
 with workflow.unsafe.imports_passed_through():
     from shopfloor.agents.approvals import SHORT_SHA, decide
     from shopfloor.agents.policy import RepoPolicy
+    from shopfloor.models import failure_types
     from shopfloor.models.agent_run import WorkspaceRef
-    from shopfloor.models.git_remote import ProtectedCheckInput, ProtectedCheckOutput, UpdateInput, UpdateOutput
+    from shopfloor.models.git_remote import ProtectedCheckInput, UpdateInput
     from shopfloor.models.github_ops import (
         CiStatusInput,
-        CiStatusOutput,
         CloseIssueInput,
-        CloseIssueOutput,
-        CommentOutput,
         DeleteBranchInput,
-        DeleteBranchOutput,
-        MergeOutput,
         MergePrInput,
         UpsertCommentInput,
     )
     from shopfloor.models.inbox import RepoEvent
+    from shopfloor.workflows.activity_catalogue import (
+        GIT_PROTECTED_CHANGES,
+        GIT_UPDATE_FROM_BASE,
+        GITHUB_CI_STATUS,
+        GITHUB_CLOSE_ISSUE,
+        GITHUB_DELETE_BRANCH,
+        GITHUB_MERGE_PR,
+        GITHUB_UPSERT_COMMENT,
+        call,
+        failure_message,
+        failure_type,
+    )
     from shopfloor.workflows.commands import safe_login
-    from shopfloor.workflows.factory_calls import GIT_RETRY, act, cause, cause_type
     from shopfloor.workflows.pipeline import (
         BaseConflicts,
         BaseMergedIn,
@@ -59,8 +66,6 @@ CI_POLL = timedelta(minutes=1)
 APPROVAL_NAMES_COMMIT_PATCH = "approval-names-commit"
 # Histories recorded before the protected-path check skip it.
 PROTECTED_PATHS_PATCH = "protected-paths-before-merge"
-# Failure types of github_merge_pr that mean "not this head, not now" rather than an error.
-MERGE_REFUSALS = ("GitHubHeadChanged", "GitHubNotMergeable")
 CiOutcome = Literal["success", "failure", "timeout", "moved"]
 
 
@@ -79,8 +84,8 @@ async def wait_ci(ctx: PipelineContext, head: str, until: Callable[[], bool] | N
     deadline = workflow.now() + timedelta(minutes=ctx.policy.ci_timeout_minutes)
     while True:
         seen = ctx.ci_events
-        status = await act(
-            "github_ci_status", CiStatusInput(repo=ctx.repo, sha=head), CiStatusOutput, f"CI status of {head[:12]}"
+        status = await call(
+            GITHUB_CI_STATUS, CiStatusInput(repo=ctx.repo, sha=head), summary=f"CI status of {head[:12]}"
         )
         state.ci_state = status.state
         if status.state != "pending":
@@ -122,8 +127,8 @@ async def _refuse_approval(ctx: PipelineContext, e: RepoEvent, reason: str) -> N
     ref = str(e.comment_id) if e.comment_id is not None else re.sub(r"[^A-Za-z0-9_.-]", "", e.delivery_id)[:64]
     body = f"@{safe_login(e.sender)} `/shopfloor approve` was not applied: {reason} Nothing was merged."
     try:
-        await act(
-            "github_upsert_comment",
+        await call(
+            GITHUB_UPSERT_COMMENT,
             UpsertCommentInput(
                 repo=ctx.repo,
                 issue_number=e.number or ctx.number,
@@ -131,8 +136,7 @@ async def _refuse_approval(ctx: PipelineContext, e: RepoEvent, reason: str) -> N
                 kind=f"approval-{ref}",
                 body=body,
             ),
-            CommentOutput,
-            f"refuse an approval by {safe_login(e.sender)}",
+            summary=f"refuse an approval by {safe_login(e.sender)}",
         )
     except ActivityError as exc:  # the refusal stands either way; the reply is a courtesy
         workflow.logger.warning("approval refusal not posted: %s", exc)
@@ -163,13 +167,13 @@ async def protected_changes(ctx: PipelineContext, clone_url: str, head: str) -> 
     if number is None:
         raise ApplicationError(
             "checking protected paths before the pull request was opened",
-            type="InconsistentWorkflowState",
+            type=failure_types.INCONSISTENT_WORKFLOW_STATE,
             non_retryable=True,
         )
     if not workflow.patched(PROTECTED_PATHS_PATCH):
         return None
-    check = await act(
-        "git_protected_changes",
+    check = await call(
+        GIT_PROTECTED_CHANGES,
         ProtectedCheckInput(
             repo=ctx.repo,
             clone_url=clone_url,
@@ -178,11 +182,7 @@ async def protected_changes(ctx: PipelineContext, clone_url: str, head: str) -> 
             number=number,
             protected_paths=list(ctx.policy.protected_paths),
         ),
-        ProtectedCheckOutput,
-        f"protected paths in PR #{number} at {head[:12]}",
-        timeout_s=900,
-        heartbeat_s=120,
-        retry=GIT_RETRY,
+        summary=f"protected paths in PR #{number} at {head[:12]}",
     )
     return check.message or None
 
@@ -198,15 +198,14 @@ async def merge_pull_request(
         return ProtectedPathsChanged(refused)
     number = state.pr_number or 0  # protected_changes raised when there is none
     try:
-        out = await act(
-            "github_merge_pr",
+        out = await call(
+            GITHUB_MERGE_PR,
             MergePrInput(repo=ctx.repo, pr_number=number, head_sha=head, method="squash", title=title, message=message),
-            MergeOutput,
-            f"squash-merge PR #{number} at {head[:12]}",
+            summary=f"squash-merge PR #{number} at {head[:12]}",
         )
     except ActivityError as exc:
-        if cause_type(exc) in MERGE_REFUSALS:
-            return MergeRefused(cause(exc))
+        if failure_type(exc) in failure_types.MERGE_REFUSED:  # not this head, not now: no error
+            return MergeRefused(failure_message(exc))
         raise
     state.merged_sha = out.sha
     ctx.progress.outcome(f"merged as {out.sha[:12]}")
@@ -221,14 +220,10 @@ async def update_and_merge(
     state = ctx.state
     ctx.progress.stage("merge")
     await ctx.progress.show("running")
-    up = await act(
-        "git_update_from_base",
+    up = await call(
+        GIT_UPDATE_FROM_BASE,
         UpdateInput(workspace=ws, base_branch=ctx.base_branch),
-        UpdateOutput,
-        f"update {state.branch} from {ctx.base_branch}",
-        timeout_s=900,
-        heartbeat_s=120,
-        retry=GIT_RETRY,
+        summary=f"update {state.branch} from {ctx.base_branch}",
     )
     if up.status == "conflicts":
         ctx.progress.outcome(f"conflicts with {ctx.base_branch}: {', '.join(up.conflicts)[:150]}")
@@ -250,17 +245,15 @@ async def update_and_merge(
 async def _tidy_after_merge(ctx: PipelineContext) -> None:
     state = ctx.state
     try:
-        await act(
-            "github_delete_branch",
+        await call(
+            GITHUB_DELETE_BRANCH,
             DeleteBranchInput(repo=ctx.repo, branch=state.branch or ""),
-            DeleteBranchOutput,
-            f"delete branch {state.branch}",
+            summary=f"delete branch {state.branch}",
         )
     except ActivityError as exc:  # a leftover branch is untidy, not a failure of the merge
         workflow.logger.warning("branch not deleted: %s", exc)
-    await act(
-        "github_close_issue",
+    await call(
+        GITHUB_CLOSE_ISSUE,
         CloseIssueInput(repo=ctx.repo, issue_number=ctx.number),
-        CloseIssueOutput,
-        f"close issue #{ctx.number}",
+        summary=f"close issue #{ctx.number}",
     )

@@ -38,18 +38,26 @@ from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflow
 with workflow.unsafe.imports_passed_through():
     from shopfloor.agents.approvals import record_head
     from shopfloor.agents.outputs import ReviewResult
-    from shopfloor.agents.policy import PolicyLoad, RepoPolicy
+    from shopfloor.agents.policy import RepoPolicy
     from shopfloor.agents.progress import ProgressView
-    from shopfloor.models.factory_config import FactoryConfig
-    from shopfloor.models.factory_run import FactoryState, GoalInput, PipelineResult, RepoInfo, RepoInfoInput
+    from shopfloor.models.factory_run import FactoryState, GoalInput, PipelineResult, RepoInfoInput
     from shopfloor.models.github_ops import CiStatusInput, CiStatusOutput
     from shopfloor.models.github_reads import PolicyInput
     from shopfloor.models.inbox import RepoEvent
-    from shopfloor.models.pull_request_review import PullChange, PullChangeInput, PullInfo, PullInput, PullReviewCarry
+    from shopfloor.models.pull_request_review import PullChangeInput, PullInfo, PullInput, PullReviewCarry
     from shopfloor.search_attributes import SHOPFLOOR_STAGE
+    from shopfloor.workflows.activity_catalogue import (
+        FACTORY_CONFIG,
+        FACTORY_REPO_INFO,
+        GIT_PULL_REQUEST_CHANGE,
+        GITHUB_CI_STATUS,
+        GITHUB_GET_PULL,
+        GITHUB_LOAD_POLICY,
+        call,
+        failure_message,
+    )
     from shopfloor.workflows.commands import WRITE_LEVELS
     from shopfloor.workflows.factory_agents import post_review, render_goal, run_agent
-    from shopfloor.workflows.factory_calls import GIT_RETRY, act, cause
     from shopfloor.workflows.inbox import CI_EVENTS
     from shopfloor.workflows.merge_stage import approved_head, merge_pull_request, wait_approval, wait_ci
     from shopfloor.workflows.pipeline import (
@@ -94,7 +102,10 @@ class PullRequestReview:
         self.ctx = PipelineContext(repo=self.repo, number=self.number, state=carried.state, progress=progress)
         self.review_requests, self.reviewed_head = carried.review_requests, carried.reviewed_head
         self.auto_reviews, self.author_permission = carried.auto_reviews, carried.author_permission
-        self.wakes = 0  # events that may change what to do next
+        # Events that may change what to do next; one carried over is served first.
+        self.wakes = 1 if carried.woken else 0
+        self.served = 0  # `wakes` when the run last went back to waiting, every one of them served
+        self.serving = True  # False once the run ended (or this deployment runs no reviews)
         self.in_step = False  # reviewing or merging: no continue-as-new, no idle timeout
         self.clone_url = ""
         self.author = ""
@@ -131,6 +142,7 @@ class PullRequestReview:
             reviewed_head=self.reviewed_head,
             auto_reviews=self.auto_reviews,
             author_permission=self.author_permission,
+            woken=self.serving and self.wakes > self.served,
         )
 
     async def on_event(self, e: RepoEvent, note: str) -> None:
@@ -164,12 +176,13 @@ class PullRequestReview:
         inbox = self.pull_request_workflow.c  # what the inbox keeps: commands, its state
         try:
             await workflow.wait_condition(lambda: self.wakes > 0 or self.state.started)
-            self.ctx.config = await act("factory_config", None, FactoryConfig, "factory settings")
+            self.ctx.config = await call(FACTORY_CONFIG, None, summary="factory settings")
         except (asyncio.CancelledError, ActivityError) as exc:
             if isinstance(exc, ActivityError) and not is_cancelled_exception(exc):
                 raise
             return
         if not self.ctx.config.pipeline:
+            self.serving = False
             return  # this deployment runs pull request workflows as inboxes only
         self.state.started = True
         try:
@@ -182,18 +195,19 @@ class PullRequestReview:
             if is_cancelled_exception(exc):
                 await self._cancelled()
             else:
-                await self._final("failed", cause(exc))
+                await self._final("failed", failure_message(exc))
+        self.serving = False
         if inbox.state == "received":
             inbox.state = "done"
 
     async def _loop(self) -> None:
         ctx, state, n = self.ctx, self.state, self.number
-        info = await act("factory_repo_info", RepoInfoInput(repo=self.repo), RepoInfo, f"repository {self.repo}")
+        info = await call(FACTORY_REPO_INFO, RepoInfoInput(repo=self.repo), summary=f"repository {self.repo}")
         self.clone_url = info.clone_url
         ctx.progress.links(workflow_url=ctx.config.workflow_url(workflow.info().workflow_id))
         while True:
             mark = self.wakes
-            pull = await act("github_get_pull", PullInput(repo=self.repo, number=n), PullInfo, f"read PR #{n}")
+            pull = await call(GITHUB_GET_PULL, PullInput(repo=self.repo, number=n), summary=f"read PR #{n}")
             if pull.state == "closed":
                 raise Final(
                     "closed",
@@ -205,7 +219,7 @@ class PullRequestReview:
             record_head(state.heads, pull.head_sha, workflow.now())
             state.pr_number, state.pr_url = n, pull.html_url or None
             ctx.progress.links(pr_url=pull.html_url or None)
-            load = await act("github_load_policy", PolicyInput(repo=self.repo), PolicyLoad, f"policy of {self.repo}")
+            load = await call(GITHUB_LOAD_POLICY, PolicyInput(repo=self.repo), summary=f"policy of {self.repo}")
             ctx.policy = load.policy
             decision = await self._decide_review(pull)
             view = ctx.progress.view
@@ -231,6 +245,7 @@ class PullRequestReview:
             def woken(mark: int = mark) -> bool:  # an event since this pass read the pull request
                 return self.wakes > mark
 
+            self.served = mark
             await workflow.wait_condition(woken)
 
     async def _decide_review(self, pull: PullInfo) -> ReviewDecision:
@@ -264,19 +279,15 @@ class PullRequestReview:
             state.review_round += 1
             ctx.progress.stage("review", "review")
             await ctx.progress.show("running")
-            change = await act(
-                "git_pull_request_change",
+            change = await call(
+                GIT_PULL_REQUEST_CHANGE,
                 PullChangeInput(
                     repo=self.repo, number=self.number, clone_url=self.clone_url, base_ref=pull.base_ref, head_sha=head
                 ),
-                PullChange,
-                f"fetch PR #{self.number} at {head[:12]}",
-                timeout_s=900,
-                heartbeat_s=120,
-                retry=GIT_RETRY,
+                summary=f"fetch PR #{self.number} at {head[:12]}",
             )
-            ci = await act(
-                "github_ci_status", CiStatusInput(repo=self.repo, sha=head), CiStatusOutput, f"CI status of {head[:12]}"
+            ci = await call(
+                GITHUB_CI_STATUS, CiStatusInput(repo=self.repo, sha=head), summary=f"CI status of {head[:12]}"
             )
             state.ci_state = ci.state
             goal = await render_goal(

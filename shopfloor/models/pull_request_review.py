@@ -68,3 +68,5 @@ class PullReviewCarry(BaseModel):
     reviewed_head: str | None = None
     auto_reviews: int = 0  # reviews started without a request (bounded by max_review_rounds)
     author_permission: str | None = None
+    # An event had woken the run and the pass it asked for had not finished: the next run makes it.
+    woken: bool = False
