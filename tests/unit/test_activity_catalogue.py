@@ -24,12 +24,6 @@ pytestmark = pytest.mark.fast
 
 WORKFLOWS = Path(activity_catalogue.__file__).parent
 HELPER = Path(activity_catalogue.__file__).name
-# Until the modules still being converted call `call` themselves, a workflow module may also start
-# an activity the older ways: `act("name", ...)` (workflows/factory_calls.py, which goes through
-# the catalogue) or `workflow.execute_activity` directly (the agent's model and tool calls).
-# Both are counted as calls below; once every module calls `call`, this list empties.
-STILL_CONVERTING = {"agent.py", "factory_calls.py"}
-OLD_CALLERS = ("act", "execute_activity")
 
 
 def _registered(tmp_path: Path) -> dict[str, _Definition]:
@@ -62,8 +56,7 @@ def _called_name(node: ast.Call) -> str:
 
 
 def _called() -> set[str]:
-    """Registered names workflow code calls: by the entries (or the tool table) it refers to, and
-    (while modules convert) by the literal names it passes to the older callers."""
+    """Registered names workflow code calls: by the entries (or the tool table) it refers to."""
     entries, called = _entry_names(), set()
     for tree in _sources().values():
         for node in ast.walk(tree):
@@ -72,12 +65,6 @@ def _called() -> set[str]:
                 called.add(entries[ref].name)
             if ref in ("TOOL_ACTIVITIES", "tool_activity"):
                 called.update(TOOL_ACTIVITIES)
-            if isinstance(node, ast.Call) and _called_name(node) in OLD_CALLERS and node.args:
-                first = node.args[0]
-                if isinstance(first, ast.Constant) and isinstance(first.value, str):
-                    called.add(first.value)
-                elif ast.unparse(first) == "call.name":  # the agent's tool call, named by the model's call
-                    called.update(TOOL_ACTIVITIES)
     return called
 
 
@@ -109,7 +96,6 @@ def test_workflow_code_starts_activities_only_through_call() -> None:
     direct = sorted(
         name
         for name, tree in _sources().items()
-        if name not in STILL_CONVERTING
-        and any(isinstance(n, ast.Call) and _called_name(n) == "execute_activity" for n in ast.walk(tree))
+        if any(isinstance(n, ast.Call) and _called_name(n) == "execute_activity" for n in ast.walk(tree))
     )
     assert direct == [], f"these modules start activities without the catalogue's call(): {direct}"
