@@ -66,18 +66,17 @@ XDIST_GROUPS: dict[str, str] = {
 }
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    missing = [path for path in XDIST_GROUPS if not (config.rootpath / path).is_file()]
-    if missing:
-        raise pytest.UsageError(f"tests/conftest.py XDIST_GROUPS names modules that do not exist: {missing}")
-
-
 @pytest.hookimpl(tryfirst=True, optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log):
     """`--dist load` (what `-n` uses), except that the tests of a module in XDIST_GROUPS go to
     one worker together with the rest of their group."""
     if config.getvalue("dist") != "load":
         return None  # another --dist asked for on the command line
+    # Checked here, where the groups are used (the controller of a parallel run): a renamed
+    # module would otherwise quietly leave its group.
+    missing = [path for path in XDIST_GROUPS if not (config.rootpath / path).is_file()]
+    if missing:
+        raise pytest.UsageError(f"tests/conftest.py XDIST_GROUPS names modules that do not exist: {missing}")
     from xdist.scheduler import LoadScopeScheduling
 
     class ModuleGroupScheduling(LoadScopeScheduling):
