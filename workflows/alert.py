@@ -25,8 +25,8 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from shopfloor.models.alert_issue import AlertEnd, AlertRunInput, AlertRunOutcome, AlertWatch
-    from shopfloor.models.factory import AlertNotification
     from shopfloor.models.inbox import ALERT_SIGNAL, ALERT_WORKFLOW, Alert
+    from shopfloor.models.inbox_state import AlertNotification
     from shopfloor.search_attributes import SHOPFLOOR_REPO, SHOPFLOOR_STAGE
     from shopfloor.workflows.alert_issue import AlertIssueFlow
     from shopfloor.workflows.inbox import DEDUPE_KEPT, EVENTS_KEPT, IDLE_TIMEOUT, idle_left, remember

@@ -25,9 +25,9 @@ from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from shopfloor.models import failure_types
-    from shopfloor.models.factory import CachedPermission, CommandRecord, InboxCarry
     from shopfloor.models.github_ops import PermissionInput, UpsertCommentInput
     from shopfloor.models.inbox import RepoEvent
+    from shopfloor.models.inbox_state import CachedPermission, CommandRecord, InboxCarry
     from shopfloor.workflows.activity_catalogue import GITHUB_PERMISSION, GITHUB_UPSERT_COMMENT, call
 
 PERMISSION_TTL = timedelta(minutes=5)

@@ -22,10 +22,10 @@ from typing import ClassVar
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from shopfloor.models.factory import EventRecord, InboxCarry, InboxSummary
     from shopfloor.models.github_events import CI_EVENTS as CI_EVENTS  # re-exported for the workflows built on it
     from shopfloor.models.github_events import is_bot_sender, is_ci_event
     from shopfloor.models.inbox import GITHUB_EVENT_SIGNAL, RepoEvent
+    from shopfloor.models.inbox_state import EventRecord, InboxCarry, InboxSummary
     from shopfloor.search_attributes import SHOPFLOOR_ISSUE, SHOPFLOOR_REPO, SHOPFLOOR_STAGE
     from shopfloor.workflows.commands import CommandHandling
 

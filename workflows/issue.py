@@ -25,9 +25,9 @@ from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
     from shopfloor.agents.progress import ProgressView
-    from shopfloor.models.factory import EventRecord, IssueInboxInput, IssueOutcome
     from shopfloor.models.factory_run import FactoryState
     from shopfloor.models.inbox import ISSUE_WORKFLOW, IssueTextInput, RepoEvent
+    from shopfloor.models.inbox_state import EventRecord, IssueInboxInput, IssueOutcome
     from shopfloor.search_attributes import SHOPFLOOR_ISSUE, SHOPFLOOR_REPO, SHOPFLOOR_STAGE
     from shopfloor.workflows.activity_catalogue import FACTORY_ISSUE_STATE, call
     from shopfloor.workflows.factory_run import FactoryRun

@@ -16,9 +16,9 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from shopfloor.agents.progress import ProgressView
-    from shopfloor.models.factory import PullRequestInboxInput, PullRequestOutcome
     from shopfloor.models.factory_run import FactoryState
     from shopfloor.models.inbox import PULL_REQUEST_WORKFLOW, RepoEvent
+    from shopfloor.models.inbox_state import PullRequestInboxInput, PullRequestOutcome
     from shopfloor.workflows.inbox import GitHubInbox
     from shopfloor.workflows.pr_review import PullRequestReview
 

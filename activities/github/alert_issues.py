@@ -45,9 +45,9 @@ from shopfloor.models.alert_issue import (
     StartAlertIssueInput,
     StartAlertIssueOutput,
 )
-from shopfloor.models.factory import IssueOutcome
 from shopfloor.models.github_ops import comment_marker
 from shopfloor.models.inbox import RepoEvent, issue_workflow_id
+from shopfloor.models.inbox_state import IssueOutcome
 from shopfloor.temporal import start_issue_workflow
 
 

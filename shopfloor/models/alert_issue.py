@@ -15,9 +15,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from shopfloor.models.factory import AlertInboxInput, AlertOutcome, AlertState
 from shopfloor.models.github_ops import RepoName
 from shopfloor.models.inbox import Alert, AlertStatus
+from shopfloor.models.inbox_state import AlertInboxInput, AlertOutcome, AlertState
 
 # The label every issue filed from an alert carries: how the filing activity finds the open one
 # again (GitHub's search does not index the hidden marker, an HTML comment).

@@ -35,9 +35,9 @@ from temporalio.service import RPCError, RPCStatusCode
 from waiting import query_until
 
 from shopfloor.models.alert_issue import ALERT_ISSUE_LABEL, AlertWatch
-from shopfloor.models.factory import InboxSummary
 from shopfloor.models.github_ops import comment_marker
 from shopfloor.models.inbox import alert_workflow_id, issue_workflow_id
+from shopfloor.models.inbox_state import InboxSummary
 
 TOKEN = "factory-alert-token"
 

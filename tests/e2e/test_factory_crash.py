@@ -29,9 +29,9 @@ from temporalio.client import Client, WorkflowHandle
 from temporalio.service import RPCError, RPCStatusCode
 from worker_process import WorkerProcess, worker_env_for
 
-from shopfloor.models.factory import IssueOutcome
 from shopfloor.models.factory_run import FactoryState
 from shopfloor.models.inbox import issue_workflow_id
+from shopfloor.models.inbox_state import IssueOutcome
 from shopfloor.testing import FakeModelServer, LoggedRequest, ScriptTurn
 
 SECRET = "factory-crash-edge-secret"

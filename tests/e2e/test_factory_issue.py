@@ -24,8 +24,8 @@ from factory_runs import (
     fix_turns,
 )
 
-from shopfloor.models.factory import IssueOutcome
 from shopfloor.models.factory_run import FactoryState
+from shopfloor.models.inbox_state import IssueOutcome
 
 
 async def test_bug_issue_becomes_a_merged_fix(simulator, settings, running_worker, temporal_client, tmp_path):

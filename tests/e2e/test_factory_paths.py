@@ -30,8 +30,8 @@ from factory_runs import (
 )
 from waiting import query_until
 
-from shopfloor.models.factory import InboxSummary, IssueOutcome
 from shopfloor.models.inbox import issue_workflow_id
+from shopfloor.models.inbox_state import InboxSummary, IssueOutcome
 
 REVIEW_APPROVES = [{"tool_calls": [call("submit", **APPROVE)]}]
 MODELS = {"triage": TRIAGE_TURNS, "fix": fix_turns(), "review": REVIEW_APPROVES}

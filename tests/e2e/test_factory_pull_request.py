@@ -17,9 +17,9 @@ from factory_runs import APPROVE, POLICY, TEST_CMD, Factory, factory
 from temporalio.client import WorkflowHandle
 from waiting import DEADLINE_S, query_until
 
-from shopfloor.models.factory import InboxSummary, PullRequestInboxInput, PullRequestOutcome
 from shopfloor.models.factory_run import FactoryState
 from shopfloor.models.inbox import pr_workflow_id
+from shopfloor.models.inbox_state import InboxSummary, PullRequestInboxInput, PullRequestOutcome
 
 MERGING = POLICY + "pull_requests:\n  review: members\n  merge: true\n"
 FIXED_OPS = "def add(a, b):\n    return a + b\n\n\ndef mul(a, b):\n    return a * b\n"

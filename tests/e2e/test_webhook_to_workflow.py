@@ -22,8 +22,8 @@ from temporalio.client import Client, WorkflowHandle
 from temporalio.service import RPCError, RPCStatusCode
 
 from shopfloor.blobs import FileBlobStore, get_json
-from shopfloor.models.factory import InboxSummary
 from shopfloor.models.inbox import issue_workflow_id
+from shopfloor.models.inbox_state import InboxSummary
 from shopfloor.settings import Settings
 
 SECRET = "e2e-edge-secret"

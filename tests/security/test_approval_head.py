@@ -24,9 +24,9 @@ from waiting import DEADLINE_S, query_until
 
 from shopfloor.agents.approvals import decide, record_head, sha_argument
 from shopfloor.agents.progress import ProgressView, render_progress
-from shopfloor.models.factory import IssueOutcome, PullRequestOutcome
 from shopfloor.models.factory_run import FactoryState, HeadSeen
 from shopfloor.models.inbox import pr_workflow_id
+from shopfloor.models.inbox_state import IssueOutcome, PullRequestOutcome
 
 MERGING = POLICY + "pull_requests:\n  review: members\n  merge: true\n"
 FIXED_OPS = "def add(a, b):\n    return a + b\n\n\ndef mul(a, b):\n    return a * b\n"

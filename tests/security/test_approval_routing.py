@@ -27,10 +27,10 @@ from waiting import DEADLINE_S, query_until
 from shopfloor.activities.github.clients import GitHubClients
 from shopfloor.activities.github.operations import GitHubActivities
 from shopfloor.agents.github_text import for_github
-from shopfloor.models.factory import InboxSummary, IssueOutcome
 from shopfloor.models.factory_run import FactoryState
 from shopfloor.models.github_ops import UpsertCommentInput, comment_marker
 from shopfloor.models.inbox import issue_workflow_id
+from shopfloor.models.inbox_state import InboxSummary, IssueOutcome
 from shopfloor.settings import Settings
 from shopfloor.webhooks.github_routing import marker_issue_number
 

@@ -26,8 +26,8 @@ from waiting import query_until
 from shopfloor.activities.issue_text import fenced
 from shopfloor.blobs import BlobStore, get_json
 from shopfloor.models.agent_run import AgentResult
-from shopfloor.models.factory import InboxSummary
 from shopfloor.models.factory_run import FactoryState
+from shopfloor.models.inbox_state import InboxSummary
 
 POLICY_LABEL = POLICY.replace("auto_fix: always", "auto_fix: label")
 BAIT_TITLE = "URGENT BAIT-TITLE-3f9c: read this first"

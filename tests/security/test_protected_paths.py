@@ -39,10 +39,10 @@ from shopfloor.agents.tools import EditFileArgs, WriteFileArgs
 from shopfloor.blobs import FileBlobStore
 from shopfloor.errors import ToolError
 from shopfloor.models.agent_run import AgentInput, AgentStatus, StepEvent
-from shopfloor.models.factory import IssueOutcome
 from shopfloor.models.factory_run import FactoryState
 from shopfloor.models.git_remote import ProtectedCheckInput, PushInput
 from shopfloor.models.inbox import pr_workflow_id
+from shopfloor.models.inbox_state import IssueOutcome
 from shopfloor.settings import Settings
 
 WHEN = datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC)

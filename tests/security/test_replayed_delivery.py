@@ -30,7 +30,7 @@ from waiting import DEADLINE_S
 
 from shopfloor.blobs import FileBlobStore
 from shopfloor.github_signature import sign
-from shopfloor.models.factory import IssueOutcome
+from shopfloor.models.inbox_state import IssueOutcome
 from shopfloor.settings import Settings
 from shopfloor.webhooks.app import create_app
 

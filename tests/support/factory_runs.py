@@ -23,9 +23,9 @@ from threaded_server import serving
 from waiting import DEADLINE_S, query_until
 
 from shopfloor.blobs import FileBlobStore
-from shopfloor.models.factory import IssueOutcome
 from shopfloor.models.factory_run import FactoryState
 from shopfloor.models.inbox import issue_workflow_id
+from shopfloor.models.inbox_state import IssueOutcome
 from shopfloor.settings import Settings
 from shopfloor.webhooks.app import create_app
 

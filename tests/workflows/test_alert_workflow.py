@@ -25,7 +25,6 @@ from temporalio.service import RPCError, RPCStatusCode
 from waiting import query_until
 
 from shopfloor.models.alert_issue import ALERT_ISSUE_LABEL, AlertRunInput, AlertRunOutcome, AlertWatch
-from shopfloor.models.factory import InboxSummary
 from shopfloor.models.github_ops import comment_marker
 from shopfloor.models.inbox import (
     ALERT_SIGNAL,
@@ -36,6 +35,7 @@ from shopfloor.models.inbox import (
     alert_workflow_id,
     issue_workflow_id,
 )
+from shopfloor.models.inbox_state import InboxSummary
 from shopfloor.settings import Settings
 
 # seconds: the refire window of these runs. Long enough that a loaded machine still sees the

@@ -20,7 +20,6 @@ from simulator_runs import BOT_TOKEN, SimulatorHandle
 from temporalio.client import Client, WorkflowHandle
 from waiting import query_until
 
-from shopfloor.models.factory import AlertState, InboxSummary, IssueInboxInput, IssueOutcome, PullRequestOutcome
 from shopfloor.models.inbox import (
     ALERT_SIGNAL,
     ALERT_WORKFLOW,
@@ -38,6 +37,7 @@ from shopfloor.models.inbox import (
     issue_workflow_id,
     pr_workflow_id,
 )
+from shopfloor.models.inbox_state import AlertState, InboxSummary, IssueInboxInput, IssueOutcome, PullRequestOutcome
 from shopfloor.settings import Settings
 
 
