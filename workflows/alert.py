@@ -45,15 +45,15 @@ class AlertWorkflow(AlertIssueFlow):
     @workflow.init
     def __init__(self, inp: AlertRunInput) -> None:
         self.inp = inp
-        self.s = inp.carry or AlertWatch(source=inp.source, fingerprint=inp.fingerprint, repo=inp.repo)
-        self._queue: list[Alert] = list(self.s.pending)
-        self.s.pending = []
+        self.watch = inp.carry or AlertWatch(source=inp.source, fingerprint=inp.fingerprint, repo=inp.repo)
+        self._queue: list[Alert] = list(self.watch.pending)
+        self.watch.pending = []
         self._handled_this_run = 0
         self._repo_published: str | None = None
 
     @workflow.signal(name=ALERT_SIGNAL)
     def alert(self, a: Alert) -> None:
-        s = self.s
+        s = self.watch
         if a.delivery_id:
             if a.delivery_id in s.seen:
                 return  # the same notification again (sender retry, second replica)
@@ -76,13 +76,13 @@ class AlertWorkflow(AlertIssueFlow):
 
     @workflow.query(name="alert_state")
     def alert_state(self) -> AlertWatch:
-        return self.s
+        return self.watch
 
     @workflow.run
     async def run(self, inp: AlertRunInput) -> AlertRunOutcome:
         if not workflow.patched(FILES_ISSUES):
             return await self._count_only(inp)
-        s = self.s
+        s = self.watch
         if s.last_activity is None:
             s.last_activity = workflow.now().timestamp()
         s.poll_delay = s.poll_delay or inp.poll_seconds
@@ -121,7 +121,7 @@ class AlertWorkflow(AlertIssueFlow):
         return self._outcome("idle", f"no notification for {IDLE_TIMEOUT.days} days; {s.assessment}".rstrip("; "))
 
     def _next_wake(self) -> tuple[float, str]:
-        s, now = self.s, workflow.now()
+        s, now = self.watch, workflow.now()
         if s.phase == "watching" and s.watch_until is not None:
             return (s.watch_until - now).total_seconds(), "window"
         if s.want_issue or s.issue_number is not None:
@@ -133,7 +133,7 @@ class AlertWorkflow(AlertIssueFlow):
         return lambda: self._handled_this_run != handled
 
     def _outcome(self, state: AlertEnd, reason: str) -> AlertRunOutcome:
-        s = self.s
+        s = self.watch
         workflow.upsert_search_attributes([SHOPFLOOR_STAGE.value_set(s.phase)])
         self.publish()
         return AlertRunOutcome(
@@ -151,7 +151,7 @@ class AlertWorkflow(AlertIssueFlow):
 
     async def _count_only(self, inp: AlertRunInput) -> AlertRunOutcome:
         """The loop of runs recorded before issues were filed: count until idle (kept for replay)."""
-        s = self.s
+        s = self.watch
         if s.last_activity is None:
             s.last_activity = workflow.now().timestamp()
         workflow.upsert_search_attributes([SHOPFLOOR_STAGE.value_set("received")])
@@ -179,12 +179,12 @@ class AlertWorkflow(AlertIssueFlow):
 
     def _publish_repo(self) -> None:
         # The repo may come with a later notification (routes change): mark it once known.
-        if self.s.repo and self.s.repo != self._repo_published:
-            workflow.upsert_search_attributes([SHOPFLOOR_REPO.value_set(self.s.repo)])
-            self._repo_published = self.s.repo
+        if self.watch.repo and self.watch.repo != self._repo_published:
+            workflow.upsert_search_attributes([SHOPFLOOR_REPO.value_set(self.watch.repo)])
+            self._repo_published = self.watch.repo
 
     def publish(self) -> None:
-        s = self.s
+        s = self.watch
         lines = [
             f"**alert** `{s.source}/{s.fingerprint}` · {s.last_status or 'no notification yet'}"
             + (f" · repo `{s.repo}`" if s.repo else " · unrouted")

@@ -84,7 +84,7 @@ def _verdict_text(v: AlertAssessment) -> str:
 class AlertAssessing:
     """The assessing part of AlertIssueFlow (`_act` and `publish` are the flow's)."""
 
-    s: AlertWatch
+    watch: AlertWatch
     inp: AlertRunInput
     publish: Callable[[], None]  # AlertWorkflow's: the run's current details
     _act: Callable[..., Awaitable[Any]]  # AlertIssueFlow's: an activity, None when it failed
@@ -92,7 +92,7 @@ class AlertAssessing:
 
     async def _ask_agent(self, a: Alert, rules: str) -> tuple[bool, str, AlertAssessment | None]:
         """(actionable, why, verdict) by the assessing agent; the rules' (actionable) when it cannot say."""
-        s, now = self.s, workflow.now()
+        s, now = self.watch, workflow.now()
         v, at, every = s.verdict, s.assessed_at, self.inp.reassess_seconds
         if v is not None and at is not None and (now - at).total_seconds() < every:
             again = when_text(at + timedelta(seconds=every))
@@ -108,7 +108,7 @@ class AlertAssessing:
         return v.actionable, f"{_verdict_text(v)} (agent {child_id})", v
 
     async def _run_assessor(self, a: Alert, child_id: str) -> tuple[AlertAssessment | None, str]:
-        s = self.s
+        s = self.watch
         if not s.repo:
             raise ApplicationError(
                 "assessing the alert before its repository was routed",
@@ -159,7 +159,7 @@ class AlertAssessing:
             return None, f"{child_id} submitted no valid AlertAssessment ({exc.error_count()} errors)"
 
     def _goal_input(self, a: Alert) -> AlertGoalInput:
-        s = self.s
+        s = self.watch
         if not s.repo:
             raise ApplicationError(
                 "writing the assessing agent's goal before the alert's repository was routed",

@@ -76,15 +76,15 @@ def assess(a: Alert, repo: str | None) -> tuple[bool, str]:
 
 
 class AlertIssueFlow(AlertAssessing):
-    """The filing part of AlertWorkflow; `self.s` is its AlertWatch, `self.inp` its input."""
+    """The filing part of AlertWorkflow; `self.watch` is its AlertWatch, `self.inp` its input."""
 
-    s: AlertWatch
+    watch: AlertWatch
     inp: AlertRunInput
 
     # -- one notification, in arrival order -----------------------------------------------------
 
     async def take(self, a: Alert) -> None:
-        s, now = self.s, workflow.now()
+        s, now = self.watch, workflow.now()
         s.poll_delay = self.inp.poll_seconds  # news: look again soon
         if s.issue_number is not None and s.phase in ("filed", "fixing", "reopened"):
             await self.poll()  # a firing just after the fix closed the issue must see it closed
@@ -109,7 +109,7 @@ class AlertIssueFlow(AlertAssessing):
         await self._assess(a)
 
     async def _assess(self, a: Alert) -> None:
-        s = self.s
+        s = self.watch
         actionable, why = assess(a, s.repo)
         verdict = None
         if not s.repo:
@@ -126,7 +126,7 @@ class AlertIssueFlow(AlertAssessing):
             s.filing_verdict, s.assessment_posted = verdict, False
 
     def _forget_issue(self) -> None:
-        s = self.s
+        s = self.watch
         s.want_issue, s.issue_number, s.issue_url, s.filing_alert = False, None, "", None
         s.issue_occurrences = s.reported_occurrences = s.starts_wanted = s.starts_done = 0
         s.reopen_pending, s.issue_closed_at, s.closed_reason, s.watch_until = False, None, None, None
@@ -137,7 +137,7 @@ class AlertIssueFlow(AlertAssessing):
     # -- converge GitHub and Temporal to what the state says ------------------------------------
 
     async def converge(self) -> None:
-        s = self.s
+        s = self.watch
         if s.want_issue and s.issue_number is None and s.repo:
             filed = await self._act(GITHUB_FILE_ALERT_ISSUE, self._file_input(), "file the issue")
             if filed is None:
@@ -177,7 +177,7 @@ class AlertIssueFlow(AlertAssessing):
             await self._comment(OCCURRENCES_KIND, self._occurrences_text(), s.issue_occurrences)
 
     async def _reopen(self) -> None:
-        s = self.s
+        s = self.watch
         if not s.repo or not s.issue_number:
             raise ApplicationError(
                 "reopening the alert's issue before one was filed",
@@ -199,7 +199,7 @@ class AlertIssueFlow(AlertAssessing):
             s.issue_closed_at = s.closed_reason = s.watch_until = s.closed_seen_at = None
 
     async def _comment(self, kind: str, body: str, reported: int | None) -> bool:
-        s = self.s
+        s = self.watch
         if not s.repo or not s.issue_number:
             raise ApplicationError(
                 "commenting on the alert's issue before one was filed",
@@ -215,13 +215,13 @@ class AlertIssueFlow(AlertAssessing):
         return True
 
     def _occurrences_text(self) -> str:
-        s = self.s
+        s = self.watch
         n = s.issue_occurrences
         last = when_text(s.last_seen) if s.last_seen else when_text(workflow.now())
         return f"This alert has fired **{n}** time{'s' if n != 1 else ''}, last at {last}."
 
     def _file_input(self) -> FileAlertIssueInput:
-        s, a = self.s, self.s.filing_alert
+        s, a = self.watch, self.watch.filing_alert
         if not s.repo:
             raise ApplicationError(
                 "filing the alert's issue before its repository was routed",
@@ -247,7 +247,7 @@ class AlertIssueFlow(AlertAssessing):
 
     async def poll(self) -> bool:
         """Refresh the issue's state; True when something changed."""
-        s = self.s
+        s = self.watch
         if s.issue_number is None or not s.repo:
             return False
         inp = AlertIssueStatusInput(repo=s.repo, number=s.issue_number)
@@ -281,14 +281,14 @@ class AlertIssueFlow(AlertAssessing):
             out = await call(activity, arg, summary=f"alert: {what}", retry=retry)
         except ActivityError as exc:
             cause = getattr(exc.cause, "message", None) or str(exc.cause or exc)
-            self.s.last_error = f"{what}: {cause}"[:300]
+            self.watch.last_error = f"{what}: {cause}"[:300]
             return None
-        self.s.last_error = ""
+        self.watch.last_error = ""
         return out
 
     def set_phase(self, phase: str) -> None:
-        if self.s.phase != phase:
-            self.s.phase = phase  # type: ignore[assignment]
+        if self.watch.phase != phase:
+            self.watch.phase = phase  # type: ignore[assignment]
             workflow.upsert_search_attributes([SHOPFLOOR_STAGE.value_set(phase)])
 
     @property

@@ -49,7 +49,7 @@ def _marker_kind(e: RepoEvent) -> str:
 
 
 class CommandHandling:
-    c: InboxCarry
+    carry: InboxCarry
     repo: str
     number: int
 
@@ -65,7 +65,7 @@ class CommandHandling:
                 type=failure_types.INCONSISTENT_WORKFLOW_STATE,
                 non_retryable=True,
             )
-        c, name = self.c, e.command.name
+        c, name = self.carry, e.command.name
         if (
             e.number is not None
             and e.number not in (self.number, self.own_pull_request())
@@ -109,14 +109,14 @@ class CommandHandling:
         return f"command {name} accepted"
 
     def _keep(self, record: CommandRecord) -> None:
-        self.c.commands.append(record)
-        del self.c.commands[:-COMMANDS_KEPT]
+        self.carry.commands.append(record)
+        del self.carry.commands[:-COMMANDS_KEPT]
 
     async def permission_of(self, login: str) -> str:
         """The sender's permission on the repo: from the cache while fresh, else from GitHub."""
         now = workflow.now().timestamp()
         ttl = PERMISSION_TTL.total_seconds()
-        cache = self.c.permissions
+        cache = self.carry.permissions
         for key in [k for k, v in cache.items() if now - v.checked_at >= ttl]:
             del cache[key]  # expired entries go, so the cache stays small
         key = f"{self.repo}:{login.lower()}"

@@ -108,16 +108,6 @@ class FactoryRun:
         return self.ctx.state
 
     @property
-    def s(self) -> FactoryState:
-        """The state, under the name IssueWorkflow reads it by."""
-        return self.ctx.state
-
-    @property
-    def wf(self) -> IssueWorkflow:
-        """The workflow, under the name IssueTextWatch reads it by."""
-        return self.issue_workflow
-
-    @property
     def progress(self) -> ProgressComment:
         return self.ctx.progress
 
@@ -160,7 +150,7 @@ class FactoryRun:
     # -- the run -------------------------------------------------------------------------------
 
     async def run_when_triggered(self) -> None:
-        inbox = self.issue_workflow.c  # what the inbox keeps: trigger text, commands, its state
+        inbox = self.issue_workflow.carry  # what the inbox keeps: trigger text, commands, its state
         try:
             await workflow.wait_condition(lambda: inbox.trigger_text is not None)
             self.ctx.config = await call(FACTORY_CONFIG, None, summary="factory settings")
@@ -187,7 +177,7 @@ class FactoryRun:
 
     async def finish_cancelled(self) -> None:
         """The final "cancelled" state: the issue closed, `/shopfloor stop`, or the inbox idled out."""
-        inbox = self.issue_workflow.c
+        inbox = self.issue_workflow.carry
         closed_by = {"closed": "the issue was closed", "stopped": f"stopped by @{inbox.stopped_by}"}
         why = closed_by.get(inbox.state, inbox.state)
         if self.state.result == "parked":  # e.g. a person merged the PR a refused merge left: not waiting any more
@@ -249,7 +239,7 @@ class FactoryRun:
         await ctx.progress.show("running")
         similar = SimilarIssuesOutput()
         read = self.text.for_agent("triage")
-        title = (read.title if read else None) if self.text.enabled else self.issue_workflow.c.trigger_title
+        title = (read.title if read else None) if self.text.enabled else self.issue_workflow.carry.trigger_title
         if title:
             similar = await call(
                 GITHUB_SIMILAR_ISSUES,
@@ -454,7 +444,7 @@ class FactoryRun:
     # -- helpers ---------------------------------------------------------------------------------
 
     def _goal_input(self, kind: GoalKind, **fields: Any) -> GoalInput:
-        inbox = self.issue_workflow.c
+        inbox = self.issue_workflow.carry
         if self.text.enabled:  # the text read from GitHub when this stage's work started
             read = self.text.for_agent(kind)
             digest, title = (read.text.digest, read.title) if read else (None, None)
@@ -498,7 +488,7 @@ class FactoryRun:
         return res.output
 
     async def _unpaused(self) -> None:
-        inbox = self.issue_workflow.c
+        inbox = self.issue_workflow.carry
         if inbox.paused:
             await self.progress.show("waiting", waiting_for="resume")
             await workflow.wait_condition(lambda: not inbox.paused)

@@ -71,9 +71,9 @@ class GitHubInbox(CommandHandling):
     def __init__(self, repo: str, number: int, carry: InboxCarry | None) -> None:
         self.repo = repo
         self.number = number
-        self.c = carry or InboxCarry()
-        self._queue: list[RepoEvent] = list(self.c.pending)
-        self.c.pending = []
+        self.carry = carry or InboxCarry()
+        self._queue: list[RepoEvent] = list(self.carry.pending)
+        self.carry.pending = []
         self._handled_this_run = 0
 
     # -- what the edge sends -------------------------------------------------------------------
@@ -81,20 +81,20 @@ class GitHubInbox(CommandHandling):
     @workflow.signal(name=GITHUB_EVENT_SIGNAL)
     def github_event(self, event: RepoEvent) -> None:
         if event.delivery_id:
-            if event.delivery_id in self.c.seen:
+            if event.delivery_id in self.carry.seen:
                 return  # a redelivery, or the same delivery through another replica
-            remember(self.c.seen, event.delivery_id, DEDUPE_KEPT)
+            remember(self.carry.seen, event.delivery_id, DEDUPE_KEPT)
         if event.body_digest:
-            if event.body_digest in self.c.seen_bodies:
+            if event.body_digest in self.carry.seen_bodies:
                 return  # the same signed body under another delivery id: a replay
-            remember(self.c.seen_bodies, event.body_digest, DEDUPE_KEPT)
+            remember(self.carry.seen_bodies, event.body_digest, DEDUPE_KEPT)
         self._queue.append(event)
 
     # -- what operators read -------------------------------------------------------------------
 
     @workflow.query(name="inbox")
     def inbox(self) -> InboxSummary:
-        c = self.c
+        c = self.carry
         return InboxSummary(
             kind=self.KIND,  # type: ignore[arg-type]
             repo=self.repo,
@@ -139,7 +139,7 @@ class GitHubInbox(CommandHandling):
                 SHOPFLOOR_STAGE.value_set("received"),
             ]
         )
-        c = self.c
+        c = self.carry
         if c.last_activity is None:
             c.last_activity = workflow.now().timestamp()
         self.publish()
@@ -171,7 +171,7 @@ class GitHubInbox(CommandHandling):
         self.publish()
 
     async def _handle(self, e: RepoEvent) -> None:
-        c = self.c
+        c = self.carry
         # CI results come from apps: facts about a commit, not requests, so a bot sender does not
         # make them ignorable. They only wake a wait; CI state is read from GitHub.
         if is_bot(e) and not is_ci_event(e.event):
@@ -200,13 +200,13 @@ class GitHubInbox(CommandHandling):
 
     def snapshot(self, e: RepoEvent) -> None:
         """Fix the trigger text once: the agents read this, never a later edit."""
-        if self.c.trigger_text is None and e.text is not None:
-            self.c.trigger_text = e.text
-            self.c.trigger_title = e.title
-            self.c.trigger_delivery_id = e.delivery_id
+        if self.carry.trigger_text is None and e.text is not None:
+            self.carry.trigger_text = e.text
+            self.carry.trigger_title = e.title
+            self.carry.trigger_delivery_id = e.delivery_id
 
     def publish(self) -> None:
-        c = self.c
+        c = self.carry
         state = "paused" if c.paused and c.state == "received" else c.state
         lines = [
             f"**{self.KIND.replace('_', ' ')}** `{self.repo}#{self.number}` · state: **{state}**",

@@ -70,10 +70,14 @@ class IssueWorkflow(GitHubInbox):
                 pass  # cancelled before its first step (the inbox ended in the same activation)
             # A pipeline that ended parked (a refused merge) was waiting for people; the issue is
             # closed or stopped now, so its comment must not keep asking them.
-            if self.factory is not None and self.factory.s.result == "parked" and workflow.patched(PARKED_END_PATCH):
+            if (
+                self.factory is not None
+                and self.factory.state.result == "parked"
+                and workflow.patched(PARKED_END_PATCH)
+            ):
                 await self.factory.finish_cancelled()
-        c = self.c
-        factory = self.factory.s if self.factory and self.factory.s.started else None
+        c = self.carry
+        factory = self.factory.state if self.factory and self.factory.state.started else None
         return IssueOutcome(
             state=c.state,
             repo=self.repo,
@@ -108,7 +112,7 @@ class IssueWorkflow(GitHubInbox):
         return "the issue is closed on GitHub: an event about it does not start work again (reopen it first)"
 
     def _nothing_to_do(self, why: str) -> IssueOutcome:
-        c = self.c
+        c = self.carry
         c.state = "closed"
         workflow.upsert_search_attributes(
             [
@@ -143,17 +147,17 @@ class IssueWorkflow(GitHubInbox):
     def may_continue_as_new(self) -> bool:
         # The pipeline's state lives in this run (children, waits): only an inbox that has not
         # started one may continue as new.
-        return self.factory is None or not self.factory.s.started
+        return self.factory is None or not self.factory.state.started
 
     def own_pull_request(self) -> int | None:
-        return self.factory.s.pr_number if self.factory is not None else None  # commands from its PR only
+        return self.factory.state.pr_number if self.factory is not None else None  # commands from its PR only
 
     async def after_event(self, e: RepoEvent, note: str) -> None:
         if self.factory is not None:
             await self.factory.on_event(e, note)
 
     def extra_details(self) -> list[str]:
-        return self.factory.progress.details() if self.factory and self.factory.s.started else []
+        return self.factory.progress.details() if self.factory and self.factory.state.started else []
 
     # -- what operators read ----------------------------------------------------------------------
 
@@ -163,7 +167,7 @@ class IssueWorkflow(GitHubInbox):
 
     @workflow.query(name="factory")
     def factory_state(self) -> FactoryState:
-        return self.factory.s if self.factory else FactoryState()
+        return self.factory.state if self.factory else FactoryState()
 
 
 def _reason(state: str, stopped_by: str | None, factory: FactoryState | None) -> str:

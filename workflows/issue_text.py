@@ -71,7 +71,8 @@ class IssueTextWatch:
     def start_work(self, text: IssueText) -> None:
         """From now on the agents work from `text`; an edit after this parks the run."""
         self.work, self.edited = text, None
-        self.run.wf.c.work_text = text.model_copy(update={"quote": ""})  # the `inbox` query; history stays small
+        # What the `inbox` query shows; the quote stays out so history stays small.
+        self.run.issue_workflow.carry.work_text = text.model_copy(update={"quote": ""})
         self._show(text)
 
     def _show(self, text: IssueText) -> None:
@@ -110,7 +111,7 @@ class IssueTextWatch:
     def cause(self, labeled_by: str | None) -> tuple[str, str | None]:
         """What started work, for people ("maria's `/shopfloor fix`"), and a link to it if any."""
         run = self.run
-        fixes = [r for r in run.wf.c.commands if r.accepted and r.name == "fix"]
+        fixes = [r for r in run.issue_workflow.carry.commands if r.accepted and r.name == "fix"]
         if fixes:
             r = fixes[-1]
             issue_url = run.progress.view.links.issue_url

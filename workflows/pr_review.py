@@ -117,11 +117,6 @@ class PullRequestReview:
         return self.ctx.state
 
     @property
-    def s(self) -> FactoryState:
-        """The state, under the name PullRequestWorkflow reads it by."""
-        return self.ctx.state
-
-    @property
     def progress(self) -> ProgressComment:
         return self.ctx.progress
 
@@ -173,7 +168,7 @@ class PullRequestReview:
     # -- the run -------------------------------------------------------------------------------
 
     async def run_when_asked(self) -> None:
-        inbox = self.pull_request_workflow.c  # what the inbox keeps: commands, its state
+        inbox = self.pull_request_workflow.carry  # what the inbox keeps: commands, its state
         try:
             await workflow.wait_condition(lambda: self.wakes > 0 or self.state.started)
             self.ctx.config = await call(FACTORY_CONFIG, None, summary="factory settings")
@@ -357,7 +352,7 @@ class PullRequestReview:
     # -- endings ---------------------------------------------------------------------------------
 
     async def _cancelled(self) -> None:
-        inbox = self.pull_request_workflow.c
+        inbox = self.pull_request_workflow.carry
         if inbox.state == "closed":
             await self._final("closed", "the pull request was closed")
         else:

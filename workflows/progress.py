@@ -48,7 +48,7 @@ class ProgressComment:
     def __init__(
         self, workflow_id: str, repo: str, number: int, state: FactoryState, on_change: Callable[[], None] | None = None
     ) -> None:
-        self.s = state
+        self.state = state
         self.on_change = on_change
         self.view = ProgressView(workflow_id=workflow_id, repo=repo, number=number)
         self.comment_id: int | None = None
@@ -60,7 +60,7 @@ class ProgressComment:
 
     def stage(self, stage: str, agent: str | None = None) -> None:
         """Enter a stage: search attributes, timeline (no comment update: `show` does that)."""
-        self.s.stage = stage  # type: ignore[assignment]
+        self.state.stage = stage  # type: ignore[assignment]
         workflow.upsert_search_attributes([SHOPFLOOR_STAGE.value_set(stage), SHOPFLOOR_AGENT.value_set(agent or "")])
         view_stage = _VIEW_STAGE.get(stage, "done")
         tl = self.view.timeline
@@ -81,7 +81,7 @@ class ProgressComment:
                 tl[-1].ended_at = workflow.now()
 
     async def show(self, state: str = "running", *, waiting_for: str | None = None, reason: str | None = None) -> None:
-        s, v = self.s, self.view
+        s, v = self.state, self.view
         v.state = state  # type: ignore[assignment]
         v.waiting_for, v.reason = waiting_for, reason
         v.round, v.step, v.cost_usd, v.tokens = s.review_round, s.steps, s.cost_usd, s.tokens
@@ -148,7 +148,7 @@ class ProgressComment:
         self.text_section = "\n".join(lines)
 
     def details(self) -> list[str]:
-        s = self.s
+        s = self.state
         lines = [
             f"pipeline: **{s.stage}**"
             + (f" · {s.result}" if s.result else "")

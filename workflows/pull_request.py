@@ -50,8 +50,8 @@ class PullRequestWorkflow(GitHubInbox):
                 await task
             except asyncio.CancelledError:
                 pass  # cancelled before its first step
-        c = self.c
-        review = self.review.s if self.review and self.review.s.started else None
+        c = self.carry
+        review = self.review.state if self.review and self.review.state.started else None
         reason = {
             "closed": "the pull request was closed",
             "stopped": f"stopped by @{c.stopped_by}",
@@ -86,7 +86,7 @@ class PullRequestWorkflow(GitHubInbox):
             await self.review.on_event(e, note)
 
     def extra_details(self) -> list[str]:
-        return self.review.progress.details() if self.review and self.review.s.started else []
+        return self.review.progress.details() if self.review and self.review.state.started else []
 
     # -- what operators read ----------------------------------------------------------------------
 
@@ -96,4 +96,4 @@ class PullRequestWorkflow(GitHubInbox):
 
     @workflow.query(name="factory")
     def factory_state(self) -> FactoryState:
-        return self.review.s if self.review else FactoryState()
+        return self.review.state if self.review else FactoryState()

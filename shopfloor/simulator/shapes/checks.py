@@ -41,12 +41,12 @@ APP_EVENTS = [
 
 class CheckShapes:
     def __init__(self, shapes: Shapes, app_id: int) -> None:
-        self.s = shapes
+        self.shapes = shapes
         self.app_id = app_id
 
     def status(self, r: Repo, st: CommitStatus) -> dict[str, Any]:
         return {
-            "url": f"{self.s.api}/repos/{r.full_name}/statuses/{st.sha}",
+            "url": f"{self.shapes.api}/repos/{r.full_name}/statuses/{st.sha}",
             "avatar_url": None,
             "id": st.id,
             "node_id": node_id("StatusContext", st.id),
@@ -56,7 +56,7 @@ class CheckShapes:
             "context": st.context,
             "created_at": iso(st.created_at),
             "updated_at": iso(st.updated_at),
-            "creator": self.s.user(st.creator),
+            "creator": self.shapes.user(st.creator),
         }
 
     def combined(self, r: Repo, sha: str) -> dict[str, Any]:
@@ -71,13 +71,13 @@ class CheckShapes:
             state = "pending"
         else:
             state = "success"
-        api = f"{self.s.api}/repos/{r.full_name}"
+        api = f"{self.shapes.api}/repos/{r.full_name}"
         return {
             "state": state,
             "statuses": [self.status(r, st) for st in latest.values()],
             "sha": sha,
             "total_count": len(latest),
-            "repository": self.s.repo(r),
+            "repository": self.shapes.repo(r),
             "commit_url": f"{api}/commits/{sha}",
             "url": f"{api}/commits/{sha}/status",
         }
@@ -91,11 +91,11 @@ class CheckShapes:
             "slug": slug,
             "client_id": f"Iv1.{app_id:016x}",
             "node_id": node_id("App", app_id),
-            "owner": self.s.user(owner),
+            "owner": self.shapes.user(owner),
             "name": "shopfloor simulated CI" if is_ci else "shopfloor",
             "description": "Simulated CI" if is_ci else "shopfloor's GitHub App",
-            "external_url": self.s.base,
-            "html_url": f"{self.s.base}/apps/{slug}",
+            "external_url": self.shapes.base,
+            "html_url": f"{self.shapes.base}/apps/{slug}",
             "created_at": iso(_EPOCH),
             "updated_at": iso(_EPOCH),
             "permissions": APP_PERMISSIONS,
@@ -104,7 +104,7 @@ class CheckShapes:
         }
 
     def _pr_refs(self, r: Repo, sha: str) -> list[dict[str, Any]]:
-        api = f"{self.s.api}/repos/{r.full_name}"
+        api = f"{self.shapes.api}/repos/{r.full_name}"
         mini = {"id": r.id, "url": api, "name": r.name}
         out = []
         for i in r.issues.values():
@@ -124,7 +124,7 @@ class CheckShapes:
     def suite(self, r: Repo, cs: CheckSuite) -> dict[str, Any]:
         runs = [c for c in r.check_runs.values() if c.suite.id == cs.id]
         status, conclusion = suite_state(runs)
-        api = f"{self.s.api}/repos/{r.full_name}"
+        api = f"{self.shapes.api}/repos/{r.full_name}"
         commit = r.git.commit(cs.head_sha)
         head_commit = {
             "id": cs.head_sha,
@@ -146,7 +146,7 @@ class CheckShapes:
             "after": cs.after,
             "pull_requests": self._pr_refs(r, cs.head_sha),
             "app": self.app(cs.app_slug),
-            "repository": self.s.repo(r),
+            "repository": self.shapes.repo(r),
             "created_at": iso(cs.created_at),
             "updated_at": iso(cs.updated_at),
             "head_commit": head_commit,
@@ -157,8 +157,8 @@ class CheckShapes:
         }
 
     def check_run(self, r: Repo, c: CheckRun, *, with_suite_detail: bool = False) -> dict[str, Any]:
-        api = f"{self.s.api}/repos/{r.full_name}"
-        html = f"{self.s.base}/{r.full_name}/runs/{c.id}"
+        api = f"{self.shapes.api}/repos/{r.full_name}"
+        html = f"{self.shapes.base}/{r.full_name}/runs/{c.id}"
         out = c.output
         suite: dict[str, Any] = {"id": c.suite.id}
         if with_suite_detail:
@@ -189,7 +189,7 @@ class CheckShapes:
         }
 
     def hook(self, r: Repo, h: Hook) -> dict[str, Any]:
-        api = f"{self.s.api}/repos/{r.full_name}/hooks/{h.id}"
+        api = f"{self.shapes.api}/repos/{r.full_name}/hooks/{h.id}"
         config: dict[str, Any] = {"url": h.url, "content_type": h.content_type, "insecure_ssl": h.insecure_ssl}
         if h.secret:
             config["secret"] = "********"  # GitHub never returns the secret

@@ -25,10 +25,10 @@ def git_date(value: Any) -> str:
 
 class GitShapes:
     def __init__(self, shapes: Shapes) -> None:
-        self.s = shapes
+        self.shapes = shapes
 
     def _api(self, r: Repo) -> str:
-        return f"{self.s.api}/repos/{r.full_name}"
+        return f"{self.shapes.api}/repos/{r.full_name}"
 
     def commit(self, r: Repo, c: CommitInfo, *, files: list[FileChange] | None = None) -> dict[str, Any]:
         api = self._api(r)
@@ -36,7 +36,7 @@ class GitShapes:
             "url": f"{api}/commits/{c.sha}",
             "sha": c.sha,
             "node_id": node_id("Commit", c.sha),
-            "html_url": f"{self.s.base}/{r.full_name}/commit/{c.sha}",
+            "html_url": f"{self.shapes.base}/{r.full_name}/commit/{c.sha}",
             "comments_url": f"{api}/commits/{c.sha}/comments",
             "commit": {
                 "url": f"{api}/git/commits/{c.sha}",
@@ -56,7 +56,7 @@ class GitShapes:
             "author": None,
             "committer": None,
             "parents": [
-                {"sha": p, "url": f"{api}/commits/{p}", "html_url": f"{self.s.base}/{r.full_name}/commit/{p}"}
+                {"sha": p, "url": f"{api}/commits/{p}", "html_url": f"{self.shapes.base}/{r.full_name}/commit/{p}"}
                 for p in c.parents
             ],
         }
@@ -75,8 +75,8 @@ class GitShapes:
             "additions": f.additions,
             "deletions": f.deletions,
             "changes": f.changes,
-            "blob_url": f"{self.s.base}/{r.full_name}/blob/{sha}/{f.filename}",
-            "raw_url": f"{self.s.base}/{r.full_name}/raw/{sha}/{f.filename}",
+            "blob_url": f"{self.shapes.base}/{r.full_name}/blob/{sha}/{f.filename}",
+            "raw_url": f"{self.shapes.base}/{r.full_name}/raw/{sha}/{f.filename}",
             "contents_url": f"{api}/contents/{f.filename}?ref={sha}",
         }
         if f.patch is not None:
@@ -90,7 +90,7 @@ class GitShapes:
         return {
             "name": name,
             "commit": self.commit(r, c),
-            "_links": {"self": f"{api}/branches/{name}", "html": f"{self.s.base}/{r.full_name}/tree/{name}"},
+            "_links": {"self": f"{api}/branches/{name}", "html": f"{self.shapes.base}/{r.full_name}/tree/{name}"},
             "protected": False,
             "protection": {
                 "enabled": False,
@@ -113,7 +113,7 @@ class GitShapes:
         name = path.rsplit("/", 1)[-1]
         url = f"{api}/contents/{path}?ref={ref}"
         git_url = f"{api}/git/blobs/{blob_sha}"
-        html = f"{self.s.base}/{r.full_name}/blob/{ref}/{path}"
+        html = f"{self.shapes.base}/{r.full_name}/blob/{ref}/{path}"
         return {
             "type": "file",
             "encoding": "base64",
@@ -125,6 +125,6 @@ class GitShapes:
             "url": url,
             "git_url": git_url,
             "html_url": html,
-            "download_url": f"{self.s.base}/{r.full_name}/raw/{ref}/{path}",
+            "download_url": f"{self.shapes.base}/{r.full_name}/raw/{ref}/{path}",
             "_links": {"git": git_url, "self": url, "html": html},
         }

@@ -12,7 +12,7 @@ FAILING = {"failure", "timed_out", "cancelled", "action_required", "startup_fail
 
 class PullShapes:
     def __init__(self, shapes: Shapes) -> None:
-        self.s = shapes
+        self.shapes = shapes
 
     def base_sha(self, r: Repo, i: Issue) -> str:
         assert i.pr is not None
@@ -46,16 +46,16 @@ class PullShapes:
             "label": f"{r.owner.login}:{ref}",
             "ref": ref,
             "sha": sha,
-            "user": self.s.user(r.owner),
-            "repo": self.s.repo(r),
+            "user": self.shapes.user(r.owner),
+            "repo": self.shapes.repo(r),
         }
 
     def simple(self, r: Repo, i: Issue) -> dict[str, Any]:
         pr = i.pr
         assert pr is not None
-        api = f"{self.s.api}/repos/{r.full_name}"
+        api = f"{self.shapes.api}/repos/{r.full_name}"
         url = f"{api}/pulls/{i.number}"
-        html = f"{self.s.base}/{r.full_name}/pull/{i.number}"
+        html = f"{self.shapes.base}/{r.full_name}/pull/{i.number}"
         issue_url = f"{api}/issues/{i.number}"
         statuses = f"{api}/statuses/{pr.head_sha}"
         return {
@@ -75,9 +75,9 @@ class PullShapes:
             "state": i.state,
             "locked": False,
             "title": i.title,
-            "user": self.s.user(i.user),
+            "user": self.shapes.user(i.user),
             "body": i.body,
-            "labels": [self.s.label(r, lab) for lab in i.labels],
+            "labels": [self.shapes.label(r, lab) for lab in i.labels],
             "milestone": None,
             "active_lock_reason": None,
             "created_at": iso(i.created_at),
@@ -85,8 +85,8 @@ class PullShapes:
             "closed_at": iso(i.closed_at),
             "merged_at": iso(pr.merged_at),
             "merge_commit_sha": pr.merge_commit_sha,
-            "assignee": self.s.user(i.assignees[0]) if i.assignees else None,
-            "assignees": [self.s.user(a) for a in i.assignees],
+            "assignee": self.shapes.user(i.assignees[0]) if i.assignees else None,
+            "assignees": [self.shapes.user(a) for a in i.assignees],
             "requested_reviewers": [],
             "requested_teams": [],
             "head": self._side(pr.head_repo or r, pr.head_ref, pr.head_sha),
@@ -104,7 +104,7 @@ class PullShapes:
                     "statuses": statuses,
                 }.items()
             },
-            "author_association": self.s.author_association(r, i.user),
+            "author_association": self.shapes.author_association(r, i.user),
             "auto_merge": None,
             "draft": pr.draft,
         }
@@ -124,7 +124,7 @@ class PullShapes:
                 "mergeable": mergeable,
                 "rebaseable": mergeable,
                 "mergeable_state": state,
-                "merged_by": self.s.user(pr.merged_by),
+                "merged_by": self.shapes.user(pr.merged_by),
                 "comments": len(i.comments),
                 "review_comments": sum(len(rv.comments) for rv in pr.reviews),
                 "maintainer_can_modify": pr.maintainer_can_modify,
@@ -137,8 +137,8 @@ class PullShapes:
         return data
 
     def review_comment(self, r: Repo, i: Issue, rv: Review, c: dict[str, Any]) -> dict[str, Any]:
-        url = f"{self.s.api}/repos/{r.full_name}/pulls"
-        html = f"{self.s.base}/{r.full_name}/pull/{i.number}#discussion_r{c['id']}"
+        url = f"{self.shapes.api}/repos/{r.full_name}/pulls"
+        html = f"{self.shapes.base}/{r.full_name}/pull/{i.number}#discussion_r{c['id']}"
         return {
             "id": c["id"],
             "node_id": node_id("PullRequestReviewComment", c["id"]),
@@ -151,13 +151,13 @@ class PullShapes:
             "commit_id": rv.commit_id,
             "original_commit_id": rv.commit_id,
             "diff_hunk": "",
-            "user": self.s.user(rv.user),
+            "user": self.shapes.user(rv.user),
             "created_at": iso(rv.submitted_at),
             "updated_at": iso(rv.submitted_at),
             "url": f"{url}/comments/{c['id']}",
             "html_url": html,
             "pull_request_url": f"{url}/{i.number}",
-            "author_association": self.s.author_association(r, rv.user),
+            "author_association": self.shapes.author_association(r, rv.user),
             "_links": {
                 "self": {"href": f"{url}/comments/{c['id']}"},
                 "html": {"href": html},
@@ -166,12 +166,12 @@ class PullShapes:
         }
 
     def review(self, r: Repo, i: Issue, rv: Review) -> dict[str, Any]:
-        url = f"{self.s.api}/repos/{r.full_name}/pulls/{i.number}"
-        html = f"{self.s.base}/{r.full_name}/pull/{i.number}#pullrequestreview-{rv.id}"
+        url = f"{self.shapes.api}/repos/{r.full_name}/pulls/{i.number}"
+        html = f"{self.shapes.base}/{r.full_name}/pull/{i.number}#pullrequestreview-{rv.id}"
         return {
             "id": rv.id,
             "node_id": node_id("PullRequestReview", rv.id),
-            "user": self.s.user(rv.user),
+            "user": self.shapes.user(rv.user),
             "body": rv.body,
             "state": rv.state,
             "html_url": html,
@@ -179,5 +179,5 @@ class PullShapes:
             "_links": {"html": {"href": html}, "pull_request": {"href": url}},
             "submitted_at": iso(rv.submitted_at),
             "commit_id": rv.commit_id,
-            "author_association": self.s.author_association(r, rv.user),
+            "author_association": self.shapes.author_association(r, rv.user),
         }
