@@ -1,5 +1,5 @@
 """What an agent is: a prompt, a tool set, limits and (optionally) the result it must submit.
-Pure data; the loop lives in workflows."""
+Pure data; the loop that runs an agent is agents/loop.py."""
 
 from __future__ import annotations
 
