@@ -45,6 +45,7 @@ from shopfloor.activities.github.errors import github_failure
 from shopfloor.activities.heartbeat import heartbeating
 from shopfloor.activities.workspace import PatchError, Workspaces, portable
 from shopfloor.agents.policy import protected_match
+from shopfloor.models import failure_types
 from shopfloor.models.agent_run import WorkspaceRef
 from shopfloor.models.git_remote import (
     ProtectedChange,
@@ -103,11 +104,11 @@ class GitRemoteActivities:
         except ApplicationError:
             raise
         except PatchError as e:
-            raise _fail("PatchError", str(e)) from None
+            raise _fail(failure_types.PATCH_ERROR, str(e)) from None
         except GitError as e:  # the network, a server hiccup: worth another attempt
-            raise _fail("GitError", str(e), retry=True) from None
+            raise _fail(failure_types.GIT_ERROR, str(e), retry=True) from None
         except WorkspaceError as e:  # a ref that cannot be built (no such commit, bad fields)
-            raise _fail("WorkspaceError", str(e)) from None
+            raise _fail(failure_types.WORKSPACE_ERROR, str(e)) from None
 
     # --- push ----------------------------------------------------------------------------------------
 
@@ -116,13 +117,16 @@ class GitRemoteActivities:
         clone_url, base = portable(ref)
         if not branch.startswith(BRANCH_PREFIX):
             raise _fail(
-                "ShopfloorRefused",
+                failure_types.SHOPFLOOR_REFUSED,
                 f"{ref.repo}: shopfloor only pushes branches under {BRANCH_PREFIX!r}, not {branch!r}",
             )
         if inp.expected_remote_sha is not None and not is_full_sha(inp.expected_remote_sha):
-            raise _fail("WorkspaceError", f"expected_remote_sha {inp.expected_remote_sha!r} is not a full commit id")
+            raise _fail(
+                failure_types.WORKSPACE_ERROR,
+                f"expected_remote_sha {inp.expected_remote_sha!r} is not a full commit id",
+            )
         if not is_ref_name(branch):
-            raise _fail("ShopfloorRefused", f"{ref.repo}: {branch!r} is not a valid branch name")
+            raise _fail(failure_types.SHOPFLOOR_REFUSED, f"{ref.repo}: {branch!r} is not a valid branch name")
         git = await self._mirror(ref.repo, clone_url)
         default, remote_sha = await self._remote_state(git, clone_url, branch)
         if default is None or branch == default:
@@ -131,16 +135,18 @@ class GitRemoteActivities:
                 if default
                 else "cannot be checked against the default branch (the remote did not name it)"
             )
-            raise _fail("ShopfloorRefused", f"{ref.repo}: {branch!r} {why}; shopfloor never pushes there")
+            raise _fail(failure_types.SHOPFLOOR_REFUSED, f"{ref.repo}: {branch!r} {why}; shopfloor never pushes there")
         if not ref.patch_digest:
-            raise _fail("NothingToPush", f"{ref.repo}: the workspace has no changes against {base[:12]}")
+            raise _fail(failure_types.NOTHING_TO_PUSH, f"{ref.repo}: the workspace has no changes against {base[:12]}")
 
         await git.ensure_commit(base)
         with tempfile.TemporaryDirectory(dir=self._ws.root, prefix="push-") as scratch:
             await self._ws.patch_file(ref.patch_digest, Path(scratch) / "patch")  # streamed, never in memory
             tree = await _tree_with(git, base, Path(scratch) / "patch", Path(scratch))
         if tree == await git.tree_of(base):
-            raise _fail("NothingToPush", f"{ref.repo}: the workspace's patch changes nothing against {base[:12]}")
+            raise _fail(
+                failure_types.NOTHING_TO_PUSH, f"{ref.repo}: the workspace's patch changes nothing against {base[:12]}"
+            )
         # What the model typed was checked by the tools; this is what would actually be pushed.
         touched = _protected_changes(await git.changed_paths(base, tree), inp.protected_paths)
         if touched:
@@ -155,7 +161,7 @@ class GitRemoteActivities:
             raise ApplicationError(
                 f"{refusal}; the repository's policy (protected_paths) keeps them for maintainers",
                 [c.path for c in touched[:MAX_LISTED]],
-                type="ProtectedPathChanged",
+                type=failure_types.PROTECTED_PATH_CHANGED,
                 non_retryable=True,
             )
         head = await git.commit_tree(
@@ -186,8 +192,10 @@ class GitRemoteActivities:
             if "stale info" in said:  # moved between our look and our push
                 raise _branch_moved(ref.repo, branch, inp.expected_remote_sha, None)
             if "[remote rejected]" in said:  # a protected branch, a pre-receive hook: retrying will not help
-                raise _fail("PushRejected", f"{ref.repo}: the push to {branch!r} was rejected: {said.strip()}")
-            raise _fail("GitError", f"{ref.repo}: pushing {branch!r} failed: {said.strip()}", retry=True)
+                raise _fail(
+                    failure_types.PUSH_REJECTED, f"{ref.repo}: the push to {branch!r} was rejected: {said.strip()}"
+                )
+            raise _fail(failure_types.GIT_ERROR, f"{ref.repo}: pushing {branch!r} failed: {said.strip()}", retry=True)
         log.info("pushed workspace", repo=ref.repo, branch=branch, sha=head, files=files)
         return out.model_copy(update={"pushed": True})
 
@@ -211,7 +219,7 @@ class GitRemoteActivities:
         ref = inp.workspace
         clone_url, base = portable(ref)
         if not is_ref_name(inp.base_branch):
-            raise _fail("WorkspaceError", f"{ref.repo}: {inp.base_branch!r} is not a valid branch name")
+            raise _fail(failure_types.WORKSPACE_ERROR, f"{ref.repo}: {inp.base_branch!r} is not a valid branch name")
         git = await self._mirror(ref.repo, clone_url)
         tip = await git.fetch_ref(f"refs/heads/{inp.base_branch}")
         await git.ensure_commit(base)
@@ -284,7 +292,7 @@ class GitRemoteActivities:
         branch's tip (what GitHub's merge would take in), read from git, not from the API's
         paged file list."""
         if not is_full_sha(inp.head_sha):
-            raise _fail("WorkspaceError", f"head {inp.head_sha!r} is not a full commit id")
+            raise _fail(failure_types.WORKSPACE_ERROR, f"head {inp.head_sha!r} is not a full commit id")
         git, _, merge_base = await self._pull_request_in_mirror(
             inp.repo, inp.clone_url, inp.base_ref, inp.head_sha, inp.number
         )
@@ -303,7 +311,7 @@ class GitRemoteActivities:
         its base branch's tip fetched into this worker's mirror, and where the head branched off."""
         clone_url, _ = portable(WorkspaceRef(repo=repo, clone_url=clone_url, base_sha=head_sha))
         if not is_ref_name(base_ref):
-            raise _fail("WorkspaceError", f"{repo}: {base_ref!r} is not a valid branch name")
+            raise _fail(failure_types.WORKSPACE_ERROR, f"{repo}: {base_ref!r} is not a valid branch name")
         git = await self._mirror(repo, clone_url)
         tip = await git.fetch_ref(f"refs/heads/{base_ref}")
         await self._ensure_head(git, repo, head_sha, number)
@@ -333,7 +341,7 @@ class GitRemoteActivities:
             if number is None or isinstance(e, GitError):
                 raise
             raise _fail(
-                "WorkspaceError",
+                failure_types.WORKSPACE_ERROR,
                 f"{repo}#{number}: head {sha[:12]} is not fetchable (pushed over since?)",
                 retry=True,
             ) from None
@@ -362,7 +370,7 @@ def _branch_moved(repo: str, branch: str, expected: str | None, found: str | Non
     was = f"at {expected[:12]}" if expected else "absent"
     now = f"it is at {found[:12]}" if found else "it changed while pushing"
     return _fail(
-        "BranchMoved",
+        failure_types.BRANCH_MOVED,
         f"{repo}: {branch!r} was expected {was} but {now}: someone else pushed to it; "
         "shopfloor does not overwrite their work",
     )
