@@ -29,7 +29,17 @@ __all__ = [
 # worker on it, or a GitHub simulator. `settings` and `blobs` are here because they hang off the
 # session's Temporal server.
 SERVER_FIXTURES: frozenset[str] = frozenset(
-    {"temporal_server", "temporal_client", "settings", "blobs", "running_worker", "simulator"}
+    {
+        "temporal_server",
+        "temporal_client",
+        "settings",
+        "blobs",
+        "running_worker",
+        "simulator",
+        "time_skipping_env",
+        "time_skipping_settings",
+        "time_skipping_worker",
+    }
 )
 
 # Audit events (https://docs.python.org/3/library/audit_events.html) that mean "a process is
