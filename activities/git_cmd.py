@@ -272,6 +272,13 @@ async def run_git(
     return code, out, err
 
 
+async def _discard(stream: asyncio.StreamReader) -> None:
+    """Read a killed git's pipe to its end. asyncio's Process.wait() returns only once every pipe
+    has closed, and a pipe left unread with a full buffer stays paused and never sees its end."""
+    while await stream.read(CHUNK_BYTES):
+        pass
+
+
 async def run_git_to_file(
     argv: list[str],
     *,
@@ -316,12 +323,16 @@ async def run_git_to_file(
         if not complete:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
+            await asyncio.wait_for(_discard(stdout), timeout)
         await asyncio.wait_for(proc.wait(), timeout)
         err = await stderr
     except (TimeoutError, asyncio.CancelledError) as e:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
         stderr.cancel()
+        await asyncio.wait([stderr])  # its read ended before the pipe is read here
+        with contextlib.suppress(TimeoutError):  # killed above: its pipes end at once
+            await asyncio.wait_for(asyncio.gather(_discard(stdout), _discard(stderr_stream)), timeout)
         await proc.wait()
         if isinstance(e, asyncio.CancelledError):
             raise

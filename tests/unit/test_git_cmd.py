@@ -3,8 +3,10 @@ runner's clean environment, and how commits reach a mirror when a server will no
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -86,6 +88,36 @@ async def test_git_runs_without_the_hosts_config_or_hooks(tmp_path: Path, monkey
     await runner.run(["commit", "-q", "--allow-empty", "-m", "one"], cwd=repo)
     await runner.run(["checkout", "-q", "-b", "other"], cwd=repo)
     assert not flag.exists(), "a hook ran"
+
+
+async def test_output_cut_at_its_cap_returns_while_the_event_loop_is_busy(tmp_path: Path) -> None:
+    """A diff cut at its cap ends even when the worker's event loop is slow to come back to the
+    pipe: what git wrote past the cap is read and dropped, or asyncio's wait() never returns
+    (the pipe, paused with a full buffer, never saw its end)."""
+    repo = tmp_path / "repo"
+    subprocess.run(["git", "init", "-q", str(repo)], check=True, capture_output=True)
+    (repo / "big.txt").write_bytes(b"a line of text\n" * 1_000_000)  # 15 MB of diff
+    subprocess.run(["git", "-C", str(repo), "add", "big.txt"], check=True, capture_output=True)
+    runner = GitRunner(tmp_path / "worker-home")
+
+    async def busy_neighbour() -> None:  # another activity hogging the loop between its awaits
+        while True:
+            time.sleep(0.02)
+            await asyncio.sleep(0)
+
+    neighbours = [asyncio.create_task(busy_neighbour()) for _ in range(3)]
+    try:
+        for i in range(5):
+            dest = tmp_path / f"diff-{i}"
+            written, complete = await runner.to_file(
+                ["diff", "--cached"], cwd=repo, dest=dest, limit=1024 * 1024, timeout=20
+            )
+            assert (written, complete) == (1024 * 1024, False)
+            assert dest.stat().st_size == 1024 * 1024
+    finally:
+        for task in neighbours:
+            task.cancel()
+        await asyncio.gather(*neighbours, return_exceptions=True)
 
 
 def _git(cwd: Path, *args: str) -> str:
