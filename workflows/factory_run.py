@@ -22,10 +22,8 @@ from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflow
 
 with workflow.unsafe.imports_passed_through():
     from shopfloor.agents.outputs import FixResult, ReviewResult, TriageResult
-    from shopfloor.agents.policy import RepoPolicy
     from shopfloor.models import failure_types
     from shopfloor.models.agent_run import AgentResult, WorkspaceRef
-    from shopfloor.models.factory_config import FactoryConfig
     from shopfloor.models.factory_run import FactoryState, GoalInput, GoalKind, PipelineResult, RepoInfoInput
     from shopfloor.models.github_ops import IssueRef, LabelsInput
     from shopfloor.models.github_reads import PolicyInput, SimilarIssuesInput, SimilarIssuesOutput
@@ -59,6 +57,7 @@ with workflow.unsafe.imports_passed_through():
         Final,
         Merged,
         MergeRefused,
+        OnPipeline,
         PipelineContext,
         ProtectedPathsChanged,
         Step,
@@ -82,7 +81,7 @@ class Work:
     fix_context: dict[str, Any] = field(default_factory=dict)  # for the next fix goal: why again
 
 
-class FactoryRun:
+class FactoryRun(OnPipeline):
     """An issue's pipeline, run as a task beside the IssueWorkflow's inbox."""
 
     def __init__(self, issue_workflow: IssueWorkflow) -> None:
@@ -100,24 +99,6 @@ class FactoryRun:
         self.text = IssueTextWatch(self)  # the issue text the agents work from (read from GitHub)
         self.triages = 0
         self.base_ws = WorkspaceRef(repo=self.repo)
-
-    # -- what the workflow and the issue text watch read ----------------------------------------
-
-    @property
-    def state(self) -> FactoryState:
-        return self.ctx.state
-
-    @property
-    def progress(self) -> ProgressComment:
-        return self.ctx.progress
-
-    @property
-    def policy(self) -> RepoPolicy:
-        return self.ctx.policy
-
-    @property
-    def config(self) -> FactoryConfig:
-        return self.ctx.config
 
     # -- what the inbox tells us ---------------------------------------------------------------
 

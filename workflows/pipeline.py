@@ -37,6 +37,29 @@ class PipelineContext:
     ci_events: int = 0  # CI events the inbox routed here: each one wakes a CI wait
 
 
+class OnPipeline:
+    """A run that works through a PipelineContext (FactoryRun, PullRequestReview): what its
+    workflow and watches read of it, by name."""
+
+    ctx: PipelineContext
+
+    @property
+    def state(self) -> FactoryState:
+        return self.ctx.state
+
+    @property
+    def progress(self) -> ProgressComment:
+        return self.ctx.progress
+
+    @property
+    def policy(self) -> RepoPolicy:
+        return self.ctx.policy
+
+    @property
+    def config(self) -> FactoryConfig:
+        return self.ctx.config
+
+
 class Step(enum.Enum):
     """Where the issue pipeline's fix ⇄ review loop stands."""
 

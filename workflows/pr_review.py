@@ -38,9 +38,8 @@ from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflow
 with workflow.unsafe.imports_passed_through():
     from shopfloor.agents.approvals import record_head
     from shopfloor.agents.outputs import ReviewResult
-    from shopfloor.agents.policy import RepoPolicy
     from shopfloor.agents.progress import ProgressView
-    from shopfloor.models.factory_run import FactoryState, GoalInput, PipelineResult, RepoInfoInput
+    from shopfloor.models.factory_run import GoalInput, PipelineResult, RepoInfoInput
     from shopfloor.models.github_ops import CiStatusInput, CiStatusOutput
     from shopfloor.models.github_reads import PolicyInput
     from shopfloor.models.inbox import RepoEvent
@@ -64,6 +63,7 @@ with workflow.unsafe.imports_passed_through():
         Final,
         Merged,
         MergeRefused,
+        OnPipeline,
         PipelineContext,
         ProtectedPathsChanged,
     )
@@ -83,7 +83,7 @@ class ReviewDecision:
     why_not: str = ""
 
 
-class PullRequestReview:
+class PullRequestReview(OnPipeline):
     """A pull request's review run, as a task beside the PullRequestWorkflow's inbox."""
 
     def __init__(self, pull_request_workflow: PullRequestWorkflow, carry: PullReviewCarry | None) -> None:
@@ -109,20 +109,6 @@ class PullRequestReview:
         self.in_step = False  # reviewing or merging: no continue-as-new, no idle timeout
         self.clone_url = ""
         self.author = ""
-
-    # -- what the workflow reads -------------------------------------------------------------------
-
-    @property
-    def state(self) -> FactoryState:
-        return self.ctx.state
-
-    @property
-    def progress(self) -> ProgressComment:
-        return self.ctx.progress
-
-    @property
-    def policy(self) -> RepoPolicy:
-        return self.ctx.policy
 
     # -- what the inbox tells us ---------------------------------------------------------------
 
