@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import difflib
 import posixpath
+import re
+import typing
 from typing import Annotated, Any, Literal
 
 import yaml
@@ -55,9 +57,79 @@ class StepLimits(_Strict):
     merge: int | None = Field(default=None, ge=1, le=100)
 
 
+class CostLimits(_Strict):
+    """Per-agent cost caps (USD) for one agent run; None: only the run's budget bounds it."""
+
+    triage: float | None = Field(default=None, gt=0, le=1000)
+    fix: float | None = Field(default=None, gt=0, le=1000)
+    review: float | None = Field(default=None, gt=0, le=1000)
+    merge: float | None = Field(default=None, gt=0, le=1000)
+
+
 class Budgets(_Strict):
     max_cost_usd_per_run: float | None = Field(default=5.0, gt=0, le=1000)  # None: no cost limit
     max_steps: StepLimits = Field(default_factory=StepLimits)
+    max_cost_usd: CostLimits = Field(default_factory=CostLimits)
+
+
+ModelName = Annotated[str, Field(min_length=3, max_length=200, pattern=r"^[a-z][a-z0-9_-]*:\S+$")]
+
+
+class AgentModels(_Strict):
+    """The model each agent uses ("provider:model"); only names the operator allows
+    (SHOPFLOOR_REPO_MODELS) are accepted, which the run checks against its settings."""
+
+    triage: ModelName | None = None
+    fix: ModelName | None = None
+    review: ModelName | None = None
+    merge: ModelName | None = None
+
+
+def _regex(value: str) -> str:
+    if not value.strip() or "\n" in value:
+        raise ValueError(f"{_show(value)} is not a usable command pattern")
+    try:
+        re.compile(value)
+    except re.error as exc:
+        raise ValueError(f"{_show(value)} is not a valid regular expression ({exc})") from None
+    return value
+
+
+CommandPattern = Annotated[str, Field(max_length=300), AfterValidator(_regex)]
+
+
+class CommandRules(_Strict):
+    """Rules the repository adds to the command judge's own: `ask` needs an operator's yes, `deny`
+    refuses. Regular expressions searched in each simple command of a command line. They only
+    add: a repository cannot allow what the defaults ask about or refuse."""
+
+    ask: list[CommandPattern] = Field(default_factory=list, max_length=50)
+    deny: list[CommandPattern] = Field(default_factory=list, max_length=50)
+
+
+HookCommand = Annotated[str, Field(min_length=1, max_length=2000)]
+
+
+class AfterEditHook(_Strict):
+    """A command run after each edit the agents make (a formatter). With `files`, it runs only
+    when an edited path matches one of the globs, and the matching paths are appended to it as
+    arguments; without, it runs as written."""
+
+    run: HookCommand
+    files: list[PathPattern] | None = Field(default=None, max_length=20)
+    timeout_seconds: int = Field(default=120, ge=1, le=600)
+
+
+class BeforeSubmitHook(_Strict):
+    """A command that must pass before an agent may submit its work (a linter, a type check)."""
+
+    run: HookCommand
+    timeout_seconds: int = Field(default=300, ge=1, le=600)
+
+
+class Hooks(_Strict):
+    after_edit: list[AfterEditHook] = Field(default_factory=list, max_length=10)
+    before_submit: list[BeforeSubmitHook] = Field(default_factory=list, max_length=10)
 
 
 class Labels(_Strict):
@@ -91,6 +163,13 @@ class RepoPolicy(_Strict):
     max_review_rounds: int = Field(default=3, ge=1, le=10)
     budgets: Budgets = Field(default_factory=Budgets)
     test_command: str | None = Field(default=None, min_length=1, max_length=500)  # None: detect
+    # Commands that prepare the workspace before any agent runs; None: detected, []: none.
+    setup: list[HookCommand] | None = Field(default=None, max_length=20)
+    setup_timeout_minutes: int = Field(default=20, ge=1, le=120)  # for each setup command
+    hooks: Hooks = Field(default_factory=Hooks)
+    models: AgentModels = Field(default_factory=AgentModels)
+    commands: CommandRules = Field(default_factory=CommandRules)
+    approval_timeout_minutes: int = Field(default=60, ge=1, le=10080)  # an unanswered tool call is refused after this
     protected_paths: list[PathPattern] = Field(default_factory=lambda: list(DEFAULT_PROTECTED), max_length=100)
     network_for_commands: bool = False
     # Hosts commands may reach besides the package registries, within the operator's bound.
@@ -185,9 +264,17 @@ def _show(value: Any) -> str:
 def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
     """The policy model that holds the key at `loc` (for suggestions and bounds)."""
     model: type[BaseModel] = RepoPolicy
+    item: type[BaseModel] | None = None  # the model of a list's entries, for an index next
     for part in loc[:-1]:
+        if isinstance(part, int) and item is not None:
+            model, item = item, None
+            continue
         field = model.model_fields.get(str(part))
         sub = field.annotation if field else None
+        entries = typing.get_args(sub) if typing.get_origin(sub) is list else ()
+        if entries and isinstance(entries[0], type) and issubclass(entries[0], BaseModel):
+            item = entries[0]
+            continue
         if not (isinstance(sub, type) and issubclass(sub, BaseModel)):
             return None
         model = sub
@@ -237,6 +324,8 @@ def _message(err: Any) -> str:
     if kind in ("string_too_short", "string_too_long"):
         limit = err.get("ctx", {}).get("max_length")
         return f"`{path}`: must not be empty" if kind == "string_too_short" else f"`{path}`: at most {limit} characters"
+    if kind == "string_pattern_mismatch" and loc[:1] == ("models",):
+        return f"`{path}`: must be a model name such as `anthropic:claude-sonnet-4-5` (got {got})"
     if kind == "too_long":
         return f"`{path}`: at most {err.get('ctx', {}).get('max_length')} entries"
     if kind in _TYPES:

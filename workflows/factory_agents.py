@@ -19,12 +19,14 @@ from temporalio.exceptions import ActivityError, ApplicationError
 with workflow.unsafe.imports_passed_through():
     from shopfloor.agents.approvals import record_head
     from shopfloor.agents.outputs import FixResult, ReviewResult
+    from shopfloor.agents.permissions import DEFAULT_ASK_COMMANDS
     from shopfloor.agents.policy import RepoPolicy, protected_globs, protected_note
     from shopfloor.agents.registry import get_agent
     from shopfloor.models import failure_types
     from shopfloor.models.agent_run import (
         AgentInput,
         AgentResult,
+        CommandHook,
         CommandPolicy,
         Limits,
         PermissionRules,
@@ -48,12 +50,35 @@ with workflow.unsafe.imports_passed_through():
     )
     from shopfloor.workflows.pipeline import PipelineContext
 
-DEFAULT_TEST_COMMAND = "python -m pytest -q"
+def required_test_command(ctx: PipelineContext) -> str | None:
+    """The command the fix agent must have run (green) before it submits: the policy's, else the
+    one detected from the default branch (None: the repository has no tests shopfloor can find)."""
+    return ctx.policy.test_command or ctx.profile.test_command
 
 
-def required_test_command(policy: RepoPolicy) -> str:
-    """The command the fix agent must have run (green) before it submits."""
-    return policy.test_command or DEFAULT_TEST_COMMAND
+def agent_commands(ctx: PipelineContext) -> CommandPolicy:
+    """How the agents' commands run, from the repository's policy and profile."""
+    policy = ctx.policy
+    return CommandPolicy(
+        network=policy.network_for_commands,
+        network_allow=list(policy.network_allow),
+        test_command=required_test_command(ctx),
+        after_edit=[
+            CommandHook(run=h.run, files=list(h.files) if h.files is not None else None, timeout_s=h.timeout_seconds)
+            for h in policy.hooks.after_edit
+        ],
+        before_submit=[CommandHook(run=h.run, timeout_s=h.timeout_seconds) for h in policy.hooks.before_submit],
+    )
+
+
+def agent_permissions(policy: RepoPolicy) -> PermissionRules:
+    """The judge's rules: the repository's command rules only add to the defaults."""
+    ask, deny = policy.commands.ask, policy.commands.deny
+    return PermissionRules(
+        protected_paths=protected_globs(policy.protected_paths),
+        ask_commands=[*DEFAULT_ASK_COMMANDS, *ask] if ask else None,
+        deny_commands=list(deny) if deny else None,
+    )
 
 
 async def render_goal(inp: GoalInput) -> str:
@@ -77,9 +102,10 @@ async def run_agent(
     state, policy, config, progress = ctx.state, ctx.policy, ctx.config, ctx.progress
     defaults = get_agent(agent).limits
     steps = getattr(policy.budgets.max_steps, agent, None) or defaults.max_steps
-    model = config.model_for(agent, round_)
+    model = getattr(policy.models, agent, None) or config.model_for(agent, round_)
     budget = policy.budgets.max_cost_usd_per_run if config.is_priced(model) else None
     left = None if budget is None else round(budget - state.cost_usd, 6)
+    cap = getattr(policy.budgets.max_cost_usd, agent, None) if config.is_priced(model) else None
     if left is not None and left <= 0:  # spent: no agent starts (it could only overspend)
         why = f"cost limit reached: the run's budget of ${budget:g} is spent (${state.cost_usd:,.4f})"
         progress.stage(stage, agent)
@@ -100,15 +126,13 @@ async def run_agent(
             workspace=ws,
             stage=stage,
             issue=ctx.number,
-            limits=Limits(max_steps=steps, max_cost_usd=left),
-            commands=CommandPolicy(
-                network=policy.network_for_commands,
-                network_allow=list(policy.network_allow),
-                test_command=policy.test_command,
-            ),
-            permissions=PermissionRules(protected_paths=protected_globs(policy.protected_paths)),
+            limits=Limits(max_steps=steps, max_cost_usd=left if cap is None or left is None else min(left, cap)),
+            commands=agent_commands(ctx),
+            permissions=agent_permissions(policy),
             required_command=required_command,
             timeouts=Timeouts(model_heartbeat_s=config.model_heartbeat_s),
+            approval_timeout_s=policy.approval_timeout_minutes * 60.0,
+            instructions=ctx.profile.instructions,
         ),
         id=child_id,
         result_type=AgentResult,

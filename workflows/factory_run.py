@@ -299,7 +299,7 @@ class FactoryRun(OnPipeline):
             await self.park("fix_command", f"{state.fix_round} fix rounds did not get the change through")
             self.extra_rounds += 1
         state.fix_round += 1
-        command = required_test_command(policy)
+        command = required_test_command(self.ctx)
         goal = await render_goal(
             self._goal_input(
                 "fix", triage=work.triage.model_dump(), round=state.fix_round, test_command=command, **work.fix_context

@@ -20,6 +20,7 @@ with workflow.unsafe.imports_passed_through():
     from shopfloor.models.agent_run import WorkspaceRef
     from shopfloor.models.factory_config import FactoryConfig
     from shopfloor.models.factory_run import FactoryState, PipelineResult
+    from shopfloor.models.repo_profile import RepoProfile
     from shopfloor.workflows.progress import ProgressComment
 
 
@@ -33,6 +34,8 @@ class PipelineContext:
     progress: ProgressComment
     config: FactoryConfig = field(default_factory=FactoryConfig)  # read when the run starts
     policy: RepoPolicy = field(default_factory=RepoPolicy)  # .github/shopfloor.yml, read by the run
+    # Test command, setup plan and instructions, read from the default branch before any agent.
+    profile: RepoProfile = field(default_factory=RepoProfile)
     base_branch: str = "main"  # what the pull request merges into
     ci_events: int = 0  # CI events the inbox routed here: each one wakes a CI wait
 

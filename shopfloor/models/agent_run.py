@@ -30,6 +30,9 @@ class WorkspaceRef(BaseModel):
     clone_url: str | None = None
     base_sha: str | None = None
     patch_digest: str | None = None
+    # The prepared environment (setup's virtualenv, node_modules, caches): a blob digest that any
+    # worker restores beside the checkout; None: commands run without one.
+    environment: str | None = None
 
 
 class Limits(BaseModel):
@@ -37,6 +40,14 @@ class Limits(BaseModel):
     max_tokens: int | None = Field(default=None, ge=1)  # input + output, all steps
     max_cost_usd: float | None = Field(default=None, gt=0)
     max_wall_s: float | None = Field(default=None, gt=0)
+
+
+class CommandHook(BaseModel):
+    """A repository's deterministic command around the agents' work (policy `hooks:`)."""
+
+    run: str
+    files: list[str] | None = None  # after_edit: only for edited paths matching these globs (appended as arguments)
+    timeout_s: float = 120.0
 
 
 class CommandPolicy(BaseModel):
@@ -53,6 +64,8 @@ class CommandPolicy(BaseModel):
     max_processes: int = 512  # processes and threads of one command at once
     scratch_mb: int = 1024  # what one command may write to its /tmp and /dev/shm (on disk)
     output_cap_bytes: int = 200_000
+    after_edit: list[CommandHook] = Field(default_factory=list)  # run after each edit (formatters)
+    before_submit: list[CommandHook] = Field(default_factory=list)  # must pass before a submit (linters)
 
 
 class Timeouts(BaseModel):
@@ -91,6 +104,9 @@ class AgentInput(BaseModel):
     # The repository's test command (e.g. "python -m pytest -q"): for an agent with
     # submit_requires_command, submit is refused until a call ran it after the last edit.
     required_command: str | None = None
+    # Blob digest of the repository's instructions (AGENTS.md, CLAUDE.md, copilot-instructions)
+    # read from the default branch: they go into the system prompt (None: none).
+    instructions: str | None = None
     carry: dict[str, Any] | None = None  # AgentCarry (shopfloor.agents.run_state) across continue-as-new
 
 
@@ -123,6 +139,7 @@ class ModelStepInput(BaseModel):
     test_command: str | None = None  # the policy's test command: run_tests runs it
     submit_refusal: str | None = None  # set: a submit now is refused with this text
     recorded: dict[str, Any] = Field(default_factory=dict)  # harness values that override the model's
+    instructions: str | None = None  # AgentInput.instructions: the repository's, for the system prompt
 
 
 class ToolCallRef(BaseModel):
