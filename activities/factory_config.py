@@ -15,7 +15,7 @@ log = structlog.get_logger(__name__)
 def unpriced_models(settings: Settings) -> list[str]:
     """The configured models (default and per-agent) with no price in the table settings extend."""
     table = price_table({k: Price(input_per_mtok=i, output_per_mtok=o) for k, (i, o) in settings.prices.items()})
-    models = dict.fromkeys([settings.model, *settings.agent_models.values()])
+    models = dict.fromkeys([settings.model, *settings.agent_models.values(), *settings.repo_models])
     return [m for m in models if find_price(m, table) is None]
 
 
@@ -27,6 +27,7 @@ class FactoryConfigActivity:
         self._config = FactoryConfig(
             default_model=settings.model,
             agent_models=dict(settings.agent_models),
+            repo_models=list(settings.repo_models),
             bot_login=settings.github_bot_login,
             trigger_label=settings.trigger_label,
             ui_url=settings.ui_url,

@@ -195,6 +195,23 @@ class PolicyLoad(BaseModel):
         return not self.errors
 
 
+def within_operator_bounds(load: PolicyLoad, repo_models: list[str]) -> PolicyLoad:
+    """The load with the operator's bounds applied: a model the operator does not let repositories
+    choose is an error like any other (so the whole file is set aside, never half-applied)."""
+    if not load.ok:
+        return load
+    allowed = ", ".join(f"`{m}`" for m in repo_models) if repo_models else None
+    errors = [
+        f"`models.{agent}`: `{model}` is not a model this shopfloor lets repositories choose "
+        + (f"(allowed: {allowed})" if allowed else "(its operator allows none: SHOPFLOOR_REPO_MODELS is empty)")
+        for agent, model in load.policy.models.model_dump().items()
+        if model is not None and model not in repo_models
+    ]
+    if not errors:
+        return load
+    return load.model_copy(update={"policy": RepoPolicy(), "errors": errors})
+
+
 # --- parsing ----------------------------------------------------------------------------------
 
 
@@ -324,6 +341,8 @@ def _message(err: Any) -> str:
     if kind in ("string_too_short", "string_too_long"):
         limit = err.get("ctx", {}).get("max_length")
         return f"`{path}`: must not be empty" if kind == "string_too_short" else f"`{path}`: at most {limit} characters"
+    if kind == "missing":
+        return f"`{path}`: required, and missing"
     if kind == "string_pattern_mismatch" and loc[:1] == ("models",):
         return f"`{path}`: must be a model name such as `anthropic:claude-sonnet-4-5` (got {got})"
     if kind == "too_long":

@@ -55,6 +55,9 @@ class Settings(BaseSettings):
     # Per-agent models for the factory's agents, most specific first: "<agent>-<round>" (e.g.
     # "review-2"), then "<agent>", then `model`. JSON: {"triage": "openai:gpt-4.1-mini"}.
     agent_models: dict[str, str] = Field(default_factory=dict)
+    # Models a repository's policy may choose for its agents (`models:` in .github/shopfloor.yml),
+    # JSON list of "provider:model"; empty: repositories cannot choose (a `models:` key is an error).
+    repo_models: list[str] = Field(default_factory=list)
     # Price overrides, USD per million tokens: {"my-model": [input, output]} (JSON in SHOPFLOOR_PRICES).
     prices: dict[str, tuple[float, float]] = Field(default_factory=dict)
     # How long a model call may go without a heartbeat before Temporal retries it elsewhere: how

@@ -22,6 +22,7 @@ from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflow
 
 with workflow.unsafe.imports_passed_through():
     from shopfloor.agents.outputs import FixResult, ReviewResult, TriageResult
+    from shopfloor.agents.policy import within_operator_bounds
     from shopfloor.models import failure_types
     from shopfloor.models.agent_run import AgentResult, WorkspaceRef
     from shopfloor.models.factory_run import FactoryState, GoalInput, GoalKind, PipelineResult, RepoInfoInput
@@ -175,6 +176,7 @@ class FactoryRun(OnPipeline):
         )
         while True:
             load = await call(GITHUB_LOAD_POLICY, PolicyInput(repo=self.repo), summary=f"policy of {self.repo}")
+            load = within_operator_bounds(load, ctx.config.repo_models)
             if load.ok:
                 break
             await self.park("policy", "; ".join(load.errors), ("retry", "fix"))

@@ -38,6 +38,7 @@ from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflow
 with workflow.unsafe.imports_passed_through():
     from shopfloor.agents.approvals import record_head
     from shopfloor.agents.outputs import ReviewResult
+    from shopfloor.agents.policy import within_operator_bounds
     from shopfloor.agents.progress import ProgressView
     from shopfloor.models.factory_run import GoalInput, PipelineResult, RepoInfoInput
     from shopfloor.models.github_ops import CiStatusInput, CiStatusOutput
@@ -201,6 +202,7 @@ class PullRequestReview(OnPipeline):
             state.pr_number, state.pr_url = n, pull.html_url or None
             ctx.progress.links(pr_url=pull.html_url or None)
             load = await call(GITHUB_LOAD_POLICY, PolicyInput(repo=self.repo), summary=f"policy of {self.repo}")
+            load = within_operator_bounds(load, ctx.config.repo_models)
             ctx.policy = load.policy
             decision = await self._decide_review(pull)
             view = ctx.progress.view

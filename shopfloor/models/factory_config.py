@@ -13,6 +13,7 @@ from pydantic import BaseModel, Field
 class FactoryConfig(BaseModel):
     default_model: str = "scripted:explore-demo"
     agent_models: dict[str, str] = Field(default_factory=dict)
+    repo_models: list[str] = Field(default_factory=list)  # what a repository's `models:` may name
     bot_login: str = "shopfloor[bot]"
     trigger_label: str = "shopfloor"
     ui_url: str = ""  # Temporal UI base, for links in progress comments

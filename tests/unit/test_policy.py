@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from shopfloor.agents.policy import PolicyLoad, RepoPolicy, is_protected, parse_policy
+from shopfloor.agents.policy import PolicyLoad, RepoPolicy, is_protected, parse_policy, within_operator_bounds
 
 pytestmark = pytest.mark.fast
 
@@ -96,6 +96,26 @@ INVALID = [
     ("labels: {trigger: null}", "`labels.trigger`: must be text (got null)"),
     ("labels: {needs_human: ''}", "`labels.needs_human`: must not be empty"),
     ("labels: {fixed: " + "x" * 51 + "}", "`labels.fixed`: at most 50 characters"),
+    ("setup: pip install .", '`setup`: must be a list (got "pip install .")'),
+    ("setup: ['']", "`setup.0`: must not be empty"),
+    ("setup_timeout_minutes: 500", "`setup_timeout_minutes`: must be between 1 and 120 (got 500)"),
+    ("hooks: {after_edit: [fmt]}", '`hooks.after_edit.0`: must be a mapping of keys to values (got "fmt")'),
+    (
+        "hooks: {before_submit: [{run: lint, timeout_seconds: 0}]}",
+        "`hooks.before_submit.0.timeout_seconds`: must be between 1 and 600 (got 0)",
+    ),
+    ("hooks: {after_edit: [{files: ['*.py']}]}", "`hooks.after_edit.0.run`: required, and missing"),
+    ("models: {fix: gpt}", '`models.fix`: must be a model name such as `anthropic:claude-sonnet-4-5` (got "gpt")'),
+    (
+        "budgets: {max_cost_usd: {review: -1}}",
+        "`budgets.max_cost_usd.review`: must be more than 0 and at most 1000 (got -1)",
+    ),
+    (
+        "commands: {deny: ['(']}",
+        '`commands.deny.0`: "(" is not a valid regular expression (missing ), unterminated subpattern at position 0)',
+    ),
+    ("commands: {ask: curl}", '`commands.ask`: must be a list (got "curl")'),
+    ("approval_timeout_minutes: 0", "`approval_timeout_minutes`: must be between 1 and 10080 (got 0)"),
 ]
 
 
@@ -118,6 +138,12 @@ def test_each_invalid_value_is_named_with_its_problem(text, message):
         ),
         ("labels: {trigerr: go}", "unknown key `labels.trigerr` (did you mean `labels.trigger`?)"),
         ("colour: blue", "unknown key `colour`"),
+        (
+            "hooks: {after_edit: [{run: fmt, file: ['*.py']}]}",
+            "unknown key `hooks.after_edit.0.file` (did you mean `hooks.after_edit.0.files`?)",
+        ),
+        ("models: {fixer: 'a:b'}", "unknown key `models.fixer` (did you mean `models.fix`?)"),
+        ("commands: {asks: []}", "unknown key `commands.asks` (did you mean `commands.ask`?)"),
     ],
 )
 def test_unknown_keys_are_errors_with_a_suggestion(text, message):
@@ -222,3 +248,44 @@ def test_default_protection_and_none():
     ):
         assert is_protected(path, RepoPolicy(protected_paths=[])), path
     assert not is_protected("src/CODEOWNERS", RepoPolicy(protected_paths=[]))
+
+
+def test_the_repository_keys_for_setup_hooks_models_and_rules():
+    load = parse_policy(
+        "setup: ['python -m pip install -r requirements.txt']\n"
+        "setup_timeout_minutes: 30\n"
+        "hooks:\n"
+        "  after_edit: [{run: python tools/fmt.py, files: ['*.py']}]\n"
+        "  before_submit: [{run: ruff check ., timeout_seconds: 60}]\n"
+        "models: {fix: 'openai:gpt-4.1'}\n"
+        "budgets: {max_cost_usd: {fix: 2.5}}\n"
+        "commands: {ask: ['^npm publish'], deny: ['^curl\\b']}\n"
+        "approval_timeout_minutes: 15\n"
+    )
+    assert load.ok, load.errors
+    p = load.policy
+    assert p.setup == ["python -m pip install -r requirements.txt"] and p.setup_timeout_minutes == 30
+    assert [(h.run, h.files, h.timeout_seconds) for h in p.hooks.after_edit] == [("python tools/fmt.py", ["*.py"], 120)]
+    assert [(h.run, h.timeout_seconds) for h in p.hooks.before_submit] == [("ruff check .", 60)]
+    assert (p.models.fix, p.models.triage, p.budgets.max_cost_usd.fix) == ("openai:gpt-4.1", None, 2.5)
+    assert (p.commands.ask, p.commands.deny, p.approval_timeout_minutes) == (["^npm publish"], ["^curl\\b"], 15)
+    # Absent, setup is detected (None); an empty list means no setup at all.
+    assert parse_policy("").policy.setup is None and parse_policy("setup: []").policy.setup == []
+
+
+def test_a_model_the_operator_does_not_offer_sets_the_whole_file_aside():
+    load = parse_policy("auto_merge: true\nmodels: {fix: 'openai:gpt-4.1', review: 'anthropic:claude-x'}\n")
+    assert within_operator_bounds(load, ["openai:gpt-4.1", "anthropic:claude-x"]) == load
+    bounded = within_operator_bounds(load, ["openai:gpt-4.1"])
+    assert bounded.errors == [
+        "`models.review`: `anthropic:claude-x` is not a model this shopfloor lets repositories choose "
+        "(allowed: `openai:gpt-4.1`)"
+    ]
+    assert bounded.policy == RepoPolicy()  # never half a file: not even auto_merge survives
+    none = within_operator_bounds(parse_policy("models: {fix: 'openai:gpt-4.1'}"), [])
+    assert none.errors == [
+        "`models.fix`: `openai:gpt-4.1` is not a model this shopfloor lets repositories choose "
+        "(its operator allows none: SHOPFLOOR_REPO_MODELS is empty)"
+    ]
+    broken = parse_policy("auto_merg: true")
+    assert within_operator_bounds(broken, []) == broken  # its own errors stand alone
