@@ -37,6 +37,7 @@ from typing import Literal, TypeGuard
 import structlog
 from pydantic import BaseModel, Field
 
+from shopfloor.activities.environment import ENV_MOUNT, SandboxEnvironment
 from shopfloor.activities.sandbox_limits import Confinement, open_confinement
 from shopfloor.activities.sandbox_mounts import SEAL, mount_args
 from shopfloor.activities.sandbox_network import SandboxNetwork, command_network, network_bwrap_args, network_command
@@ -185,6 +186,7 @@ async def run_command(
     path_prepend: Sequence[str] | None = None,
     progress_interval_s: float = PROGRESS_INTERVAL_S,
     network: SandboxNetwork | None = None,
+    environment: SandboxEnvironment | None = None,
 ) -> CommandOutcome:
     """Run `command` with bash in `workspace`, sandboxed as `mode` resolves.
 
@@ -192,17 +194,26 @@ async def run_command(
     the system PATH (default: the directory of this Python, so `python` and `pytest` are the
     worker's). `on_progress` is called every `progress_interval_s` while it runs. A command whose
     policy allows the network reaches only what `network`'s egress proxy lets through
-    (sandbox_network); without bubblewrap it is refused with a ToolError.
+    (sandbox_network); without bubblewrap it is refused with a ToolError. With `environment` (a
+    prepared environment, activities/environment.py) it is mounted read-write at ENV_MOUNT and its
+    PATH entries and variables come first; without bubblewrap such a command is refused too.
     """
     config = _config(mode)
     real, note = resolve_mode(config)
     if real == "refuse":
         log.warning("command refused: no sandbox", reason=note)
         raise CommandRefused(f"the command was not run: {note}.")
+    if environment is not None and real != "bwrap":
+        # Its virtualenv's paths are valid only where it is mounted at ENV_MOUNT.
+        raise CommandRefused(
+            "the command was not run: this workspace has a prepared environment (the repository's "
+            "setup), which commands use only in the bubblewrap sandbox; this worker runs commands "
+            "without it (SHOPFLOOR_SANDBOX)"
+        )
     ws = Path(os.path.realpath(workspace))
     limit = policy.timeout_s if timeout_s is None else min(timeout_s, policy.timeout_s)
     prepend = [os.path.dirname(sys.executable)] if path_prepend is None else list(path_prepend)
-    path = ":".join([*prepend, SYSTEM_PATH])
+    path = ":".join([*(environment.path if environment else []), *prepend, SYSTEM_PATH])
     shell = shell_path()
     cpu, cpu_hard, mem_kb = _limits(policy)
     tail = [shell, "-c", _PROLOGUE, "shopfloor-sandbox", str(cpu), str(cpu_hard), str(mem_kb), shell, command]
@@ -218,9 +229,10 @@ async def run_command(
     try:
         async with command_network(real, policy, network) as egress:
             if real == "bwrap":
-                env = _clean_env(path, SANDBOX_HOME)
+                env = {**_clean_env(path, SANDBOX_HOME), **(environment.variables if environment else {})}
+                binds = [(environment.host_dir, ENV_MOUNT)] if environment else []
                 argv = [
-                    *_bwrap_args(ws, env, hide, [*prepend, *config.readonly_paths], confinement),
+                    *_bwrap_args(ws, env, hide, [*prepend, *config.readonly_paths], confinement, binds),
                     *network_bwrap_args(egress),
                     *SEAL,
                     "--",
@@ -272,14 +284,19 @@ def _limits(policy: CommandPolicy) -> tuple[int, int, int]:
 
 
 def _bwrap_args(
-    ws: Path, env: dict[str, str], hide: Sequence[Path], readonly: Sequence[str], confinement: Confinement
+    ws: Path,
+    env: dict[str, str],
+    hide: Sequence[Path],
+    readonly: Sequence[str],
+    confinement: Confinement,
+    binds: Sequence[tuple[Path, str]] = (),
 ) -> list[str]:
     bwrap = shutil.which("bwrap") or "bwrap"
     scratch = confinement.scratch
     shown = [sys.prefix, sys.base_prefix, *readonly, *_alternates(ws)]  # what python and git need
     args = [
         bwrap,
-        *mount_args(ws, tmp=scratch.tmp, shm=scratch.shm, home=SANDBOX_HOME, readonly=shown, hide=hide),
+        *mount_args(ws, tmp=scratch.tmp, shm=scratch.shm, home=SANDBOX_HOME, readonly=shown, hide=hide, binds=binds),
         "--unshare-all",
         "--cap-drop",
         "ALL",

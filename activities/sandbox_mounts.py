@@ -73,10 +73,12 @@ def mount_args(
     home: str,
     readonly: Sequence[str],
     hide: Sequence[Path],
+    binds: Sequence[tuple[Path, str]] = (),
 ) -> list[str]:
     """bwrap arguments mounting the allow-list (see the module docstring). `readonly` are more
     directories to show read-only (interpreters, borrowed objects, the operator's); those inside
-    the workspace come with it."""
+    the workspace come with it. `binds` are (host directory, path inside) mounted read-write after
+    the workspace: a prepared environment at its fixed path."""
     workspace = str(ws)
     args: list[str] = []
     mounted: list[str] = []
@@ -117,6 +119,8 @@ def mount_args(
         if any(_under(real, c) for c in covers):
             args += ["--ro-bind", real, real]
     args += ["--bind", workspace, workspace, "--dir", home, "--chdir", workspace]
+    for host, inside in binds:
+        args += ["--bind", str(host), inside]
     for real in covers:
         args += ["--remount-ro", real]
     return args

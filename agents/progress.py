@@ -26,7 +26,7 @@ from shopfloor.models.github_ops import RepoName, comment_marker
 MAX_TIMELINE = 20  # entries kept; older ones are counted in `timeline_dropped`
 MAX_UNTRUSTED_CHARS = 300
 
-Stage = Literal["triage", "policy", "fix", "ci", "review", "merge", "done"]
+Stage = Literal["triage", "policy", "setup", "fix", "ci", "review", "merge", "done"]
 # closed: a pull request's review run ended because a person closed (or merged) the pull request.
 RunState = Literal["running", "waiting", "merged", "parked", "failed", "cancelled", "salvaged", "closed"]
 FINAL_STATES: frozenset[str] = frozenset({"merged", "parked", "failed", "cancelled", "salvaged", "closed"})

@@ -77,6 +77,12 @@ class Settings(BaseSettings):
     # Host patterns a repository's `network_allow` may add to the package registries that commands
     # reach through the sandbox's egress proxy (JSON list: '["*.corp.example", "mirror.example.org:8443"]').
     sandbox_network_allow: list[str] = Field(default_factory=list)
+    # The operator's internal package mirrors: exact "host:port" endpoints (may be private or
+    # loopback) that commands with network, setup included, reach like the package registries
+    # (JSON list: '["10.0.0.5:3141", "pypi.internal:8080"]'). Repositories cannot add one.
+    sandbox_mirrors: list[str] = Field(default_factory=list)
+    # The largest prepared environment (setup's, packed) a worker keeps in the blob store, in bytes.
+    max_environment_bytes: int = Field(default=2 * 1024 * 1024 * 1024, ge=1024 * 1024)
 
     webhook_host: str = "127.0.0.1"
     webhook_port: int = 8000

@@ -15,6 +15,7 @@ from temporalio.worker import Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from shopfloor.activities.alert_goal import AlertGoalActivities
+from shopfloor.activities.environment import Environments
 from shopfloor.activities.factory import FactoryActivities
 from shopfloor.activities.factory_config import FactoryConfigActivity
 from shopfloor.activities.git_remote import GitRemoteActivities
@@ -33,6 +34,7 @@ from shopfloor.activities.sandbox_network import SandboxNetwork
 from shopfloor.activities.tools.activities import ToolActivities
 from shopfloor.activities.transcript_store import TranscriptStore
 from shopfloor.activities.workspace import Workspaces
+from shopfloor.activities.workspace_setup import WorkspaceSetupActivities
 from shopfloor.agents.budget import Price
 from shopfloor.blobs import BlobStore, open_blob_store
 from shopfloor.models.model_spec import ModelSpec
@@ -103,16 +105,14 @@ def activities_for(
     prices = {name: Price(input_per_mtok=i, output_per_mtok=o) for name, (i, o) in settings.prices.items()}
     model = ModelStepActivities(TranscriptStore(blobs), providers, prices)
     workspaces = Workspaces(settings.data_dir / "workspaces", blobs, max_checkpoint_bytes=settings.max_checkpoint_bytes)
-    tools = ToolActivities(
-        blobs,
-        workspaces,
-        sandbox=SandboxConfig.from_settings(settings),
-        # Commands never see the worker's data (blobs, other runs' checkouts) or its home.
-        hide=[settings.data_dir, Path.home()],
-        # What commands that may use the network reach: the operator's bound, and never the
-        # worker's own services (Temporal, blob store, GitHub).
-        network=SandboxNetwork.from_settings(settings),
-    )
+    environments = Environments(workspaces.root, blobs, max_bytes=settings.max_environment_bytes)
+    sandbox = SandboxConfig.from_settings(settings)
+    hide = [settings.data_dir, Path.home()]  # commands never see the worker's data (blobs, checkouts) or home
+    # What commands that may use the network reach: the operator's bound and mirrors, and never
+    # the worker's own services (Temporal, blob store, GitHub).
+    network = SandboxNetwork.from_settings(settings)
+    tools = ToolActivities(blobs, workspaces, sandbox=sandbox, hide=hide, network=network, environments=environments)
+    setup = WorkspaceSetupActivities(workspaces, environments, sandbox=sandbox, hide=hide, network=network)
     # Without credentials the client still targets settings.github_api_url; calls then fail with
     # a clear "no GitHub credentials are configured" (401) instead of at startup.
     github = github or GitHubClients(settings)
@@ -123,6 +123,7 @@ def activities_for(
         model.model_step,
         model.compact_transcript,
         *tools.all(),
+        *setup.all(),
         *github_ops.all(),
         *git_remote.all(),
         config.factory_config,

@@ -102,6 +102,7 @@ with workflow.unsafe.imports_passed_through():
         StartIssuesInput,
         StartIssuesOutput,
     )
+    from shopfloor.models.repo_profile import SetupInput, SetupOutput
 
 In = TypeVar("In")
 Out = TypeVar("Out")
@@ -212,6 +213,20 @@ GIT_PUSH_WORKSPACE = _git("git_push_workspace", PushInput, PushOutput)
 GIT_UPDATE_FROM_BASE = _git("git_update_from_base", UpdateInput, UpdateOutput)
 GIT_PULL_REQUEST_CHANGE = _git("git_pull_request_change", PullChangeInput, PullChange)
 GIT_PROTECTED_CHANGES = _git("git_protected_changes", ProtectedCheckInput, ProtectedCheckOutput)
+
+# -- the workspace's environment (activities/workspace_setup.py) ---------------------------------
+# The repository's setup commands: the call gives the timeout (each command's, in turn); a few
+# attempts, since a retry reuses what an earlier attempt checkpointed. A failed command is not
+# retried (SETUP_FAILED): it fails the same way again.
+SETUP_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=5),
+    maximum_interval=timedelta(seconds=60),
+    maximum_attempts=3,
+    non_retryable_error_types=[failure_types.SETUP_FAILED],
+)
+WORKSPACE_SETUP = ActivityEntry(
+    "workspace_setup", SetupInput, SetupOutput, timedelta(minutes=30), SETUP_RETRY, heartbeat=timedelta(seconds=60)
+)
 
 # -- the agent loop (activities/model_step.py, activities/tools/activities.py) -------------------
 # Timeouts come from the run's input (Timeouts); these are its defaults.

@@ -34,6 +34,7 @@ with workflow.unsafe.imports_passed_through():
 _VIEW_STAGE = {
     "triage": "triage",
     "policy": "policy",
+    "setup": "setup",
     "fix": "fix",
     "ci": "ci",
     "review": "review",

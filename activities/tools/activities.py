@@ -24,6 +24,7 @@ from pydantic import BaseModel, ValidationError
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from shopfloor.activities.environment import Environments, EnvironmentUnavailable, SandboxEnvironment
 from shopfloor.activities.heartbeat import heartbeating
 from shopfloor.activities.sandbox import (
     CommandOutcome,
@@ -86,9 +87,12 @@ class ToolActivities:
         sandbox: SandboxMode | SandboxConfig = "auto",
         hide: Sequence[Path] = (),
         network: SandboxNetwork | None = None,
+        environments: Environments | None = None,
     ) -> None:
         self._blobs = blobs
         self._workspaces = workspaces
+        # Where a workspace's prepared environment (setup's) is restored for its commands.
+        self._environments = environments or Environments(workspaces.root, blobs)
         self._sandbox = sandbox
         self._hide = tuple(hide)
         self._network = network or SandboxNetwork()  # the egress rules of commands that may use the network
@@ -216,7 +220,18 @@ class ToolActivities:
     async def write_file(self, inp: ToolInput) -> ToolResult:
         return await self._run(inp, _sync(editing.write_file))
 
+    async def _environment(self, root: Path, inp: ToolInput) -> SandboxEnvironment | None:
+        """The run's copy of the workspace's prepared environment (None: it has none)."""
+        digest = inp.workspace.environment
+        if digest is None:
+            return None
+        try:
+            return await heartbeating(self._environments.restore(digest, inp.run_id, root))
+        except EnvironmentUnavailable as exc:  # retried: the blob store may answer again
+            raise ApplicationError(str(exc), type=failure_types.WORKSPACE_ERROR) from exc
+
     async def _command(self, root: Path, command: str, inp: ToolInput, timeout_s: float | None) -> str:
+        environment = await self._environment(root, inp)
         outcome = await run_command(
             root,
             command,
@@ -226,6 +241,7 @@ class ToolActivities:
             on_progress=lambda text: activity.heartbeat(text[-200:]),
             hide=self._hide,
             network=self._network,
+            environment=environment,
         )
         report = _command_report(outcome)
         if outcome.exit_code != 0:

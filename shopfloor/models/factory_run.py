@@ -15,7 +15,7 @@ from pydantic import BaseModel, Field
 from shopfloor.models.github_ops import RepoName
 
 # ShopfloorStage values while the pipeline runs (the inbox's own are received/closed/stopped/idle).
-PipelineStage = Literal["waiting", "triage", "policy", "fix", "ci", "review", "merge", "done", "parked"]
+PipelineStage = Literal["waiting", "triage", "policy", "setup", "fix", "ci", "review", "merge", "done", "parked"]
 # closed: (pull request runs) a person closed or merged the pull request.
 PipelineResult = Literal["", "merged", "salvaged", "failed", "cancelled", "parked", "closed"]
 

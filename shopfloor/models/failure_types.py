@@ -38,6 +38,7 @@ PUSH_REJECTED: Final = "PushRejected"
 BRANCH_MOVED: Final = "BranchMoved"
 PROTECTED_PATH_CHANGED: Final = "ProtectedPathChanged"
 CHECKPOINT_FAILED: Final = "CheckpointFailed"
+SETUP_FAILED: Final = "SetupFailed"  # a repository's setup command failed: the run fails, not retried
 TOOL_CALL_MISSING: Final = "ToolCallMissing"
 
 # -- model calls (activities/model_step.py) -----------------------------------------------------
