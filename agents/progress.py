@@ -20,11 +20,14 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, model_validator
 
+from shopfloor.agents.call_waits import how_to_answer, when
 from shopfloor.agents.untrusted_text import sanitize
+from shopfloor.models.call_waits import CallWait
 from shopfloor.models.github_ops import RepoName, comment_marker
 
 MAX_TIMELINE = 20  # entries kept; older ones are counted in `timeline_dropped`
 MAX_UNTRUSTED_CHARS = 300
+MAX_WAITING_CALLS = 10
 
 Stage = Literal["triage", "policy", "setup", "fix", "ci", "review", "merge", "done"]
 # closed: a pull request's review run ended because a person closed (or merged) the pull request.
@@ -85,6 +88,8 @@ class ProgressView(BaseModel):
     timeline_dropped: int = 0
     unpriced_models: list[str] = Field(default_factory=list, max_length=10)  # cost of their steps not counted
     updated_at: datetime | None = None
+    # Tool calls the run's agents wait on an operator for (the workflow keeps at most MAX_WAITING_CALLS).
+    waiting_calls: list[CallWait] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _bound_timeline(self) -> ProgressView:
@@ -143,6 +148,10 @@ def status_sentence(view: ProgressView) -> str:
     reason = untrusted(view.reason)
     where = f"stage {view.stage}" + (f", review round {view.round}" if view.round else "") + f", step {view.step}"
     match view.state:
+        case "running" if view.waiting_calls:
+            n = len(view.waiting_calls)
+            calls = "a tool call" if n == 1 else f"{n} tool calls"
+            return f"**Waiting** for an operator to approve or reject {calls} ({where}); the run goes on once answered."
         case "running":
             return f"**Running** — {where}."
         case "waiting":
@@ -182,8 +191,24 @@ _LABELS = {
 }
 
 
+def waiting_call_lines(view: ProgressView) -> list[str]:
+    """One item per tool call waiting for an operator: what, which agent, since and until when, how to answer."""
+    lines: list[str] = []
+    for w in view.waiting_calls[-MAX_WAITING_CALLS:]:
+        what = f"{untrusted(w.summary, 160)}" + (f" ({untrusted(w.reason, 120)})" if w.reason else "")
+        lines += [
+            f"- **{w.agent}** waits for approval of {what}, step {w.step}, since {when(w.since)}; "
+            f"refused at {when(w.until)} if nobody answers.",
+            f"  To answer: {how_to_answer(w)}.",
+        ]
+    return lines
+
+
 def render_progress(view: ProgressView) -> str:
-    lines = [f"### shopfloor · {view.repo}#{view.number} · {_LABELS[view.state]}", "", status_sentence(view), ""]
+    label = "waiting" if view.state == "running" and view.waiting_calls else _LABELS[view.state]
+    lines = [f"### shopfloor · {view.repo}#{view.number} · {label}", "", status_sentence(view), ""]
+    if view.waiting_calls and not view.final:
+        lines += [*waiting_call_lines(view), ""]
     if view.timeline:
         lines += ["| Stage | Started | Ended | Steps | Cost | Outcome |", "|---|---|---|---:|---:|---|"]
         if view.timeline_dropped:

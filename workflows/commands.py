@@ -2,8 +2,9 @@
 (docs/design.md, Trust and safety).
 
 Every command needs write access (write, maintain or admin) to the repository: fix,
-review-on-request, approve and merge by design; stop, pause and resume too, because otherwise
-anyone able to comment could halt a maintainer's run. Permissions come from GitHub through the
+review-on-request, approve and merge by design; approve-call and reject-call (the answer to a tool
+call waiting for an operator, workflows/call_waits.py) too; stop, pause and resume too, because
+otherwise anyone able to comment could halt a maintainer's run. Permissions come from GitHub through the
 `github_permission` activity and are cached per (repo, login) for PERMISSION_TTL of workflow
 time, so a burst of comments costs one call. A refused command gets one reply on the issue/PR
 (an upserted marker comment per comment id, so a retry or a second delivery never posts twice);
@@ -29,6 +30,7 @@ with workflow.unsafe.imports_passed_through():
     from shopfloor.models.inbox import RepoEvent
     from shopfloor.models.inbox_state import CachedPermission, CommandRecord, InboxCarry
     from shopfloor.workflows.activity_catalogue import GITHUB_PERMISSION, GITHUB_UPSERT_COMMENT, call
+    from shopfloor.workflows.call_waits import CallWaits
 
 PERMISSION_TTL = timedelta(minutes=5)
 WRITE_LEVELS = frozenset({"write", "maintain", "admin"})
@@ -48,7 +50,7 @@ def _marker_kind(e: RepoEvent) -> str:
     return f"refused-{ref or 'command'}"
 
 
-class CommandHandling:
+class CommandHandling(CallWaits):
     carry: InboxCarry
     repo: str
     number: int
@@ -97,6 +99,8 @@ class CommandHandling:
             return f"command {name} refused ({permission})"
         record.accepted = True
         self._keep(record)
+        if name in ("approve-call", "reject-call"):  # an answer for a waiting tool call, not work to start
+            return await self.answer_call(e, approved=name == "approve-call")
         if name == "stop":
             c.state, c.stopped_by = "stopped", e.sender
         elif name == "pause":

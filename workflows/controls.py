@@ -6,8 +6,10 @@ from __future__ import annotations
 from datetime import timedelta
 
 from temporalio import workflow
+from temporalio.exceptions import FailureError
 
 with workflow.unsafe.imports_passed_through():
+    from shopfloor.agents.call_waits import answer_id
     from shopfloor.agents.run_state import AgentCarry
     from shopfloor.models.agent_run import (
         AgentInput,
@@ -19,9 +21,21 @@ with workflow.unsafe.imports_passed_through():
         StepEvent,
         ToolCallRef,
     )
+    from shopfloor.models.call_waits import (
+        ANSWER_CALL_SIGNAL,
+        CALL_WAIT_SIGNAL,
+        CallAnswer,
+        CallWait,
+        CallWaitNotice,
+        WaitEnd,
+    )
     from shopfloor.models.transcript import Usage
 
 EVENTS_KEPT = 30
+# Histories recorded before a wait was signalled to the parent run (the signals are new commands).
+WAITS_TO_PARENT_PATCH = "call-waits-signalled-to-parent"
+# The parents that show their agents' waits; an alert's assessment has no one to show them to.
+PARENTS_SHOWING_WAITS = ("issue/", "pr/")
 
 
 class AgentControls:
@@ -74,9 +88,11 @@ class AgentControls:
 
     def _pending_call(self, decision: ApprovalDecision) -> str:
         if decision.call_id is not None:
-            if decision.call_id not in self._pending or decision.call_id in self._answers:
+            # By its id, or by the id a comment can carry (answer_id), as the progress comment shows it.
+            named = [c for c in self._pending if decision.call_id in (c, answer_id(c)) and c not in self._answers]
+            if len(named) != 1:
                 raise ValueError(f"no call {decision.call_id!r} is waiting for approval")
-            return decision.call_id
+            return named[0]
         waiting = [c for c in self._pending if c not in self._answers]
         if len(waiting) != 1:
             raise ValueError(
@@ -104,6 +120,15 @@ class AgentControls:
     def _validate_reject(self, decision: ApprovalDecision) -> None:
         self._pending_call(decision)
 
+    @workflow.signal(name=ANSWER_CALL_SIGNAL)
+    def answer_call(self, answer: CallAnswer) -> None:
+        """An answer a parent run forwards (a maintainer's comment); a call no longer waiting is left alone."""
+        pending = self._pending.get(answer.call_id)
+        if pending is None or pending.step != answer.step or answer.call_id in self._answers:
+            return
+        note = answer.note if answer.approved or answer.note else "rejected by a maintainer"
+        self._answers[answer.call_id] = (answer.approved, note)
+
     @workflow.update(name="raise_limits")
     def raise_limits(self, change: LimitsRaise) -> Limits:
         raised = {k: v for k, v in change.model_dump().items() if v is not None}
@@ -129,22 +154,61 @@ class AgentControls:
         # Call ids may come again in a later reply (text actions number theirs per reply): an
         # answer given for an earlier call must not answer this one.
         self._answers.pop(call.id, None)
-        self._pending[call.id] = PendingApproval(
-            call_id=call.id, tool=call.name, summary=call.summary, reason=call.decision_reason, step=self.live.step
+        since = workflow.now()
+        pending = PendingApproval(
+            call_id=call.id,
+            tool=call.name,
+            summary=call.summary,
+            reason=call.decision_reason,
+            step=self.live.step,
+            since=since,
+            until=since + timedelta(seconds=timeout_s),
         )
+        self._pending[call.id] = pending
         self.publish()
+        ended: WaitEnd = "cancelled"
+        await self._tell_parent(pending, None)
         try:
             await workflow.wait_condition(
                 lambda: call.id in self._answers or self.cancel_reason is not None, timeout=timedelta(seconds=timeout_s)
             )
             approved, note = self._answers.get(call.id, (False, "the run is being cancelled"))
+            ended = "approved" if approved else "cancelled" if self.cancel_reason is not None else "rejected"
         except TimeoutError:
             approved, note = False, f"no operator answered within {timeout_s:.0f} s"
+            ended = "timed out"
         finally:
             del self._pending[call.id]
             self.publish()
+            await self._tell_parent(pending, ended)
         self.event(self.live.step, "tool", f"{'approved' if approved else 'rejected'}: {call.summary}", ok=approved)
         return None if approved else f"rejected: {note} (the call was not run)"
+
+    async def _tell_parent(self, pending: PendingApproval, ended: WaitEnd | None) -> None:
+        """Signal the parent run (an issue's or a pull request's) that a wait started or ended, so
+        its progress comment shows it. Without the parent's latest run id: a parent that continued
+        as new gets it too. A parent that is gone is no reason to fail the agent."""
+        parent = workflow.info().parent
+        if parent is None or not parent.workflow_id.startswith(PARENTS_SHOWING_WAITS):
+            return
+        if not workflow.patched(WAITS_TO_PARENT_PATCH):
+            return
+        wait = CallWait(
+            workflow_id=workflow.info().workflow_id,
+            agent=self.live.agent,
+            call_id=pending.call_id,
+            step=pending.step,
+            summary=pending.summary[:300],
+            reason=pending.reason[:300],
+            since=pending.since or workflow.now(),
+            until=pending.until or workflow.now(),
+        )
+        try:
+            await workflow.get_external_workflow_handle(parent.workflow_id).signal(
+                CALL_WAIT_SIGNAL, CallWaitNotice(wait=wait, ended=ended)
+            )
+        except FailureError as exc:
+            workflow.logger.warning("the parent run was not told of the wait on %s: %s", pending.call_id, exc)
 
     def warn(self, text: str) -> None:
         self.live.warnings = [*self.live.warnings[-4:], text]

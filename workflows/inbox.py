@@ -144,6 +144,9 @@ class GitHubInbox(CommandHandling):
             c.last_activity = workflow.now().timestamp()
         self.publish()
         while c.state == "received":
+            if self.waits_changed:  # an agent run's tool call started or stopped waiting for an operator
+                await self.show_waits()
+                continue
             if (
                 not self.busy()
                 and self.may_continue_as_new()
@@ -154,13 +157,13 @@ class GitHubInbox(CommandHandling):
                 workflow.continue_as_new(next_input(c))
             if not self._queue:
                 if self.busy():  # the work ends the inbox itself (state "done"), or an event comes
-                    await workflow.wait_condition(lambda: bool(self._queue) or c.state != "received")
+                    await workflow.wait_condition(self._wakes)
                     continue
                 left = idle_left(c.last_activity)
                 try:
                     if left <= timedelta(0):
                         raise TimeoutError
-                    await workflow.wait_condition(lambda: bool(self._queue) or c.state != "received", timeout=left)
+                    await workflow.wait_condition(self._wakes, timeout=left)
                 except TimeoutError:
                     c.state = "idle"
                     break
@@ -169,6 +172,10 @@ class GitHubInbox(CommandHandling):
             self._handled_this_run += 1
         workflow.upsert_search_attributes([SHOPFLOOR_STAGE.value_set(c.state)])
         self.publish()
+
+    def _wakes(self) -> bool:
+        """What the loop waits for: an event, the inbox ending, or waits to show."""
+        return bool(self._queue) or self.carry.state != "received" or self.waits_changed
 
     async def _handle(self, e: RepoEvent) -> None:
         c = self.carry

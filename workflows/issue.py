@@ -32,6 +32,7 @@ with workflow.unsafe.imports_passed_through():
     from shopfloor.workflows.activity_catalogue import FACTORY_ISSUE_STATE, call
     from shopfloor.workflows.factory_run import FactoryRun
     from shopfloor.workflows.inbox import EVENTS_KEPT, GitHubInbox, remember
+    from shopfloor.workflows.progress import ProgressComment
 
 PIPELINE_PATCH = "issue-pipeline-v1"
 PARKED_END_PATCH = "issue-parked-end-v1"
@@ -158,6 +159,9 @@ class IssueWorkflow(GitHubInbox):
 
     def extra_details(self) -> list[str]:
         return self.factory.progress.details() if self.factory and self.factory.state.started else []
+
+    def progress_comment(self) -> ProgressComment | None:
+        return self.factory.progress if self.factory and self.factory.state.started else None
 
     # -- what operators read ----------------------------------------------------------------------
 

@@ -90,6 +90,8 @@ class ProgressComment:
         s.waiting_for = waiting_for
         if v.final and v.timeline and v.timeline[-1].ended_at is None:
             v.timeline[-1].ended_at = workflow.now()
+        if v.final:
+            v.waiting_calls = []  # a final comment asks nobody for an answer
         await self.refresh()
 
     async def refresh(self) -> None:

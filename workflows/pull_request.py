@@ -21,6 +21,7 @@ with workflow.unsafe.imports_passed_through():
     from shopfloor.models.inbox_state import PullRequestInboxInput, PullRequestOutcome
     from shopfloor.workflows.inbox import GitHubInbox
     from shopfloor.workflows.pr_review import PullRequestReview
+    from shopfloor.workflows.progress import ProgressComment
 
 REVIEW_PATCH = "pr-review-v1"
 
@@ -87,6 +88,9 @@ class PullRequestWorkflow(GitHubInbox):
 
     def extra_details(self) -> list[str]:
         return self.review.progress.details() if self.review and self.review.state.started else []
+
+    def progress_comment(self) -> ProgressComment | None:
+        return self.review.progress if self.review and self.review.state.started else None
 
     # -- what operators read ----------------------------------------------------------------------
 

@@ -1,4 +1,5 @@
-"""`shopfloor agent` (start and follow one agent run) and `shopfloor status`."""
+"""`shopfloor agent` (start and follow one agent run) and `shopfloor status` (of an agent run, or of an
+issue's or a pull request's run, with the tool calls waiting for an operator)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import json
 import re
 import subprocess
 import uuid
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -18,12 +20,16 @@ from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 from temporalio.exceptions import TemporalError
 from temporalio.service import RPCError
 
+from shopfloor.agents.call_waits import status_lines
+from shopfloor.agents.progress import ProgressView
 from shopfloor.agents.registry import AGENTS, get_agent
 from shopfloor.agents.tools import TOOLS
 from shopfloor.blobs import open_blob_store
 from shopfloor.cli.common import EXIT_FAILURE, command, fail, load_settings, usable_model
 from shopfloor.errors import UsageError
-from shopfloor.models.agent_run import AgentInput, AgentResult, AgentStatus, StepEvent, WorkspaceRef
+from shopfloor.models.agent_run import AgentInput, AgentResult, AgentStatus, PendingApproval, StepEvent, WorkspaceRef
+from shopfloor.models.call_waits import WAITING_CALLS_QUERY, CallWait
+from shopfloor.models.inbox import ISSUE_WORKFLOW, PULL_REQUEST_WORKFLOW
 from shopfloor.models.model_spec import ModelSpec
 from shopfloor.settings import Settings
 from shopfloor.temporal import connect
@@ -202,12 +208,15 @@ def register(app: typer.Typer) -> None:
             desc = await handle.describe()
         except RPCError as exc:
             fail(f"no workflow {workflow_id!r} in namespace {settings.temporal_namespace}: {exc.message}", EXIT_FAILURE)
+        temporal_state = desc.status.name if desc.status else "UNKNOWN"
+        if desc.workflow_type in (ISSUE_WORKFLOW, PULL_REQUEST_WORKFLOW):
+            await _print_factory_status(handle, workflow_id, temporal_state, settings, as_json)
+            return
         try:
             st = await handle.query(AgentWorkflow.status)
         except Exception as exc:  # a closed run with no worker to replay it, or another type
             st = None
             query_error = str(exc).splitlines()[0]
-        temporal_state = desc.status.name if desc.status else "UNKNOWN"
         if as_json:
             data = {
                 "workflow_id": workflow_id,
@@ -224,7 +233,63 @@ def register(app: typer.Typer) -> None:
             typer.echo(f"status    unavailable ({query_error})")
         else:
             _print_status(st)
+            for line in status_lines([_as_wait(workflow_id, st.agent, p) for p in st.pending]):
+                typer.echo(line)
         typer.echo(f"ui        {settings.workflow_url(workflow_id)}")
+
+
+async def _print_factory_status(
+    handle: WorkflowHandle[Any, Any], workflow_id: str, temporal_state: str, settings: Settings, as_json: bool
+) -> None:
+    """An issue's or a pull request's run: where its pipeline stands, and the tool calls its agent
+    runs wait on an operator for."""
+    view: ProgressView | None = None
+    waits: list[CallWait] = []
+    query_error = ""
+    try:
+        view = await handle.query("progress", result_type=ProgressView)
+        waits = await handle.query(WAITING_CALLS_QUERY, result_type=list[CallWait])
+    except Exception as exc:  # a closed run with no worker to replay it
+        query_error = str(exc).splitlines()[0]
+    if as_json:
+        data: dict[str, Any] = {
+            "workflow_id": workflow_id,
+            "temporal_status": temporal_state,
+            "url": settings.workflow_url(workflow_id),
+            "waiting_calls": [w.model_dump(mode="json") for w in waits],
+        }
+        if view is not None:
+            data["progress"] = view.model_dump(mode="json")
+        typer.echo(json.dumps(data, indent=2))
+        return
+    typer.echo(f"workflow  {workflow_id}")
+    typer.echo(f"temporal  {temporal_state}")
+    if query_error:
+        typer.echo(f"status    unavailable ({query_error})")
+    elif view is None:
+        typer.echo("state     received (no work started yet)")
+    else:
+        typer.echo(f"state     {view.state}" + (f" · waiting for {view.waiting_for}" if view.waiting_for else ""))
+        typer.echo(f"stage     {view.stage} · step {view.step} · ${view.cost_usd:.2f}")
+        if view.reason:
+            typer.echo(f"reason    {view.reason}")
+    for line in status_lines(waits):
+        typer.echo(line)
+    typer.echo(f"ui        {settings.workflow_url(workflow_id)}")
+
+
+def _as_wait(workflow_id: str, agent: str, p: PendingApproval) -> CallWait:
+    since = p.since or datetime.now(UTC)
+    return CallWait(
+        workflow_id=workflow_id,
+        agent=agent,
+        call_id=p.call_id,
+        step=p.step,
+        summary=p.summary[:300],
+        reason=p.reason[:300],
+        since=since,
+        until=p.until or since,
+    )
 
 
 def _print_status(st: AgentStatus) -> None:

@@ -6,6 +6,7 @@ previews only. New fields always get defaults: old histories must still deserial
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
@@ -206,6 +207,8 @@ class PendingApproval(BaseModel):
     summary: str
     reason: str
     step: int
+    since: datetime | None = None  # when the wait started (None: a status from before it was kept)
+    until: datetime | None = None  # when an unanswered call is refused
 
 
 class ApprovalDecision(BaseModel):

@@ -13,6 +13,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from shopfloor.models.call_waits import CallWait, EndedWait
 from shopfloor.models.factory_run import FactoryState
 from shopfloor.models.inbox import (
     AlertWorkflowInput,
@@ -87,6 +88,9 @@ class InboxCarry(BaseModel):
     last_activity: float | None = None  # workflow time of the last event (idle timeout)
     runs: int = 1  # how many runs (continue-as-new) this inbox has had
     pending: list[RepoEvent] = Field(default_factory=list)  # received, not yet handled
+    # Tool calls this run's agent runs wait on an operator for, and the last waits that ended.
+    call_waits: list[CallWait] = Field(default_factory=list)
+    call_waits_ended: list[EndedWait] = Field(default_factory=list)
 
 
 class IssueInboxInput(IssueWorkflowInput):
