@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import functools
 import os
-import re
 import resource
 import shutil
 import subprocess
@@ -42,6 +41,7 @@ from shopfloor.activities.sandbox_limits import Confinement, open_confinement
 from shopfloor.activities.sandbox_mounts import SEAL, mount_args
 from shopfloor.activities.sandbox_network import SandboxNetwork, command_network, network_bwrap_args, network_command
 from shopfloor.activities.sandbox_process import CommandOutcome, CommandRefused, execute
+from shopfloor.agents import test_commands
 from shopfloor.errors import UsageError
 from shopfloor.models.agent_run import CommandPolicy
 from shopfloor.settings import Settings
@@ -317,54 +317,43 @@ def _alternates(ws: Path) -> list[str]:
     return [line.strip() for line in text.splitlines() if line.strip().startswith("/")]
 
 
-_PYTEST_CONFIG = (
-    ("pytest.ini", None),
-    ("pyproject.toml", "[tool.pytest"),
-    ("setup.cfg", "[tool:pytest]"),
-    ("tox.ini", "[pytest]"),
-    ("conftest.py", None),
-)
-_SKIP_DIRS = frozenset({".git", "node_modules", ".venv", "venv", "vendor", "target", "dist", "build"})
+_LISTED_DEPTH = 6  # folders below the root a workspace listing for detection goes into
+_LISTED_MAX = 20_000  # paths it holds at most
 
 
 def detect_test_command(workspace: Path) -> str | None:
-    """The command that runs this repository's tests, judged from its files (None: unknown)."""
+    """The command that runs this checkout's tests (None: unknown), by the same rules a run's
+    repository profile uses (agents/test_commands.py), for a workspace run without a profile."""
+    paths = _listing(workspace)
+    texts = {}
+    for name in test_commands.FILES_READ:
+        if name in paths:
+            try:
+                texts[name] = (workspace / name).read_text(errors="replace")
+            except OSError:
+                texts[name] = ""
+    found = test_commands.detect_test_command(paths, texts)
+    return found.command if found else None
 
-    def text(name: str) -> str:
+
+def _listing(workspace: Path) -> set[str]:
+    """The checkout's files (relative paths), skipping dependency and hidden folders, bounded."""
+    out: set[str] = set()
+    stack: list[tuple[Path, str, int]] = [(workspace, "", 0)]
+    while stack and len(out) < _LISTED_MAX:
+        directory, prefix, depth = stack.pop()
         try:
-            return (workspace / name).read_text(errors="replace")
+            entries = list(os.scandir(directory))
         except OSError:
-            return ""
-
-    for name, marker in _PYTEST_CONFIG:
-        if (workspace / name).is_file() and (marker is None or marker in text(name)):
-            return "python -m pytest -q"
-    package = text("package.json")
-    if re.search(r'"test"\s*:\s*"(?!echo \\"Error: no test specified)', package):
-        return "npm test --silent"
-    if (workspace / "go.mod").is_file():
-        return "go test ./..."
-    if (workspace / "Cargo.toml").is_file():
-        return "cargo test"
-    if _has_python_tests(workspace, depth=3) or any(
-        (workspace / d).is_dir() and any((workspace / d).rglob("*.py")) for d in ("tests", "test")
-    ):
-        return "python -m pytest -q"
-    if re.search(r"^test\s*:", text("Makefile") or text("makefile") or text("GNUmakefile"), re.M):
-        return "make test"
-    return None
-
-
-def _has_python_tests(directory: Path, depth: int) -> bool:
-    try:
-        entries = list(os.scandir(directory))
-    except OSError:
-        return False
-    for e in entries:
-        if e.is_file(follow_symlinks=False) and re.fullmatch(r"test_.*\.py|.*_test\.py", e.name):
-            return True
-    return depth > 0 and any(
-        _has_python_tests(Path(e.path), depth - 1)
-        for e in entries
-        if e.is_dir(follow_symlinks=False) and e.name not in _SKIP_DIRS and not e.name.startswith(".")
-    )
+            continue
+        for e in entries:
+            if e.is_file(follow_symlinks=False):
+                out.add(prefix + e.name)
+            elif (
+                e.is_dir(follow_symlinks=False)
+                and depth < _LISTED_DEPTH
+                and e.name not in test_commands.SKIP_DIRS
+                and not e.name.startswith(".")
+            ):
+                stack.append((Path(e.path), f"{prefix}{e.name}/", depth + 1))
+    return out
