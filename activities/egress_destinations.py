@@ -6,7 +6,9 @@ simulator, model endpoints), or when **any** address it resolves to is loopback,
 (cloud metadata at 169.254.169.254), private (RFC 1918, CGNAT 100.64/10, ULA fc00::/7),
 multicast, unspecified or reserved, one of this machine's own interface addresses, or an address
 of those services. IPv4 addresses embedded in IPv6 ones (mapped, NAT64, 6to4) are checked as the
-IPv4 address they reach. The proxy then connects to the addresses checked here and never
+IPv4 address they reach. The operator's mirrors (`Mirror`, SHOPFLOOR_SANDBOX_MIRRORS) are the one
+exception: an exact host:port the operator listed may be private or loopback, but never the
+endpoint of one of those services, and only on the listed port. The proxy then connects to the addresses checked here and never
 resolves the name again, so a DNS answer that changes in between (rebinding) cannot slip past.
 """
 
@@ -26,6 +28,7 @@ from shopfloor.agents.host_patterns import AllowList, normalize_host
 
 __all__ = [
     "Destination",
+    "Mirror",
     "ProtectedHosts",
     "Refused",
     "address_refusal",
@@ -61,6 +64,39 @@ _DENIED: tuple[tuple[str, str], ...] = (
 )
 DENIED_NETWORKS = tuple((ipaddress.ip_network(net), why) for net, why in _DENIED)
 _NAT64 = (ipaddress.ip_network("64:ff9b::/96"), ipaddress.ip_network("64:ff9b:1::/48"))
+
+
+@dataclass(frozen=True)
+class Mirror:
+    """An operator's internal package mirror: one exact endpoint."""
+
+    host: str  # normalized
+    port: int
+
+    @classmethod
+    def parse(cls, text: str) -> Mirror:
+        """Raises ValueError with a sentence saying what is wrong."""
+        shown = text.strip()[:80]
+        found = endpoint_of(text) if "//" not in text else None
+        if found is None or found[1] is None or "*" in text:
+            raise ValueError(f'"{shown}" is not a mirror endpoint: write an exact host:port (no scheme, no wildcard)')
+        host, port = found
+        if not 1 <= port <= 65535:
+            raise ValueError(f'"{shown}": the port must be between 1 and 65535')
+        return cls(host, port)
+
+    @property
+    def loopback(self) -> bool:
+        """Whether it lives on the worker's loopback (the sandbox has a loopback of its own)."""
+        if self.host == "localhost":
+            return True
+        try:
+            return ipaddress.ip_address(self.host).is_loopback
+        except ValueError:
+            return False
+
+    def __str__(self) -> str:
+        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
 
 
 class Refused(Exception):
@@ -144,6 +180,7 @@ class ProtectedHosts:
         self.services = dict(services or {})
         self._endpoints = [(e, what) for what, url in self.services.items() if (e := endpoint_of(url)) is not None]
         self._addresses: dict[IPAddress, str] = {}
+        self._endpoint_addresses: dict[tuple[IPAddress, int | None], str] = {}  # None: any port
         self._local: frozenset[IPAddress] = frozenset()
         self._looked_up = float("-inf")
         self._lock: asyncio.Lock | None = None
@@ -160,12 +197,31 @@ class ProtectedHosts:
             if time.monotonic() - self._looked_up > PROTECTED_TTL_S:
                 looked_up = await asyncio.gather(*(_resolve_quietly(h) for (h, _), _ in self._endpoints))
                 found: dict[IPAddress, str] = {}
-                for ((_, _), what), addresses in zip(self._endpoints, looked_up):
+                ported: dict[tuple[IPAddress, int | None], str] = {}
+                for ((_, port), what), addresses in zip(self._endpoints, looked_up):
                     for addr in addresses:
                         found.setdefault(addr, what)
+                        ported.setdefault((addr, port), what)
                 self._addresses, self._local = found, await asyncio.to_thread(local_addresses)
+                self._endpoint_addresses = ported
                 self._looked_up = time.monotonic()
         return self._addresses, self._local
+
+    def service_at(self, host: str, port: int) -> str | None:
+        """The service listening at exactly `host`:`port`, by name (a service named without a port
+        counts on every port)."""
+        return next((what for (h, p), what in self._endpoints if h == host and p in (port, None)), None)
+
+    async def service_address(self, addr: IPAddress, port: int) -> str | None:
+        """The service at exactly `addr`:`port` (IPv4 inside IPv6 checked as itself), if any."""
+        await self.addresses()
+        for candidate in (addr, embedded_ipv4(addr)):
+            if candidate is None:
+                continue
+            for key in ((candidate, port), (candidate, None)):
+                if key in self._endpoint_addresses:
+                    return self._endpoint_addresses[key]
+        return None
 
 
 async def _resolve_quietly(host: str) -> list[IPAddress]:
@@ -199,7 +255,9 @@ async def resolve(host: str, port: int) -> list[IPAddress]:
     return list(dict.fromkeys(addresses))
 
 
-async def check_destination(host: str, port: int, allow: AllowList, protected: ProtectedHosts) -> Destination:
+async def check_destination(
+    host: str, port: int, allow: AllowList, protected: ProtectedHosts, mirrors: frozenset[Mirror] = frozenset()
+) -> Destination:
     """The checked addresses to connect to for `host`:`port`, or Refused saying why not."""
     name = normalize_host(host)
     if name is None:
@@ -207,6 +265,8 @@ async def check_destination(host: str, port: int, allow: AllowList, protected: P
     if not 1 <= port <= 65535:
         raise Refused(f"port {port} is not a port")
     where = f"{name}:{port}"
+    if Mirror(name, port) in mirrors:
+        return await _check_mirror(name, port, protected)
     service = protected.named(name, port)
     if service is not None:
         raise Refused(f"{where} is {service}, which commands may never reach")
@@ -224,4 +284,20 @@ async def check_destination(host: str, port: int, allow: AllowList, protected: P
         why = address_refusal(addr, services, local)
         if why is not None:
             raise Refused(f"{where} resolves to {why}, which commands may never reach")
+    return Destination(name, port, tuple(addresses))
+
+
+async def _check_mirror(name: str, port: int, protected: ProtectedHosts) -> Destination:
+    """An operator's mirror: any address, but never one of the worker's services on that port."""
+    where = f"{name}:{port}"
+    service = protected.service_at(name, port)
+    if service is not None:
+        raise Refused(f"{where} is listed as a mirror, but it is {service}, which commands may never reach")
+    addresses = await resolve(name, port)
+    for addr in addresses:
+        service = await protected.service_address(addr, port)
+        if service is not None:
+            raise Refused(
+                f"{where} is listed as a mirror, but it reaches {service} ({addr}), which commands may never reach"
+            )
     return Destination(name, port, tuple(addresses))

@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 import h11
 import structlog
 
-from shopfloor.activities.egress_destinations import Destination, ProtectedHosts, Refused, check_destination
+from shopfloor.activities.egress_destinations import Destination, Mirror, ProtectedHosts, Refused, check_destination
 from shopfloor.agents.host_patterns import AllowList
 
 __all__ = ["EgressProxy"]
@@ -49,9 +49,17 @@ _HOP_BY_HOP = {
 class EgressProxy:
     """One command's egress proxy: `start(path)`, then `close()` when the command has ended."""
 
-    def __init__(self, allow: AllowList, protected: ProtectedHosts, *, max_connections: int = MAX_CONNECTIONS) -> None:
+    def __init__(
+        self,
+        allow: AllowList,
+        protected: ProtectedHosts,
+        *,
+        max_connections: int = MAX_CONNECTIONS,
+        mirrors: frozenset[Mirror] = frozenset(),
+    ) -> None:
         self.allow = allow
         self.protected = protected
+        self.mirrors = mirrors  # the operator's: reached like the registries, wherever they are
         self.max_connections = max_connections
         self.refusals: list[str] = []  # the first KEPT_REFUSALS sentences
         self.refused = 0
@@ -103,7 +111,7 @@ class EgressProxy:
                 return
             try:
                 host, port, head = _destination_of(request)
-                dest = await check_destination(host, port, self.allow, self.protected)
+                dest = await check_destination(host, port, self.allow, self.protected, self.mirrors)
             except Refused as exc:
                 self._refuse(str(exc))
                 await _answer(writer, 403, "Refused by the egress proxy", str(exc))

@@ -10,8 +10,12 @@ With the proxy down nothing leaves: there is no other route. Without bubblewrap 
 namespace to confine a command to, so a command that may use the network is refused.
 
 The allow-list is the package registries plus the repository's `network_allow` entries that the
-operator's bound (`SHOPFLOOR_SANDBOX_NETWORK_ALLOW`) covers; the worker's own services come from
-its settings (`SandboxNetwork.from_settings`).
+operator's bound (`SHOPFLOOR_SANDBOX_NETWORK_ALLOW`) covers, and the operator's internal mirrors
+(`SHOPFLOOR_SANDBOX_MIRRORS`: exact host:port endpoints, private or loopback ones too, never a
+service of the worker's); the worker's own services come from its settings
+(`SandboxNetwork.from_settings`). The sandbox's loopback is its own, and clients reach 127.0.0.1
+directly rather than through a proxy, so a mirror on the worker's loopback is served by the
+forwarder on the same address and port inside the sandbox, through the proxy.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ import sys
 import tempfile
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -30,7 +34,7 @@ from urllib.parse import urlsplit
 
 import structlog
 
-from shopfloor.activities.egress_destinations import ProtectedHosts
+from shopfloor.activities.egress_destinations import Mirror, ProtectedHosts
 from shopfloor.activities.egress_proxy import EgressProxy
 from shopfloor.agents.host_patterns import PACKAGE_REGISTRIES, HostPattern, allow_list
 from shopfloor.errors import ToolError, UsageError
@@ -61,6 +65,7 @@ class SandboxNetwork:
         bound: Sequence[str] = (),
         services: dict[str, str] | None = None,
         defaults: Sequence[str] = PACKAGE_REGISTRIES,
+        mirrors: Sequence[str] = (),
     ) -> None:
         problems = []
         for text in [*bound, *defaults]:
@@ -70,6 +75,15 @@ class SandboxNetwork:
                 problems.append(str(exc))
         if problems:
             raise UsageError(f"SHOPFLOOR_SANDBOX_NETWORK_ALLOW: {'; '.join(problems)}")
+        parsed: list[Mirror] = []
+        for text in mirrors:
+            try:
+                parsed.append(Mirror.parse(text))
+            except ValueError as exc:
+                problems.append(str(exc))
+        if problems:
+            raise UsageError(f"SHOPFLOOR_SANDBOX_MIRRORS: {'; '.join(problems)}")
+        self.mirrors = frozenset(parsed)
         self.bound = tuple(bound)
         self.defaults = tuple(defaults)
         self.protected = ProtectedHosts(dict(services or {}))
@@ -88,7 +102,7 @@ class SandboxNetwork:
         for name, url in (("OpenAI", settings.openai_base_url), ("Anthropic", settings.anthropic_base_url)):
             if url:
                 services[f"the model endpoint ({name})"] = url
-        return cls(settings.sandbox_network_allow, services)
+        return cls(settings.sandbox_network_allow, services, mirrors=settings.sandbox_mirrors)
 
     @asynccontextmanager
     async def session(self, policy: CommandPolicy) -> AsyncIterator[EgressSession]:
@@ -101,10 +115,10 @@ class SandboxNetwork:
                 ignored=list(allow.ignored),
             )
         directory = Path(tempfile.mkdtemp(prefix="sf-egress-", dir=_short_tmp()))
-        proxy = EgressProxy(allow, self.protected)
+        proxy = EgressProxy(allow, self.protected, mirrors=self.mirrors)
         try:
             await proxy.start(directory / SOCKET_NAME)
-            yield EgressSession(directory, proxy)
+            yield EgressSession(directory, proxy, sorted(str(m) for m in self.mirrors if m.loopback))
         finally:
             await proxy.close()
             shutil.rmtree(directory, ignore_errors=True)
@@ -130,6 +144,7 @@ def _short_tmp() -> str:
 class EgressSession:
     directory: Path  # on the worker; holds the proxy's socket
     proxy: EgressProxy
+    local_mirrors: list[str] = field(default_factory=list)  # served on the sandbox's loopback too
 
     def report(self) -> str:
         """A note for the command's output on what the proxy refused ("" when nothing was)."""
@@ -174,4 +189,15 @@ def network_command(session: EgressSession | None, argv: list[str]) -> list[str]
     """`argv`, started through the forwarder when the command may use the network."""
     if session is None:
         return argv
-    return [sys.executable, "-I", "-S", "-c", _forwarder_source(), os.path.join(SOCKET_DIR, SOCKET_NAME), "--", *argv]
+    local = [a for m in session.local_mirrors for a in ("--local", m)]
+    return [
+        sys.executable,
+        "-I",
+        "-S",
+        "-c",
+        _forwarder_source(),
+        os.path.join(SOCKET_DIR, SOCKET_NAME),
+        *local,
+        "--",
+        *argv,
+    ]
