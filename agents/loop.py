@@ -26,6 +26,7 @@ from shopfloor.agents import submission
 from shopfloor.agents.budget import cost_usd, limit_reached
 from shopfloor.agents.definition import AgentDefinition
 from shopfloor.agents.doom_loop import observe
+from shopfloor.agents.hooks import checks_submit, hooks_key
 from shopfloor.agents.run_state import AgentCarry
 from shopfloor.models.agent_run import (
     AgentInput,
@@ -58,6 +59,13 @@ class ToolRunner(Protocol):
     """The tools: run one call the model asked for (and the loop let through)."""
 
     async def run(self, call: ToolCallRef, request: ToolInput) -> ToolResult: ...
+
+
+class HookRunner(Protocol):
+    """The repository's before-submit hooks: run them on the workspace an accepted submit hands
+    over. The result answers the submit call (ok: they passed and changed nothing)."""
+
+    async def before_submit(self, call: ToolCallRef, request: ToolInput) -> ToolResult: ...
 
 
 class RunHost(Protocol):
@@ -180,10 +188,12 @@ class AgentLoop:
         tools: ToolRunner,
         host: RunHost,
         run_id: str,
+        hooks: HookRunner | None = None,
     ) -> None:
         self.inp, self.agent, self.carry = inp, agent, carry
         self.model, self.tools, self.host = model, tools, host
         self.run_id = run_id  # keys the worker's cached workspace for this run
+        self.hooks = hooks  # None: a run with before-submit hooks cannot submit (they never run)
 
     async def run(self) -> Outcome:
         c = self.carry
@@ -202,7 +212,14 @@ class AgentLoop:
             await self._compact_if_needed()
             out = await self._model_step(c.spent.steps + 1)
             if out.output is not None:  # an accepted submit (always alone in its reply)
-                return Submitted(out.output, out.output_digest, out.reply_digest)
+                refused = await self._before_submit(out)
+                if refused is None:
+                    return Submitted(out.output, out.output_digest, out.reply_digest)
+                c.pending_tool_results = [refused]  # the next model step reads why
+                stuck = self._after_calls(out.tool_calls, [refused])
+                if stuck:
+                    return Stuck(stuck)
+                continue
             if not out.tool_calls and self.agent.output_model:
                 # A plain answer does not finish an agent that owes a result: remind it once.
                 if c.submit.nudged:
@@ -271,6 +288,39 @@ class AgentLoop:
         could; older histories carry unpriced steps, priced here with the default table)."""
         cost = out.cost_usd if out.priced else cost_usd(self.inp.model, out.usage)
         self.carry.spent = self.carry.spent.after_step(out.usage, cost)
+
+    # -- the submit's hooks ----------------------------------------------------------------------
+
+    async def _before_submit(self, out: ModelStepOutput) -> ToolResult | None:
+        """Run the repository's before-submit hooks on the workspace an accepted submit hands over,
+        unless they already passed on exactly this state. None: the submit stands; else the
+        result that refuses it (the hooks' reports, and the workspace they changed, if they did)."""
+        c, before = self.carry, self.inp.commands.before_submit
+        if not before or not checks_submit(self.agent):
+            return None
+        key = hooks_key(c.workspace)
+        if key is not None and c.submit.hooks_passed_on == key:
+            return None
+        call = out.tool_calls[0]  # the submit, alone in its reply
+        if self.hooks is None:
+            result = ToolResult(
+                call_id=call.id, name=call.name, ok=False, preview="error: the repository's hooks cannot run here"
+            )
+        else:
+            request = ToolInput(
+                workspace=c.workspace,
+                reply_digest=out.reply_digest,
+                call_id=call.id,
+                name=call.name,
+                run_id=self.run_id,
+                commands=self.inp.commands,
+            )
+            result = await self.hooks.before_submit(call, request)
+        self._after_call(call, result)
+        if not result.ok:
+            return result
+        c.submit = c.submit.model_copy(update={"hooks_passed_on": key})
+        return None
 
     # -- the calls ----------------------------------------------------------------------------
 

@@ -31,6 +31,9 @@ class SubmitRecord(BaseModel):
     last_required_ok: bool | None = None
     last_required_exit_code: int | None = None
     nudged: bool = False  # the "finish by calling submit" reminder was given
+    # The workspace state (agents.hooks.hooks_key) the before-submit hooks last passed on: they
+    # run again only once it changed.
+    hooks_passed_on: str | None = None
 
 
 def submit_spec(output_model: str) -> ToolSpec:

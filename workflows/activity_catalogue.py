@@ -259,6 +259,16 @@ TOOL_ACTIVITIES: Mapping[str, ActivityEntry[ToolInput, ToolResult]] = {
     )
     for name in TOOLS
 }
+# The repository's before-submit hooks on an accepted submit's workspace: the agent gives each call
+# the hooks' timeouts together plus a minute; commands heartbeat while they run.
+BEFORE_SUBMIT_HOOKS = ActivityEntry(
+    "before_submit_hooks",
+    ToolInput,
+    ToolResult,
+    timedelta(seconds=_MODEL_DEFAULTS.tool_s),
+    TOOL_RETRY,
+    heartbeat=timedelta(seconds=60),
+)
 
 # -- the alert flow (activities/github/alert_issues.py, activities/alert_goal.py) ----------------
 ALERT_GOAL = ActivityEntry("alert_goal", AlertGoalInput, GoalOutput, GITHUB_CALL, SHORT_RETRY)

@@ -39,6 +39,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from shopfloor.search_attributes import SHOPFLOOR_AGENT, SHOPFLOOR_ISSUE, SHOPFLOOR_REPO, SHOPFLOOR_STAGE
     from shopfloor.workflows.activity_catalogue import (
+        BEFORE_SUBMIT_HOOKS,
         COMPACT_TRANSCRIPT,
         MODEL_STEP,
         failure_message,
@@ -67,14 +68,26 @@ class ActivityModelStep:
 
 
 class ActivityToolRunner:
-    """The loop's ToolRunner: the activity named after the tool."""
+    """The loop's ToolRunner and HookRunner: the activity named after the tool, and the
+    before_submit_hooks activity."""
 
     def __init__(self, inp: AgentInput) -> None:
         # A command may run for its policy's timeout: the activity gets a minute beyond it.
         self.timeout = timedelta(seconds=max(inp.timeouts.tool_s, inp.commands.timeout_s + 60))
+        # An edit runs its after-edit hooks, a submit its before-submit ones, one after another.
+        commands = inp.commands
+        after_edit = sum(min(h.timeout_s, commands.timeout_s) for h in commands.after_edit)
+        before_submit = sum(min(h.timeout_s, commands.timeout_s) for h in commands.before_submit)
+        self.edit_timeout = self.timeout + timedelta(seconds=after_edit)
+        self.hooks_timeout = timedelta(seconds=max(inp.timeouts.tool_s, before_submit + 60))
 
     async def run(self, call: ToolCallRef, request: ToolInput) -> ToolResult:
-        return await call_activity(tool_activity(call.name), request, summary=call.summary, timeout=self.timeout)
+        timeout = self.edit_timeout if call.name in ("edit_file", "write_file") else self.timeout
+        return await call_activity(tool_activity(call.name), request, summary=call.summary, timeout=timeout)
+
+    async def before_submit(self, call: ToolCallRef, request: ToolInput) -> ToolResult:
+        summary = f"before-submit hooks for {call.summary}"
+        return await call_activity(BEFORE_SUBMIT_HOOKS, request, summary=summary, timeout=self.hooks_timeout)
 
 
 @workflow.defn(name="AgentWorkflow")
@@ -105,14 +118,16 @@ class AgentWorkflow(AgentControls):
         if inp.issue is not None:
             attributes.append(SHOPFLOOR_ISSUE.value_set(inp.issue))
         workflow.upsert_search_attributes(attributes)
+        tools = ActivityToolRunner(inp)
         loop = AgentLoop(
             inp,
             agent,
             self.carry,
             model=ActivityModelStep(inp),
-            tools=ActivityToolRunner(inp),
+            tools=tools,
             host=self,
             run_id=workflow.info().workflow_id,
+            hooks=tools,
         )
         try:
             return self._finish(await loop.run())

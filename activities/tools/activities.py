@@ -37,7 +37,16 @@ from shopfloor.activities.sandbox import (
 from shopfloor.activities.sandbox_network import SandboxNetwork
 from shopfloor.activities.tools import editing, read_only
 from shopfloor.activities.workspace import CheckpointTooLarge, PatchError, WorkspaceError, Workspaces
-from shopfloor.agents.tools import TOOLS, GitDiffArgs, ReadOutputArgs, RunCommandArgs, RunTestsArgs
+from shopfloor.agents import hooks
+from shopfloor.agents.tools import (
+    TOOLS,
+    EditFileArgs,
+    GitDiffArgs,
+    ReadOutputArgs,
+    RunCommandArgs,
+    RunTestsArgs,
+    WriteFileArgs,
+)
 from shopfloor.blobs import BlobStore, get_json
 from shopfloor.errors import BlobNotFound, ToolError
 from shopfloor.models import failure_types
@@ -214,11 +223,58 @@ class ToolActivities:
 
     @activity.defn(name="edit_file")
     async def edit_file(self, inp: ToolInput) -> ToolResult:
-        return await self._run(inp, _sync(editing.edit_file))
+        return await self._run(inp, self._after_edit(_sync(editing.edit_file)))
 
     @activity.defn(name="write_file")
     async def write_file(self, inp: ToolInput) -> ToolResult:
-        return await self._run(inp, _sync(editing.write_file))
+        return await self._run(inp, self._after_edit(_sync(editing.write_file)))
+
+    def _after_edit(self, edit: ToolFn) -> ToolFn:
+        """`edit`, then the repository's after-edit hooks it sets off, in the sandbox as commands
+        run, before the checkpoint (so what they change is kept). A failing hook undoes nothing:
+        the model reads its report after the edit's own."""
+
+        async def run(root: Path, args: EditFileArgs | WriteFileArgs, inp: ToolInput) -> str:
+            output = await edit(root, args, inp)
+            for hook, command in hooks.after_edit_commands(inp.commands.after_edit, [args.path]):
+                _, report = await self._hook(root, command, inp, hook.timeout_s)
+                output += "\n\n" + hooks.hook_report(hooks.AFTER_EDIT, command, report)
+            return output
+
+        return run
+
+    async def _hook(self, root: Path, command: str, inp: ToolInput, timeout_s: float) -> tuple[bool, str]:
+        """Run a hook's command exactly as an agent's command runs: (passed, its report)."""
+        try:
+            return True, await self._command(root, command, inp, timeout_s)
+        except ToolError as exc:  # a non-zero exit, a timeout, a refusal: the report says which
+            return False, str(exc)
+
+    @activity.defn(name="before_submit_hooks")
+    async def before_submit_hooks(self, inp: ToolInput) -> ToolResult:
+        """The repository's before-submit hooks on the workspace an accepted submit would hand
+        over, every one of them, then a checkpoint. The result answers the submit call: ok when
+        every hook passed and none changed a file; else the refusal the model reads (the hooks'
+        reports), with the changed workspace if they changed it."""
+        root = await self._open(inp, mutating=True)
+        failed: list[str] = []
+        for hook in inp.commands.before_submit:
+            passed, report = await self._hook(root, hook.run, inp, hook.timeout_s)
+            if not passed:
+                failed.append(hooks.hook_report(hooks.BEFORE_SUBMIT, hook.run, report))
+        new_ref = inp.workspace
+        if not inp.workspace.path:
+            try:
+                new_ref = await heartbeating(self._workspaces.checkpoint(inp.workspace, inp.run_id))
+            except CheckpointTooLarge as exc:  # undone: the model decides, as after a tool call
+                failed.append(f"error: the hooks' changes were undone: {exc}")
+            except WorkspaceError as exc:  # retried: the hooks run again on a rebuilt checkout
+                raise ApplicationError(f"checkpoint failed: {exc}", type=failure_types.CHECKPOINT_FAILED) from exc
+        changed = new_ref != inp.workspace
+        if not failed and not changed:
+            names = ", ".join(f"`{hook.run}`" for hook in inp.commands.before_submit)
+            return await self._result(inp, True, f"before-submit hooks passed: {names}", inp.workspace)
+        return await self._result(inp, False, hooks.submit_refused(failed, changed=changed), new_ref)
 
     async def _environment(self, root: Path, inp: ToolInput) -> SandboxEnvironment | None:
         """The run's copy of the workspace's prepared environment (None: it has none)."""
@@ -281,4 +337,5 @@ class ToolActivities:
             self.write_file,
             self.run_command,
             self.run_tests,
+            self.before_submit_hooks,
         ]
