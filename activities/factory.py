@@ -18,6 +18,7 @@ from temporalio import activity
 from shopfloor.activities.github.api import GitHubApi, call_github, q, read_github
 from shopfloor.activities.github.clients import GitHubClients
 from shopfloor.activities.issue_text import IssueTextActivities
+from shopfloor.agents.repo_instructions import neutralize
 from shopfloor.agents.untrusted_snapshot import quote_untrusted, stored_text
 from shopfloor.agents.untrusted_text import sanitize
 from shopfloor.blobs import BlobStore, get_json
@@ -129,9 +130,18 @@ class FactoryActivities:
                 )
             if inp.round > 1:
                 parts.append("The workspace already holds your previous change; build on it.")
-            cmd = f" (`{inp.test_command}`)" if inp.test_command else ""
+            if inp.test_command:
+                tests = (
+                    f"The repository's test command is `{inp.test_command}` (run_tests runs it): submit is "
+                    "refused until it has run after your last edit, so run it once your change is done."
+                )
+            else:
+                tests = (
+                    "No test command was found for this repository (none in .github/shopfloor.yml, none "
+                    "detected): check your change as well as the repository allows, and say how in your FixResult."
+                )
             parts.append(
-                f"Fix the issue with the smallest change, run the tests{cmd}, then submit your FixResult. "
+                f"Fix the issue with the smallest change, run the tests, then submit your FixResult. {tests} "
                 f"The PR body must say `Fixes #{inp.number}`."
             )
         else:
@@ -162,5 +172,6 @@ class FactoryActivities:
             )
             against = "its description" if inp.kind == "pr_review" else "the issue"
             parts.append(f"Review the change against {against}, then submit your ReviewResult.")
-        goal = "\n\n".join(parts)
+        # Quoted text cannot open or close a block framed as the repository's instructions.
+        goal = neutralize("\n\n".join(parts))
         return GoalOutput(goal=goal, chars=len(goal))

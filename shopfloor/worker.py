@@ -28,6 +28,7 @@ from shopfloor.activities.providers.base import ModelProvider
 from shopfloor.activities.providers.registry import open_provider
 from shopfloor.activities.pull_requests import PullRequestActivities
 from shopfloor.activities.reconcile import ReconcileActivities
+from shopfloor.activities.repo_profile import RepoProfileActivities
 from shopfloor.activities.sandbox import SandboxConfig, resolve_mode
 from shopfloor.activities.sandbox_limits import check_cgroup_setting, enforcement
 from shopfloor.activities.sandbox_network import SandboxNetwork
@@ -128,6 +129,7 @@ def activities_for(
         *git_remote.all(),
         config.factory_config,
         *FactoryActivities(blobs, github).all(),
+        *RepoProfileActivities(workspaces, github, blobs).all(),
         *PullRequestActivities(github, blobs).all(),
         *AlertGoalActivities().all(),
     ]

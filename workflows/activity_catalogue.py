@@ -102,7 +102,7 @@ with workflow.unsafe.imports_passed_through():
         StartIssuesInput,
         StartIssuesOutput,
     )
-    from shopfloor.models.repo_profile import SetupInput, SetupOutput
+    from shopfloor.models.repo_profile import ProfileInput, RepoProfile, SetupInput, SetupOutput
 
 In = TypeVar("In")
 Out = TypeVar("Out")
@@ -192,6 +192,8 @@ FACTORY_ISSUE_STATE = ActivityEntry(
     STATE_READ_RETRY,
     schedule_to_close=timedelta(hours=1),
 )
+# The repository's test command, setup plan and instructions, read from git at the policy's commit.
+REPO_PROFILE = _git("repo_profile", ProfileInput, RepoProfile)
 
 # -- GitHub (activities/github/operations.py, activities/pull_requests.py) ----------------------
 GITHUB_LOAD_POLICY = _github("github_load_policy", PolicyInput, PolicyLoad)

@@ -49,6 +49,7 @@ with workflow.unsafe.imports_passed_through():
         call,
     )
     from shopfloor.workflows.pipeline import PipelineContext
+    from shopfloor.workflows.repo_profile import test_command_note
 
 def required_test_command(ctx: PipelineContext) -> str | None:
     """The command the fix agent must have run (green) before it submits: the policy's, else the
@@ -115,6 +116,9 @@ async def run_agent(
         goal = f"{goal}\n\n{protected_note(policy.protected_paths)}"
     child_id = f"{workflow.info().workflow_id}/{suffix}"
     progress.stage(stage, agent)
+    tests = test_command_note(ctx.profile, required_command) if agent == "fix" else ""
+    if tests:  # while it runs, the comment says which command the fix agent must run green
+        progress.outcome(tests, end=False)
     await progress.show("running")
     state.children.append(child_id)
     result: AgentResult = await workflow.execute_child_workflow(
@@ -145,7 +149,7 @@ async def run_agent(
     if not config.is_priced(model) and model not in progress.view.unpriced_models:
         progress.view.unpriced_models = [*progress.view.unpriced_models, model][-10:]
     progress.outcome(
-        f"{agent}: {outcome}" + (f" ({result.reason})" if result.reason else ""),
+        f"{agent}: {outcome}" + (f" ({result.reason})" if result.reason else "") + (f"; {tests}" if tests else ""),
         steps=result.steps,
         cost=result.cost_usd,
     )

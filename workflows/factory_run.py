@@ -64,6 +64,8 @@ with workflow.unsafe.imports_passed_through():
         Step,
     )
     from shopfloor.workflows.progress import ProgressComment
+    from shopfloor.workflows.repo_profile import REPO_PROFILE_PATCH, WORKSPACE_SETUP_PATCH, read_profile
+    from shopfloor.workflows.workspace_setup import prepare_environment
 
 if TYPE_CHECKING:
     from shopfloor.workflows.issue import IssueWorkflow
@@ -185,6 +187,11 @@ class FactoryRun(OnPipeline):
         if base_sha is None:
             raise Final("failed", f"{self.repo} has no commits on {ctx.base_branch}")
         self.base_ws = WorkspaceRef(repo=self.repo, clone_url=info.clone_url, base_sha=base_sha)
+        if workflow.patched(REPO_PROFILE_PATCH):
+            # Read at the policy's commit on the default branch, before any agent starts.
+            ctx.profile = await read_profile(ctx, self.base_ws)
+        if workflow.patched(WORKSPACE_SETUP_PATCH):
+            self.base_ws = await prepare_environment(ctx, self.base_ws)  # every agent works in it
         if info.html_url:
             ctx.progress.links(branch_url=f"{info.html_url}/tree/shopfloor/issue-{self.number}")
         if self.text.enabled:

@@ -40,6 +40,7 @@ with workflow.unsafe.imports_passed_through():
     from shopfloor.agents.outputs import ReviewResult
     from shopfloor.agents.policy import within_operator_bounds
     from shopfloor.agents.progress import ProgressView
+    from shopfloor.models.agent_run import WorkspaceRef
     from shopfloor.models.factory_run import GoalInput, PipelineResult, RepoInfoInput
     from shopfloor.models.github_ops import CiStatusInput, CiStatusOutput
     from shopfloor.models.github_reads import PolicyInput
@@ -69,6 +70,8 @@ with workflow.unsafe.imports_passed_through():
         ProtectedPathsChanged,
     )
     from shopfloor.workflows.progress import ProgressComment
+    from shopfloor.workflows.repo_profile import REPO_PROFILE_PATCH, WORKSPACE_SETUP_PATCH, read_profile
+    from shopfloor.workflows.workspace_setup import prepare_environment
 
 if TYPE_CHECKING:
     from shopfloor.workflows.pull_request import PullRequestWorkflow
@@ -110,6 +113,7 @@ class PullRequestReview(OnPipeline):
         self.in_step = False  # reviewing or merging: no continue-as-new, no idle timeout
         self.clone_url = ""
         self.author = ""
+        self.default_head: str | None = None  # the default branch's head when the policy was read
 
     # -- what the inbox tells us ---------------------------------------------------------------
 
@@ -204,6 +208,7 @@ class PullRequestReview(OnPipeline):
             load = await call(GITHUB_LOAD_POLICY, PolicyInput(repo=self.repo), summary=f"policy of {self.repo}")
             load = within_operator_bounds(load, ctx.config.repo_models)
             ctx.policy = load.policy
+            self.default_head = load.commit or info.head_sha  # the profile's commit, never the PR's head
             decision = await self._decide_review(pull)
             view = ctx.progress.view
             if decision.why is None and view.updated_at is None:
@@ -273,6 +278,15 @@ class PullRequestReview(OnPipeline):
                 GITHUB_CI_STATUS, CiStatusInput(repo=self.repo, sha=head), summary=f"CI status of {head[:12]}"
             )
             state.ci_state = ci.state
+            if workflow.patched(REPO_PROFILE_PATCH) and self.default_head:
+                # The reviewer's instructions come from the default branch: a pull request that
+                # edits AGENTS.md does not change what its own review agent is told.
+                base = WorkspaceRef(repo=self.repo, clone_url=self.clone_url, base_sha=self.default_head)
+                ctx.profile = await read_profile(ctx, base)
+            workspace = change.workspace  # the pull request's head
+            if workflow.patched(WORKSPACE_SETUP_PATCH):
+                # The head, prepared by the default branch's setup commands (the PR's own are not run).
+                workspace = await prepare_environment(ctx, workspace)
             goal = await render_goal(
                 GoalInput(
                     kind="pr_review",
@@ -289,7 +303,7 @@ class PullRequestReview(OnPipeline):
                 )
             )
             res = await run_agent(
-                ctx, "review", f"review-{state.review_round}", "review", goal, change.workspace, state.review_round
+                ctx, "review", f"review-{state.review_round}", "review", goal, workspace, state.review_round
             )
             if res.state != "completed" or res.output is None:
                 await ctx.progress.show(

@@ -145,13 +145,17 @@ async def factory(
     policy: str = POLICY,
     *,
     name: str | None = None,
+    source_dir: Path | None = None,
+    ci_command: str = CI_CMD,
     **extra_settings: Any,
 ) -> AsyncIterator[Factory]:
-    """The repository is `acme/<name>` (default: a fresh one); `extra_settings` update the worker's
-    and the edge's settings (alert token and routes...)."""
+    """The repository is `acme/<name>` (default: a fresh one) holding `source_dir` (default: the
+    sample, with `policy`), its CI `ci_command`; `extra_settings` update the worker's and the
+    edge's settings (alert token and routes...)."""
     owner, name = "acme", name or f"calc{uuid.uuid4().hex[:6]}"
     repo = f"{owner}/{name}"
-    simulator.create_repo(owner, name, source_dir=sample_repo(tmp_path / "src", policy), ci_command=CI_CMD)
+    source = source_dir or sample_repo(tmp_path / "src", policy)
+    simulator.create_repo(owner, name, source_dir=source, ci_command=ci_command)
     simulator.set_permission(owner, name, "maria", "maintain")
     agent_models = {agent: write_cassette(tmp_path / f"{agent}.json", turns) for agent, turns in models.items()}
     worker_settings = settings.model_copy(
