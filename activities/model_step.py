@@ -33,10 +33,12 @@ from shopfloor.agents.compaction import (
 from shopfloor.agents.definition import AgentDefinition
 from shopfloor.agents.permissions import PermissionPolicy
 from shopfloor.agents.registry import get_agent
+from shopfloor.agents.repo_instructions import RepoInstructions, touched_paths
+from shopfloor.agents.repo_instructions import render as render_instructions
 from shopfloor.agents.step import conversation_tokens, judge_reply, step_request, to_permit
 from shopfloor.agents.summaries import args_preview
 from shopfloor.agents.text_actions import parse_text_actions
-from shopfloor.blobs import put_json
+from shopfloor.blobs import get_json, put_json
 from shopfloor.errors import ModelCallError
 from shopfloor.models import failure_types
 from shopfloor.models.agent_run import (
@@ -52,6 +54,7 @@ log = structlog.get_logger(__name__)
 
 PREVIEW_CHARS = 200
 FINAL_TEXT_CHARS = 8_000
+INSTRUCTIONS_CACHED = 32  # repositories' instructions a worker keeps parsed
 
 ProviderFactory = Callable[[ModelSpec], ModelProvider]
 
@@ -74,6 +77,7 @@ class ModelStepActivities:
         self._transcripts = transcripts
         self._providers = providers
         self._prices = price_table(prices)
+        self._repo_instructions: dict[str, RepoInstructions] = {}  # by blob digest, oldest first
 
     async def _complete(self, spec: ModelSpec, request: ModelRequest, detail: str) -> tuple[ModelReply, str]:
         try:
@@ -89,7 +93,13 @@ class ModelStepActivities:
         agent = get_agent(inp.agent)
         spec = ModelSpec.parse(inp.model)
         manifest, messages = await self._load_conversation(inp, agent)
-        request = step_request(agent, spec.model, messages, text_actions=inp.text_actions)
+        request = step_request(
+            agent,
+            spec.model,
+            messages,
+            text_actions=inp.text_actions,
+            instructions=await self._instructions(inp, messages),
+        )
         reply, label = await self._complete(spec, request, f"{spec} step {inp.step}")
         message = reply.message
         if inp.text_actions and not message.tool_calls:
@@ -126,6 +136,19 @@ class ModelStepActivities:
             output=output,
             output_digest=await put_json(self._transcripts.blobs, output) if output is not None else None,
         )
+
+    async def _instructions(self, inp: ModelStepInput, messages: list[Message]) -> str:
+        """The repository's instructions for this step's system prompt ("": none): the stored
+        ones (kept per digest), with the nested AGENTS.md nearest to the files touched so far."""
+        if not inp.instructions:
+            return ""
+        stored = self._repo_instructions.get(inp.instructions)
+        if stored is None:
+            stored = RepoInstructions.model_validate(await get_json(self._transcripts.blobs, inp.instructions))
+            while len(self._repo_instructions) >= INSTRUCTIONS_CACHED:
+                self._repo_instructions.pop(next(iter(self._repo_instructions)))
+            self._repo_instructions[inp.instructions] = stored
+        return render_instructions(stored, touched_paths(messages))
 
     async def _load_conversation(self, inp: ModelStepInput, agent: AgentDefinition) -> tuple[Manifest, list[Message]]:
         """The transcript so far, with what this step adds before the model speaks: the goal (first

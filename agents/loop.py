@@ -263,6 +263,7 @@ class AgentLoop:
             ModelStepInput(
                 agent=inp.agent,
                 model=inp.model,
+                instructions=inp.instructions,  # the repository's, for the system prompt
                 step=step,
                 transcript=c.transcript,
                 goal=inp.goal if c.transcript is None else None,

@@ -28,11 +28,17 @@ SUBMIT_ERROR_CHARS = 2_000  # a refused submit's error travels in history: keep 
 # --- before the call: the request -----------------------------------------------------------------
 
 
-def step_request(agent: AgentDefinition, model: str, messages: list[Message], *, text_actions: bool) -> ModelRequest:
-    """What one step sends `model`: the whole conversation so far, the prompt, the tools."""
+def step_request(
+    agent: AgentDefinition, model: str, messages: list[Message], *, text_actions: bool, instructions: str = ""
+) -> ModelRequest:
+    """What one step sends `model`: the whole conversation so far, the prompt, the tools, and last
+    (below shopfloor's own rules) the repository's `instructions` as rendered for this step."""
     system, tools = agent.system_prompt(), agent.tool_specs()
     if text_actions:
         system = f"{system}\n\n{text_action_instructions(tools)}"
+    if instructions:
+        system = f"{system}\n\n{instructions}"
+    if text_actions:
         return ModelRequest(model=model, system=system, messages=as_text_conversation(messages))
     return ModelRequest(model=model, system=system, messages=messages, tools=tools)
 

@@ -3,7 +3,9 @@ HTTP (so each request's system prompt is on record):
 
 - a Node project with no Python and no `test_command`: the detected `npm test` is the command
   the fix agent is required to run — a submit before it is refused naming it, and after
-  `run_tests` passes the run goes on to the merge.
+  `run_tests` passes the run goes on to the merge;
+- a repository with an `AGENTS.md` (and a nested one): its instruction is in every request's
+  system prompt, the nested one once the agent read a file in its folder.
 """
 
 from __future__ import annotations
@@ -129,3 +131,37 @@ async def test_a_node_repositorys_detected_test_command_is_the_one_the_fix_agent
     assert FIXED_LINE in merged
     assert "fix: done; tests: `npm test --silent` (detected: package.json scripts.test (no lock file))" in final
     assert "Final state: merged." in final
+
+
+async def test_agents_md_is_in_every_system_prompt_and_a_nested_one_once_its_folder_is_read(
+    simulator, settings, running_worker, temporal_client, tmp_path
+):
+    root = node_repo(tmp_path / "node")
+    (root / ".github" / "shopfloor.yml").write_text(NODE_POLICY.replace("always", "never"))
+    (root / "AGENTS.md").write_text("# Conventions\n\nAlways answer in British English (colour, not color).\n")
+    (root / "lib" / "AGENTS.md").write_text("Files in lib/ export one function each.\n")
+    scripts = {
+        "triage": [
+            turn("list_dir", path="."),
+            turn("read_file", path="lib/greet.js"),
+            turn("submit", **NODE_TRIAGE),
+        ]
+    }
+    with FakeModelServer(by_agent(scripts)) as fake:
+        async with factory(
+            simulator, settings, running_worker, temporal_client, tmp_path, {}, source_dir=root, **fake_model(fake)
+        ) as f:
+            number = f.open_issue("greet() says goodbye", "greet('Ada') returns 'Goodbye, Ada!'.")
+            await f.state_when(lambda s: s.result == "parked", "triage to park under auto_fix: never")
+            await f.progress_when(number, "Final state: waiting for a human")
+            history = (await f.handle.fetch_history()).to_json()
+        requests = fake.settled_requests()
+
+    prompts = [system_prompt(r.body) for r in requests]
+    assert len(prompts) == 3
+    for prompt in prompts:
+        assert "Always answer in British English (colour, not color)." in prompt
+        assert prompt.index("You are `triage`") < prompt.index('<repository-instructions file="AGENTS.md">')
+    # The nested one joins once the agent touched a file in its folder (the third request).
+    assert ["export one function each" in p for p in prompts] == [False, False, True]
+    assert "British English" not in history  # history holds the blob's digest, never the text
