@@ -20,7 +20,7 @@ from temporalio.exceptions import ApplicationError
 
 from shopfloor.activities.heartbeat import heartbeating
 from shopfloor.activities.judging import CallToJudge, JudgingUnavailable, Judgment, judge_calls
-from shopfloor.activities.providers.base import ModelProvider
+from shopfloor.activities.providers.base import ContextTooLong, ModelProvider
 from shopfloor.activities.transcript_store import TranscriptStore
 from shopfloor.agents.budget import Price, cost_usd, price_table
 from shopfloor.agents.compaction import (
@@ -30,6 +30,7 @@ from shopfloor.agents.compaction import (
     message_meta,
     plan_compaction,
 )
+from shopfloor.agents.context_limits import joined_answer, mark_cut_off_call
 from shopfloor.agents.definition import AgentDefinition
 from shopfloor.agents.permissions import PermissionPolicy
 from shopfloor.agents.registry import get_agent
@@ -61,6 +62,11 @@ ProviderFactory = Callable[[ModelSpec], ModelProvider]
 
 def model_call_failure(exc: ModelCallError) -> ApplicationError:
     """Map a provider failure onto Temporal's retry semantics."""
+    if isinstance(exc, ContextTooLong):
+        # Final as a request; the workflow tells it apart by its type and compacts before a retry.
+        return ApplicationError(
+            str(exc), {"status": exc.status}, type=failure_types.MODEL_CONTEXT_TOO_LONG, non_retryable=True
+        )
     return ApplicationError(
         str(exc),
         {"status": exc.status},
@@ -107,6 +113,8 @@ class ModelStepActivities:
             # In a thread: the reply can be long, and the loop must keep answering meanwhile.
             actions = await asyncio.to_thread(parse_text_actions, message.content, agent.tool_names())
             message = message.model_copy(update={"tool_calls": actions})
+        if reply.finish_reason == "length":
+            message = mark_cut_off_call(message)  # its last call may be cut: not run, the model is told
         reply_digest = await self._transcripts.store(message)
         manifest.messages.append(reply_digest)
         transcript = await self._transcripts.save(manifest)
@@ -121,11 +129,14 @@ class ModelStepActivities:
             output_tokens=reply.usage.output_tokens,
         )
         text = message.content
+        answer, answer_digest = text, None
+        if inp.continues and not calls:
+            answer, answer_digest = await self._joined_answer(inp.continues, text)
         return ModelStepOutput(
             transcript=transcript,
             reply_digest=reply_digest,
             text_preview=" ".join(text.split())[:PREVIEW_CHARS],
-            final_text=None if calls else text[:FINAL_TEXT_CHARS],
+            final_text=None if calls else answer[:FINAL_TEXT_CHARS],
             tool_calls=calls,
             finish_reason=reply.finish_reason,
             usage=reply.usage,
@@ -135,7 +146,14 @@ class ModelStepActivities:
             cost_usd=cost_usd(inp.model, reply.usage, self._prices),
             output=output,
             output_digest=await put_json(self._transcripts.blobs, output) if output is not None else None,
+            answer_digest=answer_digest,
         )
+
+    async def _joined_answer(self, continues: list[str], last: str) -> tuple[str, str]:
+        """The answer that cut-off replies and this last part make, and the digest of its blob."""
+        parts = [(await self._transcripts.load(digest)).content for digest in continues]
+        answer = Message(role="assistant", content=joined_answer(parts, last))
+        return answer.content, await self._transcripts.store(answer)
 
     async def _instructions(self, inp: ModelStepInput, messages: list[Message]) -> str:
         """The repository's instructions for this step's system prompt ("": none): the stored
@@ -191,7 +209,7 @@ class ModelStepActivities:
         ts = self._transcripts
         manifest = await ts.manifest(inp.transcript)
         messages = await ts.messages(manifest)
-        plan = plan_compaction([message_meta(m) for m in messages], budget_tokens=inp.budget_tokens)
+        plan = plan_compaction([message_meta(m) for m in messages], budget_tokens=inp.budget_tokens, force=inp.force)
         if plan is None:
             return CompactOutput(transcript=inp.transcript, context_tokens=conversation_tokens(messages))
         spec = ModelSpec.parse(inp.model)

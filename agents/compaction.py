@@ -16,6 +16,9 @@ Rules:
   answer it: when the split would fall inside such a group, it moves *later*, so the whole group
   is summarized (that keeps the tail within its share). The kept tail never starts with a tool
   message. The last group is always kept, even when it alone is over its share.
+- A forced plan (the provider refused the conversation as too long although the estimate said it
+  fits: the estimate was wrong) plans against half the estimated total, or the budget if that is
+  smaller, so something is folded whenever anything can be.
 - An earlier compaction message may be summarized again with the rest, but a plan that would
   only re-summarize compaction messages is pointless: the split then moves later until
   something else is summarized too, and when nothing else can be, no plan is returned.
@@ -90,15 +93,18 @@ def _split_points(messages: list[MessageMeta]) -> list[int]:
 
 
 def plan_compaction(
-    messages: list[MessageMeta], *, budget_tokens: int, keep_fraction: float = 0.6
+    messages: list[MessageMeta], *, budget_tokens: int, keep_fraction: float = 0.6, force: bool = False
 ) -> CompactionPlan | None:
     """Which messages to summarize so that the transcript fits `budget_tokens` again; None when
-    it already fits or when nothing can usefully be summarized."""
+    it already fits or when nothing can usefully be summarized. `force`: the provider found it too
+    long whatever the estimate says; plan against half the estimated total (or the budget)."""
     if budget_tokens < 1:
         raise ValueError(f"budget_tokens must be positive, not {budget_tokens}")
     if not 0.0 < keep_fraction < 1.0:
         raise ValueError(f"keep_fraction must be between 0 and 1, not {keep_fraction}")
     total = sum(m.tokens for m in messages)
+    if force:
+        budget_tokens = max(1, min(budget_tokens, total // 2))
     if total <= budget_tokens or len(messages) < 3:
         return None
     share = keep_fraction * budget_tokens

@@ -10,7 +10,9 @@ inside Temporal's workflow sandbox: every await here is a call into one of the p
 
 One turn of `AgentLoop.run`: stop if cancelled → wait while paused → stop at a limit → continue
 as new if the host says so → compact if the transcript is too long → one model step (and its
-budget accounting) → end on an accepted submit or a final answer (nudging once an agent that
+budget accounting; compacted at once and tried again if the provider finds the conversation too
+long) → ask the model to go on if its reply was cut off at the output limit
+(agents/context_limits.py) → end on an accepted submit or a final answer (nudging once an agent that
 owes a submit) → run the calls (each through the refusal ladder) → the post-call bookkeeping
 (doom-loop watch, submit record, workspace checkpoint, queued warnings), which may end it stuck.
 """
@@ -24,6 +26,16 @@ from typing import Any, ClassVar, Literal, Protocol
 
 from shopfloor.agents import submission
 from shopfloor.agents.budget import cost_usd, limit_reached
+from shopfloor.agents.context_limits import (
+    CONTINUE_CUT_OFF,
+    CONTINUE_NOTE,
+    MAX_CONTINUATIONS,
+    ContextTooLong,
+    cut_off_note,
+    nothing_to_compact,
+    too_long_after_compaction,
+    too_long_to_compact,
+)
 from shopfloor.agents.definition import AgentDefinition
 from shopfloor.agents.doom_loop import observe
 from shopfloor.agents.hooks import checks_submit, hooks_key
@@ -88,6 +100,11 @@ class RunHost(Protocol):
         ...
 
     def step_started(self, step: int) -> None: ...
+
+    def has_change(self, name: str) -> bool:
+        """Whether this run takes the behaviour named `name` (workflow.patched: runs recorded
+        before it existed replay without it)."""
+        ...
 
     def record_event(self, kind: EventKind, summary: str, *, ok: bool = True, preview: str = "") -> None:
         """One line of the live view, against the current step."""
@@ -210,7 +227,10 @@ class AgentLoop:
                 return LimitReached(reason)
             await self.host.continue_as_new_if_due(c)
             await self._compact_if_needed()
-            out = await self._model_step(c.spent.steps + 1)
+            fitted = await self._fitting_model_step(c.spent.steps + 1)
+            if isinstance(fitted, Failed):
+                return fitted
+            out = fitted
             if out.output is not None:  # an accepted submit (always alone in its reply)
                 refused = await self._before_submit(out)
                 if refused is None:
@@ -220,6 +240,10 @@ class AgentLoop:
                 if stuck:
                     return Stuck(stuck)
                 continue
+            answer = self._continue_cut_off(out)
+            if answer is None:
+                continue  # cut off at the output limit: the model is asked to go on
+            out = answer
             if not out.tool_calls and self.agent.output_model:
                 # A plain answer does not finish an agent that owes a result: remind it once.
                 if c.submit.nudged:
@@ -228,7 +252,7 @@ class AgentLoop:
                 c.queued_notes.append(submission.nudge_text(self.agent.output_model))
                 continue
             if not out.tool_calls:
-                return Completed(out.final_text, out.reply_digest)
+                return Completed(out.final_text, out.answer_digest or out.reply_digest)
             results = await self._run_calls(out)
             c.pending_tool_results = results  # the next model step sends them
             stuck = self._after_calls(out.tool_calls, results)
@@ -242,9 +266,16 @@ class AgentLoop:
         budget = inp.compaction_budget_tokens or self.agent.compaction_budget_tokens
         if c.transcript is None or c.context_tokens <= budget:
             return
+        await self._compact(budget, f"compact transcript ({c.context_tokens} tokens > {budget})")
+
+    async def _compact(self, budget: int, summary: str, *, force: bool = False) -> int:
+        """Fold older messages into a summary; how many were folded."""
+        c, inp = self.carry, self.inp
+        if c.transcript is None:
+            return 0
         out = await self.model.compact(
-            CompactInput(agent=inp.agent, model=inp.model, transcript=c.transcript, budget_tokens=budget),
-            summary=f"compact transcript ({c.context_tokens} tokens > {budget})",
+            CompactInput(agent=inp.agent, model=inp.model, transcript=c.transcript, budget_tokens=budget, force=force),
+            summary=summary,
         )
         c.transcript, c.context_tokens = out.transcript, out.context_tokens
         cost = out.cost_usd if out.priced else cost_usd(inp.model, out.usage)
@@ -253,6 +284,46 @@ class AgentLoop:
         )
         if out.folded:
             self.host.record_event("model", f"compacted {out.folded} messages into a summary")
+        return out.folded
+
+    async def _fitting_model_step(self, step: int) -> ModelStepOutput | Failed:
+        """One model step. When the provider finds the conversation too long for the model, the
+        transcript is compacted at once, forced (the estimate said it fitted, so it was wrong),
+        and the step is tried once more; too long again ends the run."""
+        try:
+            return await self._model_step(step)
+        except ContextTooLong as exc:
+            refused = exc.message
+        model = self.inp.model
+        self.host.record_event("model", f"{model}: the conversation is too long for the model", ok=False)
+        budget = self.inp.compaction_budget_tokens or self.agent.compaction_budget_tokens
+        try:
+            folded = await self._compact(budget, "compact transcript (too long for the model)", force=True)
+        except ContextTooLong as exc:
+            return Failed(too_long_to_compact(model, exc.message))
+        if not folded:
+            return Failed(nothing_to_compact(model, refused))
+        try:
+            return await self._model_step(step)
+        except ContextTooLong as exc:
+            return Failed(too_long_after_compaction(model, exc.message))
+
+    def _continue_cut_off(self, out: ModelStepOutput) -> ModelStepOutput | None:
+        """A reply cut off at the output limit without a tool call is not an answer yet: ask the
+        model to go on where it stopped (None: asked), at most MAX_CONTINUATIONS times; after that
+        the answer says it is incomplete. Any other reply ends a run of cut-off parts."""
+        c = self.carry
+        if out.tool_calls or out.finish_reason != "length" or not self.host.has_change(CONTINUE_CUT_OFF):
+            c.cut_off = []
+            return out
+        if len(c.cut_off) < MAX_CONTINUATIONS:
+            c.cut_off.append(out.reply_digest)
+            c.queued_notes.append(CONTINUE_NOTE)
+            return None
+        note = cut_off_note(len(c.cut_off))
+        c.cut_off = []
+        self.host.warn(note.strip())
+        return out.model_copy(update={"final_text": (out.final_text or "") + note})
 
     async def _model_step(self, step: int) -> ModelStepOutput:
         c, inp, agent = self.carry, self.inp, self.agent
@@ -275,13 +346,15 @@ class AgentLoop:
                 test_command=inp.commands.test_command if required else None,
                 submit_refusal=submission.gate_refusal(c.submit, required),
                 recorded=submission.recorded_fields(c.submit, required) if agent.output_model else {},
+                continues=list(c.cut_off),
             )
         )
         c.transcript, c.pending_tool_results, c.context_tokens = out.transcript, [], out.context_tokens
         c.queued_notes = c.queued_notes[sent:]
         self._account_step(out)
         asked = ", ".join(call.summary for call in out.tool_calls)
-        self.host.record_event("model", f"{inp.model}: " + (asked or "final answer"), preview=out.text_preview)
+        answered = "reply cut off at the output limit" if out.finish_reason == "length" else "final answer"
+        self.host.record_event("model", f"{inp.model}: " + (asked or answered), preview=out.text_preview)
         return out
 
     def _account_step(self, out: ModelStepOutput) -> None:
@@ -444,6 +517,9 @@ class UnattendedHost:
 
     def step_started(self, step: int) -> None:
         self.step = step
+
+    def has_change(self, name: str) -> bool:
+        return True  # nothing recorded to replay
 
     def record_event(self, kind: EventKind, summary: str, *, ok: bool = True, preview: str = "") -> None:
         self.events.append((self.step, kind, summary, ok))

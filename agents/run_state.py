@@ -33,3 +33,5 @@ class AgentCarry(BaseModel):
     seq: int = 0  # event counter, so the live view continues across runs
     paused: bool = False
     submit: SubmitRecord = Field(default_factory=SubmitRecord)  # edits, test runs, the submit reminder
+    # Reply digests of the replies cut off at the output limit that the model is continuing.
+    cut_off: list[str] = Field(default_factory=list)

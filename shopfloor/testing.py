@@ -5,7 +5,9 @@
 HTTP, so the official SDKs, shopfloor's providers and worker subprocesses talk to it exactly as
 to the real thing. The reply is picked by the number of assistant messages in the request, so a
 retried call gets the same answer. Faults (error statuses with Retry-After, responses cut off
-halfway) and latency are set while it runs.
+halfway) and latency are set while it runs. With `context_window_tokens` set, a request whose
+prompt is estimated (characters / 4) above it is refused as the providers refuse one too long for
+the model: OpenAI's 400 `context_length_exceeded`, Anthropic's 400 "prompt is too long".
 
     with FakeModelServer([ScriptTurn.tool("read_file", path="README.md"), ScriptTurn(content="ok")]) as srv:
         provider = OpenAIChatProvider("fake", None, srv.openai_base_url)
@@ -103,9 +105,11 @@ class FakeModelServer:
         *,
         latency_s: float = 0.0,
         host: str = "127.0.0.1",
+        context_window_tokens: int | None = None,
     ) -> None:
         self.script = script
         self.latency_s = latency_s  # read on every request, so tests may change it at run time
+        self.context_window_tokens = context_window_tokens  # read on every request, like latency_s
         self.host = host
         self.url = ""
         self._lock = threading.Lock()
@@ -239,9 +243,13 @@ class FakeModelServer:
                 return  # the client left while the "model" was thinking: nothing delivered
             except TimeoutError:
                 pass
+        window, prompt = self.context_window_tokens, prompt_tokens(body)
         if fault is not None and fault.status:
             logged.status = fault.status
             await _send(send, fault.status, _error_body(api, fault, body), _retry_after_header(fault))
+        elif window is not None and prompt > window:
+            logged.status = 400
+            await _send(send, 400, context_too_long_body(api, prompt, window))
         else:
             try:
                 script_turn = self._turn(turn, body)
@@ -320,12 +328,42 @@ def _arguments_value(call: ScriptToolCall) -> Any:
         return call.arguments
 
 
+def prompt_tokens(request: dict[str, Any]) -> int:
+    """The server's estimate of a request's prompt: characters / 4 of its messages and system."""
+    prompt = json.dumps(request.get("messages", [])) + str(request.get("system", ""))
+    return max(1, len(prompt) // 4)
+
+
+def context_too_long_body(api: WireApi, prompt: int, window: int) -> dict[str, Any]:
+    """The 400 a provider sends for a prompt over the model's context window, in its own words."""
+    if api == "anthropic":
+        return {
+            "type": "error",
+            "error": {
+                "type": "invalid_request_error",
+                "message": f"prompt is too long: {prompt} tokens > {window} maximum",
+            },
+            "request_id": "req_fake_context_too_long",
+        }
+    message = (
+        f"This model's maximum context length is {window} tokens. However, your messages resulted in "
+        f"{prompt} tokens. Please reduce the length of the messages."
+    )
+    return {
+        "error": {
+            "message": message,
+            "type": "invalid_request_error",
+            "param": "messages",
+            "code": "context_length_exceeded",
+        }
+    }
+
+
 def _usage(turn: ScriptTurn, request: dict[str, Any]) -> Usage:
     if turn.usage is not None:
         return turn.usage
     produced = turn.content + "".join(c.name + _arguments_text(c) for c in turn.tool_calls)
-    prompt = json.dumps(request.get("messages", [])) + str(request.get("system", ""))
-    return Usage(input_tokens=max(1, len(prompt) // 4), output_tokens=max(1, len(produced) // 4))
+    return Usage(input_tokens=prompt_tokens(request), output_tokens=max(1, len(produced) // 4))
 
 
 def _sse(data: dict[str, Any], event: str | None = None) -> bytes:

@@ -22,6 +22,7 @@ from temporalio.common import SearchAttributeUpdate
 from temporalio.exceptions import ActivityError, ApplicationError, is_cancelled_exception
 
 with workflow.unsafe.imports_passed_through():
+    from shopfloor.agents.context_limits import REACTIVE_COMPACTION, ContextTooLong
     from shopfloor.agents.loop import AgentLoop, Cancelled, EventKind, Failed, Outcome, result_of
     from shopfloor.agents.registry import get_agent
     from shopfloor.agents.run_state import AgentCarry
@@ -43,6 +44,7 @@ with workflow.unsafe.imports_passed_through():
         COMPACT_TRANSCRIPT,
         MODEL_STEP,
         failure_message,
+        failure_type,
         tool_activity,
     )
     from shopfloor.workflows.activity_catalogue import call as call_activity
@@ -59,12 +61,34 @@ class ActivityModelStep:
 
     async def step(self, request: ModelStepInput) -> ModelStepOutput:
         summary = f"{request.model} step {request.step}"
-        return await call_activity(MODEL_STEP, request, summary=summary, timeout=self.timeout, heartbeat=self.heartbeat)
+        try:
+            return await call_activity(
+                MODEL_STEP, request, summary=summary, timeout=self.timeout, heartbeat=self.heartbeat
+            )
+        except ActivityError as exc:
+            too_long = _too_long(exc)
+            if too_long is None:
+                raise
+            raise too_long from exc
 
     async def compact(self, request: CompactInput, *, summary: str) -> CompactOutput:
-        return await call_activity(
-            COMPACT_TRANSCRIPT, request, summary=summary, timeout=self.timeout, heartbeat=self.heartbeat
-        )
+        try:
+            return await call_activity(
+                COMPACT_TRANSCRIPT, request, summary=summary, timeout=self.timeout, heartbeat=self.heartbeat
+            )
+        except ActivityError as exc:
+            too_long = _too_long(exc)
+            if too_long is None:
+                raise
+            raise too_long from exc
+
+
+def _too_long(exc: ActivityError) -> ContextTooLong | None:
+    """The provider's "too long for the context window", for the loop to compact and try again
+    (decided from the failure type in history); a run recorded before that fails as it did."""
+    if failure_type(exc) == failure_types.MODEL_CONTEXT_TOO_LONG and workflow.patched(REACTIVE_COMPACTION):
+        return ContextTooLong(failure_message(exc))
+    return None
 
 
 class ActivityToolRunner:
@@ -160,6 +184,9 @@ class AgentWorkflow(AgentControls):
 
     def step_started(self, step: int) -> None:
         self.live.step = step
+
+    def has_change(self, name: str) -> bool:
+        return workflow.patched(name)
 
     def record_event(self, kind: EventKind, summary: str, *, ok: bool = True, preview: str = "") -> None:
         self.event(self.live.step, kind, summary, ok=ok, preview=preview)

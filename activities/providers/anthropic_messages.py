@@ -29,6 +29,8 @@ _STOP: dict[str, FinishReason] = {
     "stop_sequence": "stop",
     "tool_use": "tool_calls",
     "max_tokens": "length",
+    # The reply filled the context window: cut off like max_tokens (the loop asks it to go on).
+    "model_context_window_exceeded": "length",
 }
 
 

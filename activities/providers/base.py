@@ -9,7 +9,17 @@ from __future__ import annotations
 
 from typing import Protocol, runtime_checkable
 
+from shopfloor.errors import ModelCallError
 from shopfloor.models.transcript import ModelReply, ModelRequest
+
+
+class ContextTooLong(ModelCallError):
+    """The provider refused the request because the conversation does not fit the model's context
+    window. The same request can never succeed, so it is not retried as is; a shorter one (the
+    transcript compacted) may."""
+
+    def __init__(self, message: str, *, status: int | None = None) -> None:
+        super().__init__(message, retryable=False, status=status)
 
 
 @runtime_checkable

@@ -2,10 +2,13 @@
 
 Temporal owns retries, so every failure must say whether another attempt can help and how long
 to wait (the provider's Retry-After). Messages name the model and what to fix, in one line.
+A conversation too long for the model's context window is a ContextTooLong: final as a request,
+but the agent loop compacts the transcript and tries again.
 """
 
 from __future__ import annotations
 
+import re
 import time
 from email.utils import parsedate_to_datetime
 from typing import Any
@@ -13,6 +16,7 @@ from typing import Any
 import anthropic
 import openai
 
+from shopfloor.activities.providers.base import ContextTooLong
 from shopfloor.errors import ModelCallError
 
 # Statuses where the same request may succeed later: request timeout, conflict, rate limit,
@@ -38,6 +42,22 @@ _STATUS_TEXT = {
 }
 
 _MAX_DETAIL_CHARS = 500
+
+# How providers say the conversation does not fit the model's context window, in a 400:
+# OpenAI's error code, and the messages of Anthropic ("prompt is too long: N tokens > M maximum",
+# "input length and `max_tokens` exceed context limit: ..."), OpenAI and vLLM ("This model's
+# maximum context length is N tokens ..."), OpenAI's newer APIs ("Your input exceeds the context
+# window of this model") and llama.cpp ("the request exceeds the available context size").
+_CONTEXT_TOO_LONG_CODES = {"context_length_exceeded", "exceed_context_size_error"}
+_CONTEXT_TOO_LONG_TEXT = re.compile(
+    r"prompt is too long"
+    r"|maximum context length"
+    r"|context[ _]length[ _]exceeded"
+    r"|exceeds? the context window"
+    r"|exceed context limit"
+    r"|exceeds the available context size",
+    re.IGNORECASE,
+)
 
 
 def parse_retry_after(headers: Any, *, now: float | None = None) -> float | None:
@@ -88,6 +108,21 @@ def _body_message(exc: Exception) -> str:
     return text if len(text) <= _MAX_DETAIL_CHARS else text[:_MAX_DETAIL_CHARS] + "..."
 
 
+def is_context_too_long(exc: openai.APIStatusError | anthropic.APIStatusError) -> bool:
+    """Whether a provider's error answer says the conversation is too long for the model."""
+    if exc.status_code != 400:
+        return False
+    codes = {getattr(exc, "code", None), getattr(exc, "type", None)}  # the OpenAI SDK's fields
+    body = getattr(exc, "body", None)
+    if isinstance(body, dict):
+        inner = body.get("error", body)
+        if isinstance(inner, dict):
+            codes |= {inner.get("code"), inner.get("type")}
+    if codes & _CONTEXT_TOO_LONG_CODES:
+        return True
+    return bool(_CONTEXT_TOO_LONG_TEXT.search(_body_message(exc)))
+
+
 def _status_hint(status: int, *, model: str, base_url: str, key_env: str) -> str:
     """What the status most likely means for the user, when the status alone does not say."""
     return {
@@ -116,6 +151,12 @@ def to_model_call_error(exc: BaseException, *, label: str, model: str, base_url:
         return ModelCallError(f"{label}: connection to {base_url} failed{why}", retryable=True)
     if isinstance(exc, (openai.APIStatusError, anthropic.APIStatusError)):
         status = exc.status_code
+        if is_context_too_long(exc):
+            return ContextTooLong(
+                f"{label}: {status} {_STATUS_TEXT[400]}: the conversation is too long for model {model!r}: "
+                f"{_body_message(exc)}",
+                status=status,
+            )
         retryable = status in _RETRYABLE_STATUSES or status >= 500
         reason = _STATUS_TEXT.get(status, "Error")
         hint = _status_hint(status, model=model, base_url=base_url, key_env=key_env)

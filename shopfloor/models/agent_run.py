@@ -141,6 +141,8 @@ class ModelStepInput(BaseModel):
     submit_refusal: str | None = None  # set: a submit now is refused with this text
     recorded: dict[str, Any] = Field(default_factory=dict)  # harness values that override the model's
     instructions: str | None = None  # AgentInput.instructions: the repository's, for the system prompt
+    # Reply digests of the cut-off replies this one continues: a final answer is them and it, joined.
+    continues: list[str] = Field(default_factory=list)
 
 
 class ToolCallRef(BaseModel):
@@ -173,6 +175,8 @@ class ModelStepOutput(BaseModel):
     # An accepted `submit`: the validated result (small: bounded fields) and its blob digest.
     output: dict[str, Any] | None = None
     output_digest: str | None = None
+    # A final answer that continues cut-off replies: the blob of the whole joined answer.
+    answer_digest: str | None = None
 
 
 class ToolInput(BaseModel):
@@ -190,6 +194,7 @@ class CompactInput(BaseModel):
     model: str
     transcript: str
     budget_tokens: int
+    force: bool = False  # the provider found the conversation too long: fold even if the estimate fits
 
 
 class CompactOutput(BaseModel):

@@ -44,6 +44,8 @@ TOOL_CALL_MISSING: Final = "ToolCallMissing"
 # -- model calls (activities/model_step.py) -----------------------------------------------------
 MODEL_CALL_ERROR: Final = "ModelCallError"  # retried
 MODEL_CALL_REJECTED: Final = "ModelCallRejected"  # the provider refused the request: not retried
+# The conversation does not fit the model's context window: not retried; the loop compacts first.
+MODEL_CONTEXT_TOO_LONG: Final = "ModelContextTooLong"
 JUDGING_UNAVAILABLE: Final = "JudgingUnavailable"
 
 # -- Temporal requests made by activities (activities/reconcile.py) -----------------------------
