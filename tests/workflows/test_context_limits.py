@@ -106,7 +106,8 @@ async def test_too_long_for_the_model_compacts_once_and_the_run_completes(
             result = await handle.result()
             status = await status_of(handle)
         requests = fake.requests
-    await record_history(handle, f"harness-reactive-compaction-{api}")
+    if api == "openai":  # one recorded history of the path is enough for the replay tests
+        await record_history(handle, "harness-reactive-compaction")
 
     assert result.state == "completed" and result.final_answer == "Read both files.", result
     # Read big, read small, refused as too long, the compaction, the same step again.
@@ -173,7 +174,8 @@ async def test_a_reply_cut_off_at_the_output_limit_is_continued_and_the_answer_j
             handle = await start_agent(temporal_client, explore_input(repo, f"{api}:fake"), settings.task_queue)
             result = await handle.result()
         requests = fake.requests
-    await record_history(handle, f"harness-cut-off-continued-{api}")
+    if api == "openai":
+        await record_history(handle, "harness-cut-off-continued")
 
     assert result.state == "completed" and result.final_answer == "The package greets people by name.", result
     assert len(requests) == 2 and result.steps == 2
