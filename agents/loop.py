@@ -226,7 +226,9 @@ class AgentLoop:
             if reason:
                 return LimitReached(reason)
             await self.host.continue_as_new_if_due(c)
-            await self._compact_if_needed()
+            unfoldable = await self._compact_if_needed()
+            if unfoldable is not None:
+                return unfoldable
             fitted = await self._fitting_model_step(c.spent.steps + 1)
             if isinstance(fitted, Failed):
                 return fitted
@@ -261,12 +263,17 @@ class AgentLoop:
 
     # -- the model ----------------------------------------------------------------------------
 
-    async def _compact_if_needed(self) -> None:
+    async def _compact_if_needed(self) -> Failed | None:
+        """Compact past the budget; the run's end if even the summarizing request is too long."""
         c, inp = self.carry, self.inp
         budget = inp.compaction_budget_tokens or self.agent.compaction_budget_tokens
         if c.transcript is None or c.context_tokens <= budget:
-            return
-        await self._compact(budget, f"compact transcript ({c.context_tokens} tokens > {budget})")
+            return None
+        try:
+            await self._compact(budget, f"compact transcript ({c.context_tokens} tokens > {budget})")
+        except ContextTooLong as exc:
+            return Failed(too_long_to_compact(inp.model, exc.message))
+        return None
 
     async def _compact(self, budget: int, summary: str, *, force: bool = False) -> int:
         """Fold older messages into a summary; how many were folded."""

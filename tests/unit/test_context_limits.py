@@ -229,8 +229,13 @@ class Model:
     """A ModelStep whose steps follow `script` (which may raise ContextTooLong) and whose
     compactions fold `folded` messages."""
 
-    def __init__(self, script: Callable[[ModelStepInput, int], ModelStepOutput], folded: int = 4) -> None:
-        self.script, self.folded = script, folded
+    def __init__(
+        self,
+        script: Callable[[ModelStepInput, int], ModelStepOutput],
+        folded: int = 4,
+        compaction_too_long: bool = False,
+    ) -> None:
+        self.script, self.folded, self.compaction_too_long = script, folded, compaction_too_long
         self.steps: list[ModelStepInput] = []
         self.compactions: list[CompactInput] = []
 
@@ -240,6 +245,8 @@ class Model:
 
     async def compact(self, request: CompactInput, *, summary: str) -> CompactOutput:
         self.compactions.append(request)
+        if self.compaction_too_long:
+            raise ContextTooLong(TOO_LONG)
         return CompactOutput(
             transcript=f"compacted-{len(self.compactions)}",
             folded=self.folded,
@@ -255,9 +262,12 @@ class Tools:
         return ToolResult(call_id=request.call_id, name=request.name, ok=True, preview="read it")
 
 
-def _loop(model: Model, *, agent: str = "explore") -> tuple[AgentLoop, AgentCarry, UnattendedHost]:
+def _loop(
+    model: Model, *, agent: str = "explore", budget: int | None = None
+) -> tuple[AgentLoop, AgentCarry, UnattendedHost]:
     inp = AgentInput(
         agent=agent,
+        compaction_budget_tokens=budget,
         model="openai:m",
         goal="the goal",
         workspace=WorkspaceRef(repo="local/sample", path="/nowhere"),
@@ -396,3 +406,22 @@ async def test_a_tool_call_ends_a_run_of_cut_off_parts() -> None:
     assert outcome == Completed(final_text="done", reply_digest="r3")
     assert [r.continues for r in model.steps] == [[], ["r1"], []]
     assert [r.preview for r in model.steps[2].append] == ["read it"]
+
+
+@pytest.mark.fast
+@pytest.mark.parametrize("proactive", [True, False], ids=["past-the-budget", "forced"])
+async def test_a_summarizing_request_too_long_itself_ends_the_run_with_a_reason_not_an_error(proactive: bool) -> None:
+    def script(request: ModelStepInput, n: int) -> ModelStepOutput:
+        if n == 1:
+            return _reply(1, _read(1))  # context_tokens=500: past a budget of 100
+        raise ContextTooLong(TOO_LONG)
+
+    model = Model(script, compaction_too_long=True)
+    loop, _, _ = _loop(model, budget=100 if proactive else None)
+
+    outcome = await loop.run()
+
+    assert isinstance(outcome, Failed)
+    assert outcome.reason.startswith("the conversation is too long for openai:m, and so is the part of it to summarize")
+    assert len(model.compactions) == 1 and model.compactions[0].force is not proactive
+    assert len(model.steps) == (1 if proactive else 2)
