@@ -110,3 +110,23 @@ def test_status_lines_say_the_same():
     assert "since 2026-03-01 12:00 UTC · refused at 2026-03-01 13:00 UTC" in lines[1]
     assert f"shopfloor approve {FIX_RUN} --call call_2_0" in lines[2]
     assert f"shopfloor reject {FIX_RUN} --call call_2_0 --reason <why>" in lines[2]
+
+
+def test_the_policy_docs_examples_parse_as_written():
+    # docs/policy.md's Example and its Approvals example: a reader copying them gets no policy error.
+    import re
+    from pathlib import Path
+
+    from shopfloor.agents.policy import parse_policy
+
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "policy.md").read_text()
+    blocks = re.findall(r"```yaml\n(.*?)```", docs, re.DOTALL)
+    approvals = docs[docs.index("## Approvals") :]
+    chosen = [blocks[0], next(b for b in blocks if b in approvals)]
+    for text in chosen:
+        load = parse_policy(text)
+        assert load.ok, load.errors
+    example = parse_policy(chosen[0]).policy
+    assert example.models.review == "anthropic:claude-sonnet-4-5" and example.budgets.max_cost_usd.fix == 2.0
+    assert example.commands.ask == ["^make release"] and example.approval_timeout_minutes == 60
+    assert parse_policy(chosen[1]).policy.approval_timeout_minutes == 240
