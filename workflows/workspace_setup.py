@@ -38,9 +38,21 @@ def setup_input(ctx: PipelineContext, ws: WorkspaceRef) -> SetupInput:
 def plan_text(ctx: PipelineContext) -> str:
     """The plan as the progress comment shows it: where it came from and its commands."""
     plan = ctx.profile.setup
-    why = plan.reason or ("from .github/shopfloor.yml `setup:`" if plan.source == "policy" else plan.source)
-    shown = "; ".join(plan.commands)
-    return f"setup ({why}): {shown}"
+    if plan.source == "policy":
+        source = "from .github/shopfloor.yml"
+    else:
+        source = f"detected ({plan.reason})" if plan.reason else "detected"
+    return f"plan {source}: " + "; ".join(plan.commands)
+
+
+def failure_reason(message: str, tail: int = 200) -> str:
+    """The run's reason for a failed setup: which command and how, then the end of its output
+    (where pip and npm say what went wrong), short enough for the progress comment's sentence."""
+    head, _, output = message.partition("\n")
+    output = " ".join(output.split())
+    if len(output) > tail:
+        output = "…" + output[-tail:]
+    return f"setup failed: {head} {output}".strip()
 
 
 async def prepare_environment(ctx: PipelineContext, ws: WorkspaceRef) -> WorkspaceRef:
@@ -52,7 +64,7 @@ async def prepare_environment(ctx: PipelineContext, ws: WorkspaceRef) -> Workspa
     inp = setup_input(ctx, ws)
     progress = ctx.progress
     progress.stage("setup")
-    progress.outcome(plan_text(ctx), end=False)
+    progress.outcome(f"setup: running the {plan_text(ctx)}", end=False)
     await progress.show("running")
     # One attempt may take every command's timeout in turn, plus making and keeping the environment.
     timeout = timedelta(seconds=inp.timeout_s * len(inp.commands)) + _SETUP_OVERHEAD
@@ -63,10 +75,12 @@ async def prepare_environment(ctx: PipelineContext, ws: WorkspaceRef) -> Workspa
     except ActivityError as exc:
         if failure_type(exc) != failure_types.SETUP_FAILED:
             raise
-        progress.outcome(f"setup failed: {failure_message(exc)}")
-        raise Final("failed", f"setup failed: {failure_message(exc)}") from None
+        reason = failure_reason(failure_message(exc))
+        progress.outcome(reason)
+        raise Final("failed", reason) from None
+    # The result first: the comment's table cuts a long outcome.
     if out.reused:
-        progress.outcome("setup: reused the prepared environment")
+        progress.outcome(f"setup: reused the prepared environment — {plan_text(ctx)}")
     else:
-        progress.outcome(f"setup: {out.commands_run} command(s) in {out.seconds:.0f} s")
+        progress.outcome(f"setup: {out.commands_run} command(s) in {out.seconds:.0f} s — {plan_text(ctx)}")
     return out.workspace
