@@ -2,12 +2,14 @@
 progress comment and `shopfloor status` say what waits, for which agent, since and until when and
 how to answer; `/shopfloor reject-call <id>` from a writer answers it (the fix agent reads the
 refusal and goes on to a merge); a wrong id, a second answer and a redelivered comment each do
-nothing but (at most) one reply. End to end: simulator, webhook edge, worker, Temporal.
+nothing but (at most) one reply. A person's pull request shows its review agent's wait on its own
+progress comment and takes the answer there. End to end: simulator, webhook edge, worker, Temporal.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 from datetime import timedelta
 
 from agent_runs import call
@@ -18,9 +20,26 @@ from waiting import DEADLINE_S, query_until
 
 from shopfloor.models.agent_run import AgentStatus
 from shopfloor.models.call_waits import WAITING_CALLS_QUERY, CallWait
+from shopfloor.models.inbox import pr_workflow_id
 from shopfloor.models.inbox_state import InboxSummary
 
 INSTALL = "pip install requests"
+FIXED_OPS = "def add(a, b):\n    return a + b\n\n\ndef mul(a, b):\n    return a * b\n"
+
+
+def open_person_pr(f, author: str, branch: str) -> tuple[int, str]:
+    """`author` pushes `branch` with calc/ops.py fixed and opens a pull request; (number, head sha)."""
+    gh = f.gh(author)
+    main = f.get("/branches/main")["commit"]["sha"]
+    assert gh.post(f"/repos/{f.repo}/git/refs", json={"ref": f"refs/heads/{branch}", "sha": main}).status_code == 201
+    old = f.get("/contents/calc/ops.py", ref=branch)["sha"]
+    content = base64.b64encode(FIXED_OPS.encode()).decode()
+    put = {"message": "fix add", "content": content, "sha": old, "branch": branch}
+    assert gh.put(f"/repos/{f.repo}/contents/calc/ops.py", json=put).status_code in (200, 201)
+    pr = {"title": "Make add() add", "head": branch, "base": "main", "body": "add(2, 3) returned -1."}
+    resp = gh.post(f"/repos/{f.repo}/pulls", json=pr)
+    assert resp.status_code == 201, resp.text
+    return resp.json()["number"], resp.json()["head"]["sha"]
 
 
 def install_then_fix() -> list[dict]:
@@ -123,3 +142,36 @@ async def test_a_waiting_call_is_shown_and_a_maintainer_rejects_it_by_comment(
     )
     assert [r.name for r in inbox.commands_accepted] == ["approve-call", "reject-call", "approve-call", "approve"]
     assert "approve-call" not in f.progress(number)
+
+
+async def test_a_pull_requests_review_waits_on_its_own_comment_and_a_maintainer_approves_there(
+    simulator, settings, running_worker, temporal_client, tmp_path
+):
+    review = [
+        {"tool_calls": [call("run_command", command=INSTALL)]},
+        {"tool_calls": [call("submit", **APPROVE)]},
+    ]
+    policy = POLICY + "pull_requests:\n  review: members\n"
+    async with factory(simulator, settings, running_worker, temporal_client, tmp_path, {"review": review}, policy) as f:
+        owner, name = f.repo.split("/")
+        simulator.set_permission(owner, name, "carol", "write")
+        number, head = open_person_pr(f, "carol", "carol/fix-add")
+        f.handle = temporal_client.get_workflow_handle(pr_workflow_id(f.repo, number))
+        body = await progress_saying(f, number, "approve-call")
+        (wait,) = await waits_of(f)
+        assert wait.workflow_id == f"{f.handle.id}/review-1" and wait.agent == "review"
+        assert f"`/shopfloor approve-call {wait.call_id}`" in body and "**review** waits for approval of" in body
+        f.comment(number, f"/shopfloor approve-call {wait.call_id}", "maria")
+        deadline = asyncio.get_running_loop().time() + DEADLINE_S
+        while not [r for r in f.get(f"/pulls/{number}/reviews") if r["commit_id"] == head]:
+            assert asyncio.get_running_loop().time() < deadline, "the review was never posted"
+            await asyncio.sleep(0.3)
+        status = await temporal_client.get_workflow_handle(wait.workflow_id).query("status", result_type=AgentStatus)
+        body = await progress_saying(f, number, "Waiting")
+        assert await waits_of(f) == []
+
+    assert [e.summary for e in status.events if e.summary.startswith(("approved", "rejected"))] == [
+        f"approved: {wait.summary}"
+    ]
+    assert "approve-call" not in body
+    assert replies(f, number) == []
