@@ -80,7 +80,7 @@ class Mirror:
         found = endpoint_of(text) if "//" not in text else None
         if found is None or found[1] is None or "*" in text:
             raise ValueError(f'"{shown}" is not a mirror endpoint: write an exact host:port (no scheme, no wildcard)')
-        host, port = found
+        host, port = found[0], found[1]
         if not 1 <= port <= 65535:
             raise ValueError(f'"{shown}": the port must be between 1 and 65535')
         return cls(host, port)

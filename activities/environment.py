@@ -57,6 +57,11 @@ class EnvironmentUnavailable(ShopfloorError):
     """An environment that cannot be kept, found or restored; the message says why."""
 
 
+class CheckoutConflict(EnvironmentUnavailable):
+    """Setup's git-ignored files cannot be put back into the checkout: something there (a link
+    out of it a command made) is in the way. Nothing was written outside the checkout."""
+
+
 @dataclass(frozen=True)
 class SandboxEnvironment:
     """How one command sees an environment: the bind mount, PATH entries and variables."""
@@ -276,12 +281,13 @@ class Environments:
     def _write_marker(self, env_dir: Path, digest: str, top: list[str]) -> None:
         self._marker(env_dir).write_text(json.dumps({"digest": digest, "checkout": top}))
 
-    def _read_marker(self, env_dir: Path) -> dict[str, object]:
+    def _read_marker(self, env_dir: Path) -> tuple[str | None, list[str]]:
+        """(digest, top-level checkout entries) of the environment restored here, if any."""
         try:
             data = json.loads(self._marker(env_dir).read_text())
-            return data if isinstance(data, dict) else {}
-        except (OSError, ValueError):
-            return {}
+            return str(data["digest"]), [str(t) for t in data["checkout"]]
+        except (OSError, ValueError, KeyError, TypeError):
+            return None, []
 
     async def _archive(self, digest: str) -> Path:
         path = self._archive_path(digest)
@@ -304,19 +310,32 @@ class Environments:
         the checkout's git-ignored files from setup put back when they are missing."""
         env_dir = self.dir_for(run_id)
         async with self._locks.hold(f"{env_dir}.lock"):
-            marker = self._read_marker(env_dir)
-            if marker.get("digest") != digest or not env_dir.is_dir():
+            restored, top = self._read_marker(env_dir)
+            if restored != digest or not env_dir.is_dir():
                 archive = await self._archive(digest)
                 await asyncio.to_thread(self.fresh, run_id)
-                top = await asyncio.to_thread(extract_archive, archive, env_dir, checkout)
+                try:
+                    top = await asyncio.to_thread(extract_archive, archive, env_dir, None)
+                except (tarfile.TarError, OSError) as exc:
+                    raise EnvironmentUnavailable(
+                        f"the prepared environment {digest[:12]} cannot be restored: {exc}"
+                    ) from None
                 await asyncio.to_thread(add_worker_fallback, env_dir)
                 self._write_marker(env_dir, digest, top)
+                missing = top
                 log.info("environment restored", digest=digest[:12], run_id=run_id)
             else:
-                top = [str(t) for t in marker.get("checkout", []) or []]  # type: ignore[union-attr]
-                if any(not os.path.lexists(checkout / t) for t in top):  # a rebuilt checkout lost them
-                    archive = await self._archive(digest)
+                missing = [t for t in top if not os.path.lexists(checkout / t)]  # a rebuilt checkout lost them
+            if missing:
+                archive = await self._archive(digest)
+                try:
+                    # Extracted on the worker, into a checkout commands write to: the "tar" filter
+                    # refuses any member whose path leads outside it (through a link a command made).
                     await asyncio.to_thread(extract_archive, archive, None, checkout)
+                except (tarfile.TarError, OSError) as exc:
+                    raise CheckoutConflict(
+                        f"setup's files ({', '.join(missing[:5])}) could not be put back into the checkout: {exc}"
+                    ) from None
         return sandbox_environment(env_dir, checkout)
 
     def cleanup(self, run_id: str) -> None:

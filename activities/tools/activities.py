@@ -24,7 +24,12 @@ from pydantic import BaseModel, ValidationError
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from shopfloor.activities.environment import Environments, EnvironmentUnavailable, SandboxEnvironment
+from shopfloor.activities.environment import (
+    CheckoutConflict,
+    Environments,
+    EnvironmentUnavailable,
+    SandboxEnvironment,
+)
 from shopfloor.activities.heartbeat import heartbeating
 from shopfloor.activities.sandbox import (
     CommandOutcome,
@@ -283,6 +288,8 @@ class ToolActivities:
             return None
         try:
             return await heartbeating(self._environments.restore(digest, inp.run_id, root))
+        except CheckoutConflict as exc:  # the model's own doing: it reads why
+            raise ToolError(f"the command was not run: {exc}") from None
         except EnvironmentUnavailable as exc:  # retried: the blob store may answer again
             raise ApplicationError(str(exc), type=failure_types.WORKSPACE_ERROR) from exc
 

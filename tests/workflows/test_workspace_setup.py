@@ -7,26 +7,16 @@ same blob store) finds the environment by its key and restores it for its comman
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from package_index import PackageIndex, build_wheel
-from portable_repos import make_repo
+from setup_runs import Worker, base
 from temporalio.exceptions import ApplicationError
-from temporalio.testing import ActivityEnvironment
 
-from shopfloor.activities.environment import Environments
 from shopfloor.activities.sandbox import resolve_mode
-from shopfloor.activities.sandbox_network import SandboxNetwork
-from shopfloor.activities.tools.activities import ToolActivities
-from shopfloor.activities.workspace import Workspaces
-from shopfloor.activities.workspace_setup import WorkspaceSetupActivities
-from shopfloor.blobs import FileBlobStore, put_json
+from shopfloor.blobs import FileBlobStore
 from shopfloor.models import failure_types
-from shopfloor.models.agent_run import ToolInput, WorkspaceRef
 from shopfloor.models.repo_profile import SetupInput
-from shopfloor.models.transcript import Message, ToolCall
-from shopfloor.settings import Settings
 
 TINY = build_wheel("tinypkg", "1.0", {"tinypkg/__init__.py": "VALUE = 42\n"})
 
@@ -43,41 +33,6 @@ def index() -> Iterator[PackageIndex]:
     served = PackageIndex({"tinypkg": TINY})
     yield served
     served.close()
-
-
-class Worker:
-    """One worker's setup and tool activities over a shared blob store."""
-
-    def __init__(self, root: Path, blobs: FileBlobStore, settings: Settings, mirrors: list[str]) -> None:
-        self.blobs = blobs
-        workspaces = Workspaces(root / "workspaces", blobs)
-        environments = Environments(workspaces.root, blobs)
-        network = SandboxNetwork.from_settings(settings.model_copy(update={"sandbox_mirrors": mirrors}))
-        self.setup = WorkspaceSetupActivities(workspaces, environments, sandbox="bwrap", network=network)
-        self.tools = ToolActivities(blobs, workspaces, sandbox="bwrap", network=network, environments=environments)
-
-    async def prepare(self, inp: SetupInput):
-        return await ActivityEnvironment().run(self.setup.workspace_setup, inp)
-
-    async def run(self, ws: WorkspaceRef, command: str, run_id: str) -> tuple[bool, str]:
-        reply = Message(
-            role="assistant", tool_calls=[ToolCall(id="c1", name="run_command", arguments={"command": command})]
-        )
-        inp = ToolInput(
-            workspace=ws,
-            reply_digest=await put_json(self.blobs, reply),
-            call_id="c1",
-            name="run_command",
-            run_id=run_id,
-        )
-        result = await ActivityEnvironment().run(self.tools.run_command, inp)
-        return result.ok, (await self.blobs.get(result.output_digest)).decode()
-
-
-def base(tmp_path: Path, files: dict[str, str]) -> WorkspaceRef:
-    repo = tmp_path / "repo"
-    sha = make_repo(repo, files)
-    return WorkspaceRef(repo="acme/app", clone_url=str(repo), base_sha=sha)
 
 
 async def test_setup_installs_from_the_mirror_and_another_worker_reuses_it(bwrap, tmp_path, settings, index):
@@ -146,3 +101,48 @@ async def test_setup_that_makes_files_git_would_carry_fails_naming_them(bwrap, t
         )
     assert caught.value.type == failure_types.SETUP_FAILED
     assert "app.py" in caught.value.message and "generated.py" in caught.value.message
+
+
+NODE_LIKE = [
+    "mkdir -p node_modules/.bin dist",
+    "printf '#!/bin/sh\\necho tool-ok\\n' > node_modules/.bin/mytool && chmod +x node_modules/.bin/mytool",
+    "echo built > dist/out.txt",
+]
+
+
+async def test_what_setup_leaves_that_git_ignores_is_kept_and_its_bin_is_on_path(bwrap, tmp_path, settings):
+    blobs = FileBlobStore(tmp_path / "blobs")
+    ws = base(tmp_path, {"index.js": "1\n", ".gitignore": "node_modules/\ndist/\n"})
+    out = await Worker(tmp_path / "w1", blobs, settings, []).prepare(
+        SetupInput(workspace=ws, commands=NODE_LIKE, run_id="run-1")
+    )
+    # Another worker rebuilds the checkout from git: setup's ignored files come back with the environment.
+    other = Worker(tmp_path / "w2", blobs, settings, [])
+    ok, output = await other.run(out.workspace, "mytool && cat dist/out.txt", "run-2")
+    assert ok and "tool-ok" in output and "built" in output, output
+
+
+async def test_an_environment_over_the_cap_fails_setup_saying_so(bwrap, tmp_path, settings):
+    blobs = FileBlobStore(tmp_path / "blobs")
+    ws = base(tmp_path, {".gitignore": "big/\n"})
+    worker = Worker(tmp_path / "w1", blobs, settings, [], max_bytes=1024 * 1024)
+    with pytest.raises(ApplicationError) as caught:
+        await worker.prepare(
+            SetupInput(workspace=ws, commands=["mkdir big && head -c 3000000 /dev/urandom > big/blob"], run_id="r")
+        )
+    assert caught.value.type == failure_types.SETUP_FAILED
+    assert "SHOPFLOOR_MAX_ENVIRONMENT_BYTES" in caught.value.message
+
+
+async def test_without_bubblewrap_setup_and_commands_on_an_environment_are_refused(bwrap, tmp_path, settings):
+    blobs = FileBlobStore(tmp_path / "blobs")
+    ws = base(tmp_path, {".gitignore": "dist/\n"})
+    unsandboxed = Worker(tmp_path / "w0", blobs, settings, [], sandbox="none")
+    with pytest.raises(ApplicationError) as caught:
+        await unsandboxed.prepare(SetupInput(workspace=ws, commands=["mkdir dist"], run_id="r"))
+    assert caught.value.type == failure_types.SETUP_FAILED and "bubblewrap" in caught.value.message
+    out = await Worker(tmp_path / "w1", blobs, settings, []).prepare(
+        SetupInput(workspace=ws, commands=["mkdir dist"], run_id="r")
+    )
+    ok, output = await unsandboxed.run(out.workspace, "true", "r2")
+    assert not ok and "prepared environment" in output and "bubblewrap" in output, output
