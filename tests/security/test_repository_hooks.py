@@ -68,3 +68,36 @@ async def test_an_agent_cannot_submit_past_a_failing_before_submit_hook(
     assert outcome.factory is not None and outcome.factory.result == "failed", outcome
     assert f"shopfloor/issue-{number}" not in branches and prs == []  # nothing pushed
     assert f.file("calc/ops.py") == "def add(a, b):\n    return a - b\n\n\ndef mul(a, b):\n    return a * b\n"
+
+
+async def test_a_hook_script_the_agent_rewrote_to_pass_gets_nothing_pushed_when_it_is_protected(
+    simulator, settings, running_worker, temporal_client, blobs, tmp_path
+):
+    # The maintainers protect their hook scripts. Refused by the linter, the agent rewrites it to
+    # always pass: the hook the run started with runs (the command), the script passes as
+    # rewritten, and the push refuses the commit for the protected path it touches.
+    hooks = BEFORE_SUBMIT + "protected_paths: ['.github/**', '/tools/**']\n"
+    fix = [
+        {"tool_calls": [call("edit_file", **DEBUG)]},
+        {"tool_calls": [call("run_command", command=TEST_CMD)]},
+        {"tool_calls": [call("submit", **FIX)]},  # refused by the linter as main has it
+        {"tool_calls": [call("run_command", command="printf 'print(\"lint: fine\")\\n' > tools/lint.py")]},
+        {"tool_calls": [call("run_command", command=TEST_CMD)]},
+        {"tool_calls": [call("submit", **CLAIM)]},
+    ]
+    models = {"triage": TRIAGE_TURNS, "fix": fix}
+    async with hooks_factory(simulator, settings, running_worker, temporal_client, tmp_path, models, hooks) as f:
+        number = f.open_issue("add() subtracts", "add(2, 3) returns -1, expected 5.")
+        await f.state_when(lambda s: s.result != "", "the run to end")
+        outcome = IssueOutcome.model_validate(await asyncio.wait_for(f.handle.result(), timeout=60))
+        result, messages = await agent_messages(temporal_client, blobs, f"{f.handle.id}/fix-1")
+        branches = [b["name"] for b in f.get("/branches")]
+        prs = f.get("/pulls", state="all")
+
+    [refused] = tool_messages(messages, "submit")
+    assert refused.is_error and LINT_FAILURE in refused.content
+    assert result.state == "completed" and result.steps == 6  # the rewritten linter passed
+    assert outcome.factory is not None and outcome.factory.result == "failed", outcome
+    assert "tools/lint.py" in outcome.factory.reason and "nothing was pushed" in outcome.factory.reason
+    assert f"shopfloor/issue-{number}" not in branches and prs == []
+    assert "print() left in the code" in f.file("tools/lint.py")  # main's linter untouched
