@@ -15,6 +15,7 @@ A failing command is a non-retryable SETUP_FAILED naming the command and the tai
 
 from __future__ import annotations
 
+import asyncio
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -114,7 +115,7 @@ class WorkspaceSetupActivities:
             raise ApplicationError(
                 f"setup could not check out {base[:12]}: {exc}", type=failure_types.WORKSPACE_ERROR
             ) from exc
-        env_dir = self._environments.fresh(run_id)
+        env_dir = await asyncio.to_thread(self._environments.fresh, run_id)  # an earlier attempt's may be large
         env = sandbox_environment(env_dir, checkout)
         policy = CommandPolicy(
             network=True,

@@ -97,6 +97,7 @@ async def test_setup_installs_from_the_mirror_the_fix_merges_and_a_second_run_re
         await f.state_when(lambda s: s.waiting_for == "approval", "the first run to wait for approval")
         body = f.progress(first)
         assert "| setup |" in body and "setup: 1 command(s)" in body, body
+        assert "plan from .github/shopfloor.yml: python -m pip install" in body, body
         assert index.downloads == ["tinypkg-1.0-py3-none-any.whl"]
 
         # A second run on the same base commit (main has not moved yet): setup is not run again.
