@@ -12,7 +12,7 @@ import asyncio
 import base64
 from datetime import timedelta
 
-from agent_runs import call
+from agent_runs import call, record_history
 from approval_runs import redeliver
 from cli_runs import cli_env, invoke_cli
 from factory_runs import APPROVE, POLICY, TEST_CMD, TRIAGE_TURNS, approve_and_finish, assert_merged, factory, fix_turns
@@ -122,6 +122,8 @@ async def test_a_waiting_call_is_shown_and_a_maintainer_rejects_it_by_comment(
         f.comment(number, f"/shopfloor approve-call {cid}", "maria")  # too late: answered already
         await query_until(f.handle, "inbox", InboxSummary, lambda s: len(s.commands_accepted) == 3, "the late answer")
         outcome = await approve_and_finish(f, number)
+        await record_history(f.handle, "issue-call-rejected-by-comment")
+        await record_history(temporal_client.get_workflow_handle(fix_run), "agent-call-wait-told-to-parent")
         fix = await temporal_client.get_workflow_handle(fix_run).query("status", result_type=AgentStatus)
         inbox = await f.handle.query("inbox", result_type=InboxSummary)
 
