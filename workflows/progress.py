@@ -165,6 +165,10 @@ class ProgressComment:
                 f"verdict {s.verdict or '–'} · fix round {s.fix_round} · review round {s.review_round}"
             )
         lines.append(f"spent: {s.steps} steps, {s.tokens} tokens, ${s.cost_usd:.2f}")
+        lines += [
+            f"waiting for an operator: {w.agent} `{w.summary[:80]}` (call {w.call_id[:64]}, `{w.workflow_id}`)"
+            for w in self.view.waiting_calls
+        ]
         if s.reason:
             lines.append(f"reason: {s.reason[:200]!r}")
         return lines
