@@ -24,9 +24,7 @@ GITHUB_EVENT_SIGNAL = "github_event"
 ALERT_SIGNAL = "alert"
 
 REPO_PATTERN = r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})/[A-Za-z0-9._-]{1,100}$"
-CommandName = Literal[
-    "fix", "review", "approve", "stop", "pause", "resume", "retry", "approve-call", "reject-call"
-]
+CommandName = Literal["fix", "review", "approve", "stop", "pause", "resume", "retry", "approve-call", "reject-call"]
 # Commands that change code or merge: the sender needs write access to the repository.
 WRITE_COMMANDS: frozenset[str] = frozenset({"fix", "approve", "retry", "review", "approve-call", "reject-call"})
 
