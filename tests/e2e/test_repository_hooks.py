@@ -68,3 +68,31 @@ async def test_a_failing_pre_submit_hook_refuses_the_submit_with_its_output(
     assert refused.content.startswith("error: submit refused: the repository's before-submit checks failed")
     assert "before-submit hook `python tools/lint.py`: exit code 1" in refused.content
     assert LINT_FAILURE in refused.content  # the hook's own output
+
+
+async def test_a_pre_submit_hook_that_changes_files_keeps_them_and_asks_for_the_tests_again(
+    simulator, settings, running_worker, temporal_client, blobs, tmp_path
+):
+    # A fixing check (`ruff check --fix`, a formatter): what it changed is kept, but the submit
+    # waits until the tests ran on it; on the next submit the hook changes nothing and it stands.
+    hooks = "hooks:\n  before_submit:\n    - run: python tools/fmt.py calc/ops.py\n"
+    sloppy = {"path": "calc/ops.py", "old": "return a - b", "new": "return a+b"}
+    fix = [
+        {"tool_calls": [call("edit_file", **sloppy)]},
+        {"tool_calls": [call("run_command", command=TEST_CMD)]},
+        {"tool_calls": [call("submit", **FIX)]},  # refused: the hook reformatted calc/ops.py
+        {"tool_calls": [call("submit", **FIX)]},  # refused: the tests have not run on that
+        {"tool_calls": [call("run_command", command=TEST_CMD)]},
+        {"tool_calls": [call("submit", **FIX)]},
+    ]
+    models = {"triage": TRIAGE_TURNS, "fix": fix, "review": [{"tool_calls": [call("submit", **APPROVE)]}]}
+    async with hooks_factory(simulator, settings, running_worker, temporal_client, tmp_path, models, hooks) as f:
+        number = f.open_issue("add() subtracts", "add(2, 3) returns -1, expected 5.")
+        outcome = await approve_and_finish(f, number)
+        result, messages = await agent_messages(temporal_client, blobs, f"{f.handle.id}/fix-1")
+    assert_merged(f, number, outcome)
+    assert f.file("calc/ops.py") == FORMATTED
+    assert result.state == "completed" and result.steps == 6
+    changed, untested = tool_messages(messages, "submit")
+    assert changed.is_error and "before-submit hooks changed files" in changed.content
+    assert untested.is_error and f"run the tests first: `{TEST_CMD}`" in untested.content
