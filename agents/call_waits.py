@@ -9,6 +9,7 @@ a person answers with is the call id cut to the characters a comment command can
 from __future__ import annotations
 
 import re
+import shlex
 from datetime import UTC, datetime
 
 from shopfloor.models.call_waits import CallWait
@@ -57,12 +58,13 @@ def status_lines(waits: list[CallWait]) -> list[str]:
     """`shopfloor status`'s lines for the waiting calls (plain text)."""
     lines: list[str] = []
     for w in waits:
-        cid = answer_id(w.call_id)
+        # The CLI names the call by its own id (quoted for a shell), which the agent run matches exactly.
+        cid, cli = answer_id(w.call_id), shlex.quote(w.call_id)
         lines += [
             f"waiting   {w.agent} · call {cid} · step {w.step} · {w.summary}",
             f"          since {when(w.since)} · refused at {when(w.until)} if nobody answers"
             + (f" · {w.reason}" if w.reason else ""),
-            f"          answer: shopfloor approve {w.workflow_id} --call {cid}"
-            f"  |  shopfloor reject {w.workflow_id} --call {cid} --reason <why>",
+            f"          answer: shopfloor approve {w.workflow_id} --call {cli}"
+            f"  |  shopfloor reject {w.workflow_id} --call {cli} --reason <why>",
         ]
     return lines

@@ -121,7 +121,13 @@ class CallWaits:
             )
             await self._reply(e, name, why)
             return f"{name} {given}: nothing waits"
-        wait = matches[-1]
+        if len(matches) > 1:  # ids a comment cannot tell apart: the CLI names the agent run and the call
+            where = f"`shopfloor status {workflow.info().workflow_id}` lists them"
+            await self._reply(
+                e, name, f"several waiting calls go by `{given}`; answer from the command line ({where})."
+            )
+            return f"{name} {given}: ambiguous"
+        (wait,) = matches
         answer = CallAnswer(call_id=wait.call_id, step=wait.step, approved=approved, note=note)
         try:
             await workflow.get_external_workflow_handle(wait.workflow_id).signal(ANSWER_CALL_SIGNAL, answer)

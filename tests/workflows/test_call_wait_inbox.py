@@ -113,23 +113,31 @@ async def test_the_waits_an_issue_run_keeps(temporal_client, gh_settings, runnin
         for k in range(12):
             await handle.signal(CALL_WAIT_SIGNAL, notice(wid, f"n{k}", 10 + k, agent_run="review-1"))
         await settled(handle, [(f"n{k}", 10 + k) for k in range(2, 12)])  # the newest ten
+        # Two calls a comment cannot tell apart (the same id once cut to what a comment carries).
+        await handle.signal(CALL_WAIT_SIGNAL, notice(wid, "dup", 30))
+        await handle.signal(CALL_WAIT_SIGNAL, notice(wid, "dup`", 30, agent_run="review-2"))
+        kept = [(f"n{k}", 10 + k) for k in range(4, 12)] + [("dup", 30), ("dup`", 30)]
+        await settled(handle, kept)
 
         # Answers that name nothing waiting: one reply each; the events let the inbox continue as new.
         await handle.signal(GITHUB_EVENT_SIGNAL, command("approve-call", "b", 201))
         await handle.signal(GITHUB_EVENT_SIGNAL, command("reject-call", "zzz", 202))
         await handle.signal(GITHUB_EVENT_SIGNAL, command("approve-call", "", 203))
         await handle.signal(GITHUB_EVENT_SIGNAL, command("approve-call", "b", 201))  # the same comment again
+        await handle.signal(GITHUB_EVENT_SIGNAL, command("approve-call", "dup", 204))
         inbox = await query_until(
-            handle, "inbox", InboxSummary, lambda s: len(s.commands_accepted) == 3 and s.runs > 1, "the answers"
+            handle, "inbox", InboxSummary, lambda s: len(s.commands_accepted) == 4 and s.runs > 1, "the answers"
         )
         still = await waiting(handle)
         await handle.terminate("test over")
 
-    assert inbox.runs > 1 and [c for c, _ in still] == [f"n{k}" for k in range(2, 12)]  # carried across runs
+    assert inbox.runs > 1 and still == kept  # carried across runs; the ambiguous answer answered nothing
     with simulator.api() as c:
         replies = [x["body"] for x in c.get(f"/repos/{repo}/issues/{number}/comments").json()]
-    assert len(replies) == 3, replies
+    assert len(replies) == 4, replies
     assert "`/shopfloor approve-call` did nothing: call `b` no longer waits: it was rejected already." in replies[0]
     assert "`/shopfloor reject-call` did nothing: no tool call `zzz` waits for an answer in this run." in replies[1]
     assert "`/shopfloor approve-call` did nothing: names no call: comment `/shopfloor approve-call <id>`." in replies[2]
-    assert "Waiting now: `n2`, `n3`" in replies[2]
+    assert "Waiting now: `n4`, `n5`" in replies[2]
+    assert "did nothing: several waiting calls go by `dup`; answer from the command line" in replies[3]
+    assert f"`shopfloor status {wid}` lists them" in replies[3]
