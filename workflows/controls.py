@@ -167,8 +167,8 @@ class AgentControls:
         self._pending[call.id] = pending
         self.publish()
         ended: WaitEnd = "cancelled"
-        await self._tell_parent(pending, None)
         try:
+            await self._tell_parent(pending, None)
             await workflow.wait_condition(
                 lambda: call.id in self._answers or self.cancel_reason is not None, timeout=timedelta(seconds=timeout_s)
             )
