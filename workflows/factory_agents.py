@@ -51,6 +51,7 @@ with workflow.unsafe.imports_passed_through():
     from shopfloor.workflows.pipeline import PipelineContext
     from shopfloor.workflows.repo_profile import test_command_note
 
+
 def required_test_command(ctx: PipelineContext) -> str | None:
     """The command the fix agent must have run (green) before it submits: the policy's, else the
     one detected from the default branch (None: the repository has no tests shopfloor can find)."""
