@@ -20,6 +20,7 @@ from agent_runs import call
 from factory_runs import (
     APPROVE,
     DEADLINE_S,
+    FIX,
     TEST_CMD,
     TRIAGE_TURNS,
     assert_merged,
@@ -80,7 +81,24 @@ async def test_setup_installs_from_the_mirror_the_fix_merges_and_a_second_run_re
     bwrap, index, simulator, settings, running_worker, temporal_client, tmp_path
 ):
     source = source_with_tiny_tests(tmp_path, policy([f"python -m pip install --index-url {index.url} tinypkg"]))
-    models = {"triage": TRIAGE_TURNS, "fix": fix_turns(), "review": [{"tool_calls": [call("submit", **APPROVE)]}]}
+    changes = {"verdict": "request_changes", "summary": "Cover negative numbers too.", "comments": []}
+    add_test = {
+        "path": "tests/test_ops.py",
+        "old": "assert add(2, 3) == 5",
+        "new": "assert add(2, 3) == 5\n    assert add(-1, -1) == -2",
+    }
+    models = {
+        "triage": TRIAGE_TURNS,
+        "fix": fix_turns(),
+        "review": [{"tool_calls": [call("submit", **changes)]}],
+        # Round two's required tests import tinypkg too: they pass only in the prepared environment.
+        "fix-2": [
+            {"tool_calls": [call("edit_file", **add_test)]},
+            {"tool_calls": [call("run_command", command=TEST_CMD)]},
+            {"tool_calls": [call("submit", **FIX)]},
+        ],
+        "review-2": [{"tool_calls": [call("submit", **APPROVE)]}],
+    }
     async with factory(
         simulator,
         settings,
@@ -109,10 +127,12 @@ async def test_setup_installs_from_the_mirror_the_fix_merges_and_a_second_run_re
         f.handle = first_handle
         f.comment(first, "/shopfloor approve", "maria")
         outcome = IssueOutcome.model_validate(await asyncio.wait_for(first_handle.result(), timeout=DEADLINE_S))
-    assert_merged(f, first, outcome)
-    # The fix agent's required test command ran green in the prepared environment.
-    assert outcome.factory is not None and outcome.factory.fix_round == 1
+    assert_merged(f, first, outcome, reviews=2)
+    # Both rounds' required test command ran green in the one environment setup prepared.
+    assert outcome.factory is not None and (outcome.factory.fix_round, outcome.factory.review_round) == (2, 2)
+    assert "add(-1, -1) == -2" in f.file("tests/test_ops.py")
     assert index.downloads == ["tinypkg-1.0-py3-none-any.whl"]
+    assert body.count("| setup |") == 1
 
 
 async def test_a_failing_setup_ends_the_run_failed_with_its_output(
