@@ -388,15 +388,7 @@ class AgentLoop:
                 call_id=call.id, name=call.name, ok=False, preview="error: the repository's hooks cannot run here"
             )
         else:
-            request = ToolInput(
-                workspace=c.workspace,
-                reply_digest=out.reply_digest,
-                call_id=call.id,
-                name=call.name,
-                run_id=self.run_id,
-                commands=self.inp.commands,
-            )
-            result = await self.hooks.before_submit(call, request)
+            result = await self.hooks.before_submit(call, self._tool_input(out, call))
         self._after_call(call, result)
         if not result.ok:
             return result
@@ -424,24 +416,25 @@ class AgentLoop:
         await flush()
         return results
 
-    async def _run_call(self, out: ModelStepOutput, call: ToolCallRef) -> ToolResult:
+    def _tool_input(self, out: ModelStepOutput, call: ToolCallRef) -> ToolInput:
+        """What the activity that runs `call` of reply `out` is given."""
         c = self.carry
+        return ToolInput(
+            workspace=c.workspace,
+            reply_digest=out.reply_digest,
+            call_id=call.id,
+            name=call.name,
+            run_id=self.run_id,
+            commands=self.inp.commands,
+            readable=c.readable_outputs if call.name == "read_output" else [],
+        )
+
+    async def _run_call(self, out: ModelStepOutput, call: ToolCallRef) -> ToolResult:
         refusal = await self._refusal(call)
         if refusal is not None:
             result = ToolResult(call_id=call.id, name=call.name, ok=False, preview=refusal)
         else:
-            result = await self.tools.run(
-                call,
-                ToolInput(
-                    workspace=c.workspace,
-                    reply_digest=out.reply_digest,
-                    call_id=call.id,
-                    name=call.name,
-                    run_id=self.run_id,
-                    commands=self.inp.commands,
-                    readable=c.readable_outputs if call.name == "read_output" else [],
-                ),
-            )
+            result = await self.tools.run(call, self._tool_input(out, call))
         self._after_call(call, result)
         return result
 

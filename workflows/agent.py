@@ -43,6 +43,9 @@ with workflow.unsafe.imports_passed_through():
         BEFORE_SUBMIT_HOOKS,
         COMPACT_TRANSCRIPT,
         MODEL_STEP,
+        ActivityEntry,
+        In,
+        Out,
         failure_message,
         failure_type,
         tool_activity,
@@ -60,22 +63,14 @@ class ActivityModelStep:
         self.heartbeat = timedelta(seconds=inp.timeouts.model_heartbeat_s)
 
     async def step(self, request: ModelStepInput) -> ModelStepOutput:
-        summary = f"{request.model} step {request.step}"
-        try:
-            return await call_activity(
-                MODEL_STEP, request, summary=summary, timeout=self.timeout, heartbeat=self.heartbeat
-            )
-        except ActivityError as exc:
-            too_long = _too_long(exc)
-            if too_long is None:
-                raise
-            raise too_long from exc
+        return await self._call(MODEL_STEP, request, f"{request.model} step {request.step}")
 
     async def compact(self, request: CompactInput, *, summary: str) -> CompactOutput:
+        return await self._call(COMPACT_TRANSCRIPT, request, summary)
+
+    async def _call(self, entry: ActivityEntry[In, Out], request: In, summary: str) -> Out:
         try:
-            return await call_activity(
-                COMPACT_TRANSCRIPT, request, summary=summary, timeout=self.timeout, heartbeat=self.heartbeat
-            )
+            return await call_activity(entry, request, summary=summary, timeout=self.timeout, heartbeat=self.heartbeat)
         except ActivityError as exc:
             too_long = _too_long(exc)
             if too_long is None:
