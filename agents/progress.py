@@ -27,6 +27,8 @@ from shopfloor.models.github_ops import RepoName, comment_marker
 
 MAX_TIMELINE = 20  # entries kept; older ones are counted in `timeline_dropped`
 MAX_UNTRUSTED_CHARS = 300
+MAX_PROBLEMS = 21  # a policy load keeps 20 errors and a line counting the rest
+MAX_PROBLEM_CHARS = 400
 MAX_WAITING_CALLS = 10
 
 Stage = Literal["triage", "policy", "setup", "fix", "ci", "review", "merge", "done"]
@@ -90,6 +92,9 @@ class ProgressView(BaseModel):
     updated_at: datetime | None = None
     # Tool calls the run's agents wait on an operator for (the workflow keeps at most MAX_WAITING_CALLS).
     waiting_calls: list[CallWait] = Field(default_factory=list)
+    # Each problem of what the run waits on, listed whole (a policy file's errors): the reason
+    # sentence is cut, and a maintainer must see every mistake to fix the file in one go.
+    problems: list[str] = Field(default_factory=list, max_length=MAX_PROBLEMS)
 
     @model_validator(mode="after")
     def _bound_timeline(self) -> ProgressView:
@@ -165,7 +170,9 @@ def status_sentence(view: ProgressView) -> str:
         case "closed":
             return f"**Final state: closed.** {reason}; nothing more will happen in this run."
         case "parked":
-            why = f" Why: {reason}." if view.reason else ""
+            n = len(view.problems)
+            listed = f" Why: {n} problem{'s' if n > 1 else ''}, listed below." if n else ""
+            why = listed or (f" Why: {reason}." if view.reason else "")
             return f"**Final state: waiting for a human.** The run is parked until {_waiting(view)}.{why}"
         case "failed":
             return f"**Final state: failed** at {view.stage}. Why: {reason}."
@@ -207,6 +214,8 @@ def waiting_call_lines(view: ProgressView) -> list[str]:
 def render_progress(view: ProgressView) -> str:
     label = "waiting" if view.state == "running" and view.waiting_calls else _LABELS[view.state]
     lines = [f"### shopfloor · {view.repo}#{view.number} · {label}", "", status_sentence(view), ""]
+    if view.problems and view.state in ("parked", "waiting"):
+        lines += [*(f"- {untrusted(p, MAX_PROBLEM_CHARS)}" for p in view.problems), ""]
     if view.waiting_calls and not view.final:
         lines += [*waiting_call_lines(view), ""]
     if view.timeline:

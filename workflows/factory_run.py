@@ -179,6 +179,7 @@ class FactoryRun(OnPipeline):
         while True:
             load = await call(GITHUB_LOAD_POLICY, PolicyInput(repo=self.repo), summary=f"policy of {self.repo}")
             load = within_operator_bounds(load, ctx.config.repo_models)
+            ctx.progress.view.problems = list(load.errors)  # each one on the comment, whole
             if load.ok:
                 break
             await self.park("policy", "; ".join(load.errors), ("retry", "fix"))

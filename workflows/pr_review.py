@@ -207,6 +207,7 @@ class PullRequestReview(OnPipeline):
             ctx.progress.links(pr_url=pull.html_url or None)
             load = await call(GITHUB_LOAD_POLICY, PolicyInput(repo=self.repo), summary=f"policy of {self.repo}")
             load = within_operator_bounds(load, ctx.config.repo_models)
+            ctx.progress.view.problems = list(load.errors)  # each one on the comment, whole
             ctx.policy = load.policy
             self.default_head = load.commit or info.head_sha  # the profile's commit, never the PR's head
             decision = await self._decide_review(pull)

@@ -190,3 +190,15 @@ def test_the_rendered_comment_keeps_a_single_marker_when_upserted():
     assert with_marker("plain", "issue/acme/shop/7", "progress").startswith(
         comment_marker("issue/acme/shop/7", "progress")
     )
+
+
+def test_a_parked_runs_problems_are_each_listed_whole():
+    problems = [f"`hooks.after_edit.{i}.file`: unknown key" for i in range(3)] + ["x" * 1000]
+    body = render_progress(view(state="parked", waiting_for="policy", reason="; ".join(problems), problems=problems))
+    assert "Why: 4 problems, listed below." in body
+    for p in problems[:3]:
+        assert f"\n- `` {p} ``" in body
+    (long,) = [line for line in body.splitlines() if "xxx" in line]
+    assert long.count("x") == 399 and long.endswith("… `")  # one cap per problem, not one for them all
+    # Not parked any more: the list goes with the state.
+    assert "\n- " not in render_progress(view(state="running", problems=problems))
