@@ -10,6 +10,8 @@ from typing import Any, NoReturn, ParamSpec, TypeVar
 
 import typer
 from pydantic import ValidationError
+from temporalio.client import Client, WorkflowHandle
+from temporalio.service import RPCError
 
 from shopfloor.errors import ShopfloorError, TemporalUnreachable, UsageError
 from shopfloor.logs import configure_logging
@@ -26,6 +28,31 @@ EXIT_FAILURE = 1
 def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
     typer.echo(f"shopfloor: {message}", err=True)
     raise typer.Exit(code)
+
+
+# The agent-run commands (controls, transcript) speak an AgentWorkflow's signals, updates and
+# history. Temporal accepts a signal no handler waits for, so sent to another kind of workflow
+# it would be dropped while the command said it was done.
+AGENT_WORKFLOW = "AgentWorkflow"
+
+
+async def agent_run_handle(client: Client, workflow_id: str, name: str) -> WorkflowHandle[Any, Any]:
+    """The handle of agent run `workflow_id`, or one clear line and exit 1 when there is no such
+    workflow or it is not an agent run (`name`: the command, for the message)."""
+    handle = client.get_workflow_handle(workflow_id)
+    try:
+        described = await handle.describe()
+    except RPCError as exc:
+        fail(f"no workflow {workflow_id!r}: {exc.message}", EXIT_FAILURE)
+    if described.workflow_type != AGENT_WORKFLOW:
+        fail(
+            f"{name.replace('_', '-')} acts on an agent run, and {workflow_id!r} is not one "
+            f"(its workflow type is {described.workflow_type}): "
+            f"name one of its agent runs (their ids go on from it, such as {workflow_id}/fix-1; "
+            f"`shopfloor status {workflow_id}` shows where it stands)",
+            EXIT_FAILURE,
+        )
+    return handle
 
 
 def load_settings() -> Settings:

@@ -8,24 +8,18 @@ import typer
 from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.service import RPCError
 
-from shopfloor.cli.common import EXIT_FAILURE, command, fail, load_settings
+from shopfloor.cli.common import EXIT_FAILURE, agent_run_handle, command, fail, load_settings
 from shopfloor.models.agent_run import ApprovalDecision, LimitsRaise
 from shopfloor.temporal import connect
 
 
-async def _handle(workflow_id: str) -> tuple[Client, WorkflowHandle[Any, Any]]:
-    settings = load_settings()
-    client = await connect(settings)
-    handle = client.get_workflow_handle(workflow_id)
-    try:
-        await handle.describe()
-    except RPCError as exc:
-        fail(f"no workflow {workflow_id!r}: {exc.message}", EXIT_FAILURE)
-    return client, handle
+async def _handle(workflow_id: str, name: str) -> tuple[Client, WorkflowHandle[Any, Any]]:
+    client = await connect(load_settings())
+    return client, await agent_run_handle(client, workflow_id, name)
 
 
 async def _update(workflow_id: str, name: str, arg: Any, result_type: type | None = None) -> Any:
-    _, handle = await _handle(workflow_id)
+    _, handle = await _handle(workflow_id, name)
     try:
         return await handle.execute_update(name, arg, result_type=result_type)
     except WorkflowUpdateFailedError as exc:
@@ -35,7 +29,7 @@ async def _update(workflow_id: str, name: str, arg: Any, result_type: type | Non
 
 
 async def _signal(workflow_id: str, name: str, *args: Any) -> None:
-    _, handle = await _handle(workflow_id)
+    _, handle = await _handle(workflow_id, name)
     try:
         await handle.signal(name, *args) if args else await handle.signal(name)
     except RPCError as exc:

@@ -18,7 +18,7 @@ from temporalio.service import RPCError
 
 from shopfloor.activities.transcript_store import TranscriptStore
 from shopfloor.blobs import open_blob_store
-from shopfloor.cli.common import EXIT_FAILURE, command, fail, load_settings
+from shopfloor.cli.common import EXIT_FAILURE, agent_run_handle, command, fail, load_settings
 from shopfloor.errors import BlobNotFound
 from shopfloor.models.agent_run import AgentResult, CompactOutput, ModelStepOutput
 from shopfloor.models.transcript import Message
@@ -77,6 +77,7 @@ def register(app: typer.Typer) -> None:
         """Print an agent run's transcript (running or finished) from the blob store."""
         settings = load_settings()
         client = await connect(settings)
+        await agent_run_handle(client, workflow_id, "transcript")
         try:
             digest = await latest_manifest(client, workflow_id)
         except RPCError as exc:
