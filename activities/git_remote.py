@@ -73,6 +73,17 @@ def _fail(type_: str, message: str, *, retry: bool = False) -> ApplicationError:
     return ApplicationError(message, type=type_, non_retryable=not retry)
 
 
+async def open_mirror(workspaces: Workspaces, clients: GitHubClients, repo: str, clone_url: str) -> Mirror:
+    """This worker's mirror of `clone_url`, its git carrying the repository's token if any."""
+    try:
+        token = await asyncio.to_thread(clients.git_token, repo) if "/" in repo and _is_http(clone_url) else None
+    except ApplicationError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - mapped like any GitHub failure, never raw
+        raise github_failure(exc, f"a token for {repo}", auth_hint=clients.auth_hint) from None
+    return await workspaces.mirrors.open(clone_url, token=token)
+
+
 class GitRemoteActivities:
     def __init__(self, workspaces: Workspaces, clients: GitHubClients) -> None:
         self._ws = workspaces
@@ -322,16 +333,7 @@ class GitRemoteActivities:
     # --- mirror and credentials --------------------------------------------------------------------------
 
     async def _mirror(self, repo: str, clone_url: str) -> Mirror:
-        """This worker's mirror of `clone_url`, its git carrying the repository's token if any."""
-        try:
-            token = (
-                await asyncio.to_thread(self._clients.git_token, repo) if "/" in repo and _is_http(clone_url) else None
-            )
-        except ApplicationError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - mapped like any GitHub failure, never raw
-            raise github_failure(exc, f"a token for {repo}", auth_hint=self._clients.auth_hint) from None
-        return await self._ws.mirrors.open(clone_url, token=token)
+        return await open_mirror(self._ws, self._clients, repo, clone_url)
 
     async def _ensure_head(self, git: Mirror, repo: str, sha: str, number: int | None) -> None:
         """A pull request's head in the mirror: by sha, or through refs/pull/<n>/head (a fork's)."""

@@ -10,7 +10,6 @@ blob; the profile carries its digest, so workflow history holds a reference, not
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import structlog
@@ -19,13 +18,14 @@ from temporalio.exceptions import ApplicationError
 
 from shopfloor.activities.git_cmd import GitError, WorkspaceError
 from shopfloor.activities.git_mirror import Mirror
+from shopfloor.activities.git_remote import open_mirror
 from shopfloor.activities.github.clients import GitHubClients
-from shopfloor.activities.github.errors import github_failure
 from shopfloor.activities.heartbeat import heartbeating
 from shopfloor.activities.workspace import Workspaces, portable
 from shopfloor.agents import repo_instructions, setup_plans, test_commands
 from shopfloor.blobs import BlobStore, put_json
 from shopfloor.models import failure_types
+from shopfloor.models.github_reads import POLICY_FILE
 from shopfloor.models.repo_profile import ProfileInput, RepoProfile, SetupPlan
 
 log = structlog.get_logger(__name__)
@@ -33,7 +33,6 @@ log = structlog.get_logger(__name__)
 MAX_PATHS = 100_000  # paths the rules look at (a monorepo's listing is cut, not refused)
 READ_BYTES = 256_000  # a rule file larger than this is read as empty (no real config is)
 REGULAR = ("100644", "100755")  # blobs git checks out as files (no symlinks, no submodules)
-POLICY_FILE = ".github/shopfloor.yml"
 
 
 class RepoProfileActivities:
@@ -60,7 +59,7 @@ class RepoProfileActivities:
 
     async def _profile(self, inp: ProfileInput) -> RepoProfile:
         clone_url, sha = portable(inp.workspace)
-        git = await self._mirror(inp.workspace.repo, clone_url)
+        git = await open_mirror(self._ws, self._clients, inp.workspace.repo, clone_url)
         await git.ensure_commit(sha)
         entries = await _listing(git, sha)
         paths = list(entries)
@@ -101,17 +100,6 @@ class RepoProfileActivities:
             instruction_files=len(profile.instruction_files),
         )
         return profile
-
-    async def _mirror(self, repo: str, clone_url: str) -> Mirror:
-        """This worker's mirror of `clone_url`, its git carrying the repository's token if any."""
-        try:
-            http = clone_url.startswith(("http://", "https://"))
-            token = await asyncio.to_thread(self._clients.git_token, repo) if "/" in repo and http else None
-        except ApplicationError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - mapped like any GitHub failure, never raw
-            raise github_failure(exc, f"a token for {repo}", auth_hint=self._clients.auth_hint) from None
-        return await self._ws.mirrors.open(clone_url, token=token)
 
 
 async def _listing(git: Mirror, sha: str) -> dict[str, tuple[str, int]]:

@@ -159,7 +159,7 @@ class Workspaces:
             listed = ("ls-files", "-z", "--others", "--modified", "--exclude-standard", "--", ":/")
             total, largest = await self._sizes(path, *listed)  # changed since the last checkpoint
             if total <= cap:
-                await self._wgit(path, "add", "--all", "--", ":/", env=self._shadow_env(path))
+                await self.checkout_git(path, "add", "--all", "--", ":/", env=self._shadow_env(path))
                 with tempfile.TemporaryDirectory(dir=self.root, prefix="checkpoint-") as scratch:
                     patch = Path(scratch) / "patch"
                     size, complete = await self._staged_to_file(
@@ -192,7 +192,7 @@ class Workspaces:
                 rel = resolve_in_workspace(run_dir, path).relative_to(os.path.realpath(run_dir))
                 spec = ["--", f":(literal){rel.as_posix()}"]
             await self._shadow_index(run_dir, base)
-            await self._wgit(run_dir, "add", "--all", "--", ":/", env=self._shadow_env(run_dir))
+            await self.checkout_git(run_dir, "add", "--all", "--", ":/", env=self._shadow_env(run_dir))
             with tempfile.TemporaryDirectory(dir=self.root, prefix="diff-") as scratch:
                 out = Path(scratch) / "diff"
                 _, complete = await self._staged_to_file(run_dir, base, out, DIFF_TOOL_MAX_BYTES, "-M", *spec)
@@ -240,9 +240,9 @@ class Workspaces:
         await asyncio.to_thread(pin_git_dir, path, mirror)
         # Locks left by a killed git are stale: we hold the run's lock.
         unlink(git_dir / "index.lock", git_dir / SHADOW_INDEX, git_dir / f"{SHADOW_INDEX}.lock")
-        await self._wgit(path, "checkout", "--force", "--detach", "--quiet", base)
-        await self._wgit(path, "clean", "-ffdxq")
-        await self._wgit(path, "reset", "--hard", "--quiet")
+        await self.checkout_git(path, "checkout", "--force", "--detach", "--quiet", base)
+        await self.checkout_git(path, "clean", "-ffdxq")
+        await self.checkout_git(path, "reset", "--hard", "--quiet")
 
     async def _rebuild(self, path: Path, base: str, clone_url: str, digest: str | None) -> None:
         """Make the checkout exactly base + the patch `digest` (streamed), and trust it."""
@@ -266,16 +266,18 @@ class Workspaces:
         index = path / ".git" / f"shopfloor-apply-{uuid.uuid4().hex[:8]}"
         env = {"GIT_INDEX_FILE": str(index)}
         try:
-            await self._wgit(path, "read-tree", base, env=env)
+            await self.checkout_git(path, "read-tree", base, env=env)
             try:
-                await self._wgit(path, "apply", "--cached", "--binary", "--whitespace=nowarn", str(patch), env=env)
+                await self.checkout_git(
+                    path, "apply", "--cached", "--binary", "--whitespace=nowarn", str(patch), env=env
+                )
             except GitError as e:
                 raise PatchError(f"patch {digest} does not apply to {base}: {e.stderr}") from None
-            tree = (await self._wgit(path, "write-tree", env=env)).decode().strip()
+            tree = (await self.checkout_git(path, "write-tree", env=env)).decode().strip()
         finally:
             unlink(index)
-        await self._wgit(path, "read-tree", "-u", "--reset", tree)  # the work tree becomes that tree
-        await self._wgit(path, "reset", "--quiet")  # index back to base: changes show as unstaged
+        await self.checkout_git(path, "read-tree", "-u", "--reset", tree)  # the work tree becomes that tree
+        await self.checkout_git(path, "reset", "--quiet")  # index back to base: changes show as unstaged
 
     def _shadow_env(self, path: Path) -> dict[str, str]:
         return {"GIT_INDEX_FILE": str(path / ".git" / SHADOW_INDEX)}
@@ -285,7 +287,7 @@ class Workspaces:
         index = path / ".git" / SHADOW_INDEX
         unlink(Path(f"{index}.lock"))  # left by a killed checkpoint; we hold the run's lock
         if not index.exists():
-            await self._wgit(path, "read-tree", base, env=self._shadow_env(path))
+            await self.checkout_git(path, "read-tree", base, env=self._shadow_env(path))
 
     async def _staged_to_file(self, path: Path, base: str, dest: Path, limit: int, *diff_args: str) -> tuple[int, bool]:
         """The shadow index diffed against base, into `dest`: (bytes, complete) as run_git_to_file."""
@@ -313,7 +315,7 @@ class Workspaces:
     def _where(self, path: Path) -> list[str]:
         return [f"--git-dir={path / '.git'}", f"--work-tree={path}", "-c", "core.bare=false"]
 
-    async def _wgit(
+    async def checkout_git(
         self, path: Path, *args: str, env: dict[str, str] | None = None, stdin: bytes | None = None
     ) -> bytes:
         """git in the checkout at `path`: stdout, or GitError carrying stderr."""

@@ -178,8 +178,7 @@ class WorkspaceSetupActivities:
             raise _failed(f"setup command `{command}` was not run: {exc}") from None
 
     async def _git_lines(self, checkout: Path, *args: str) -> list[str]:
-        where = [f"--git-dir={checkout / '.git'}", f"--work-tree={checkout}", "-c", "core.bare=false"]
-        _, out, _ = await self._workspaces.runner.run([*where, *args], cwd=checkout)
+        out = await self._workspaces.checkout_git(checkout, *args)
         return [name for name in out.decode("utf-8", "replace").split("\0") if name]
 
     async def _stray_files(self, checkout: Path) -> list[str]:
