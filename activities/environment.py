@@ -12,8 +12,8 @@ The archive (a gzip'd tar) holds the environment directory and what setup left i
 that git ignores (`node_modules`, a build directory), so a worker that rebuilds the checkout from
 its commit gets them back. Caches stay out of it: HOME, and so pip's and npm's caches, are the
 command's scratch directory. The reuse key names what makes an archive usable: the repository
-and base commit, the setup commands, the worker's Python and sandbox, and FORMAT; an index in the
-blob store's directory (or bucket) maps the key to the archive's digest, so another worker, or
+and base commit, the setup commands, the worker's Python and sandbox, and FORMAT; a named ref in the
+blob store (`environments/<key>`) maps the key to the archive's digest, so another worker, or
 this one after a restart, finds it.
 """
 
@@ -37,7 +37,7 @@ import structlog
 
 from shopfloor.activities.git_mirror import dir_key
 from shopfloor.activities.path_locks import PathLocks
-from shopfloor.blobs import BlobStore, FileBlobStore, S3BlobStore, check_digest
+from shopfloor.blobs import BlobStore, check_digest
 from shopfloor.errors import ShopfloorError
 
 log = structlog.get_logger(__name__)
@@ -130,15 +130,17 @@ def _without_fallback(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
     return None if info.name.endswith(f"/{FALLBACK_PTH}") else _kept(info)
 
 
+def _present(checkout: Path, ignored: Iterable[str]) -> list[str]:
+    """The git-ignored paths (relative, directories with or without their "/") still in `checkout`."""
+    return [rel for rel in (r.rstrip("/") for r in ignored) if rel and os.path.lexists(checkout / rel)]
+
+
 def write_archive(dest: Path, env_dir: Path, checkout: Path, ignored: Iterable[str]) -> None:
     """The archive of `env_dir` and the git-ignored paths `ignored` (relative) in `checkout`."""
     with tarfile.open(dest, "w:gz", compresslevel=1) as tar:
         tar.add(env_dir, arcname=_ENV_PART, recursive=True, filter=_without_fallback)
-        for rel in ignored:
-            rel = rel.rstrip("/")
-            path = checkout / rel
-            if rel and os.path.lexists(path):
-                tar.add(path, arcname=f"{_CHECKOUT_PART}/{rel}", recursive=True, filter=_kept)
+        for rel in _present(checkout, ignored):
+            tar.add(checkout / rel, arcname=f"{_CHECKOUT_PART}/{rel}", recursive=True, filter=_kept)
 
 
 def extract_archive(archive: Path, env_dir: Path | None, checkout: Path | None) -> list[str]:
@@ -172,56 +174,24 @@ def _renamed(member: tarfile.TarInfo, name: str) -> tarfile.TarInfo:
 
 
 class EnvironmentIndex:
-    """Reuse key -> archive digest, kept where the blobs are: beside a file store's blobs, or
-    under the bucket's prefix; for another store, in the worker's own directory."""
+    """Reuse key -> archive digest, as a named ref in the blob store (so every worker sharing the
+    store finds it, also after a restart)."""
 
-    def __init__(self, blobs: BlobStore, local: Path) -> None:
+    def __init__(self, blobs: BlobStore) -> None:
         self.blobs = blobs
-        self.local = local
-
-    def _file(self, key: str) -> Path:
-        root = self.blobs.root if isinstance(self.blobs, FileBlobStore) else self.local
-        return root / "environments" / f"{key}.digest"
-
-    def _s3_key(self, store: S3BlobStore, key: str) -> str:
-        return f"{store.prefix}/environments/{key}" if store.prefix else f"environments/{key}"
-
-    def _get_sync(self, key: str) -> str | None:
-        try:
-            if isinstance(self.blobs, S3BlobStore):
-                body = self.blobs._client.get_object(Bucket=self.blobs.bucket, Key=self._s3_key(self.blobs, key))[
-                    "Body"
-                ]
-                with body:
-                    text = body.read().decode()
-            else:
-                text = self._file(key).read_text()
-            return check_digest(text.strip())
-        except Exception:  # noqa: BLE001 - no entry (or an unreadable one) means: prepare it again
-            return None
-
-    def _put_sync(self, key: str, digest: str) -> None:
-        if isinstance(self.blobs, S3BlobStore):
-            self.blobs._client.put_object(
-                Bucket=self.blobs.bucket, Key=self._s3_key(self.blobs, key), Body=digest.encode()
-            )
-            return
-        path = self._file(key)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".env-", suffix=".tmp")
-        with os.fdopen(fd, "w") as f:
-            f.write(digest)
-        os.replace(tmp, path)
 
     async def get(self, key: str) -> str | None:
         """The digest of the environment kept under `key`, if it is still in the blob store."""
-        digest = await asyncio.to_thread(self._get_sync, key)
+        try:
+            digest = await self.blobs.get_ref(f"environments/{key}")
+        except Exception:  # noqa: BLE001 - an unreadable entry means: prepare it again
+            return None
         if digest is None or not await self.blobs.exists(digest):
             return None
         return digest
 
     async def put(self, key: str, digest: str) -> None:
-        await asyncio.to_thread(self._put_sync, key, digest)
+        await self.blobs.put_ref(f"environments/{key}", digest)
 
 
 class Environments:
@@ -231,7 +201,7 @@ class Environments:
         self.root = Path(os.path.abspath(root))
         self.blobs = blobs
         self.max_bytes = max_bytes
-        self.index = EnvironmentIndex(blobs, self.root / "env-index")
+        self.index = EnvironmentIndex(blobs)
         self._locks = PathLocks()
 
     def dir_for(self, run_id: str) -> Path:
@@ -273,7 +243,7 @@ class Environments:
             os.replace(tmp, self._archive_path(digest))  # this worker's copy: no download later
         finally:
             tmp.unlink(missing_ok=True)
-        top = await asyncio.to_thread(extract_archive, self._archive_path(digest), None, None)
+        top = sorted({rel.split("/", 1)[0] for rel in _present(checkout, ignored)})  # what the archive holds
         self._write_marker(env_dir, digest, top)
         await asyncio.to_thread(add_worker_fallback, env_dir)
         return digest

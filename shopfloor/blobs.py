@@ -56,6 +56,24 @@ class BlobStore(Protocol):
         none, BlobCorrupted if damaged (and `dest` is removed)."""
         ...
 
+    async def put_ref(self, name: str, digest: str) -> None:
+        """Point the name `name` (check_ref_name) at `digest`, replacing what it named."""
+        ...
+
+    async def get_ref(self, name: str) -> str | None:
+        """The digest `name` points at (None: no such name, or not a digest)."""
+        ...
+
+
+_REF_NAME = re.compile(r"[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*")
+
+
+def check_ref_name(name: str) -> str:
+    """A ref name: path segments of letters, digits, '.', '_' and '-' (never '..'), at most 200 characters."""
+    if len(name) > 200 or not _REF_NAME.fullmatch(name) or ".." in name.split("/"):
+        raise ValueError(f"not a usable ref name: {name!r}")
+    return name
+
 
 def digest_of(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
@@ -160,6 +178,19 @@ class FileBlobStore:
 
     def path_for(self, digest: str) -> Path:
         return self.root / _fan_out(check_digest(digest))
+
+    async def put_ref(self, name: str, digest: str) -> None:
+        await asyncio.to_thread(self._put_ref_sync, self.root / "refs" / check_ref_name(name), check_digest(digest))
+
+    async def get_ref(self, name: str) -> str | None:
+        return await asyncio.to_thread(_read_ref, self.root / "refs" / check_ref_name(name))
+
+    def _put_ref_sync(self, path: Path, digest: str) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".ref-", suffix=".tmp")  # renamed into place
+        with os.fdopen(fd, "w") as f:
+            f.write(digest)
+        os.replace(tmp, path)
 
     async def put(self, data: bytes) -> str:
         # Hashing and writing a large blob would stall the event loop: both go to a thread.
@@ -290,6 +321,25 @@ class S3BlobStore:
         key = _fan_out(check_digest(digest))
         return f"{self.prefix}/{key}" if self.prefix else key
 
+    def _ref_key(self, name: str) -> str:
+        key = f"refs/{check_ref_name(name)}"
+        return f"{self.prefix}/{key}" if self.prefix else key
+
+    async def put_ref(self, name: str, digest: str) -> None:
+        body = check_digest(digest).encode()
+        await asyncio.to_thread(self._client.put_object, Bucket=self.bucket, Key=self._ref_key(name), Body=body)
+
+    async def get_ref(self, name: str) -> str | None:
+        return await asyncio.to_thread(self._get_ref_sync, self._ref_key(name))
+
+    def _get_ref_sync(self, key: str) -> str | None:
+        try:
+            response = self._get_object("ref", key)
+        except BlobNotFound:
+            return None
+        with response["Body"] as body:
+            return _digest_or_none(body.read().decode("utf-8", "replace"))
+
     async def put(self, data: bytes) -> str:
         return await asyncio.to_thread(self._put_sync, bytes(data))
 
@@ -384,6 +434,20 @@ class S3BlobStore:
 
     def __repr__(self) -> str:
         return f"S3BlobStore(bucket={self.bucket!r}, prefix={self.prefix!r})"
+
+
+def _digest_or_none(text: str) -> str | None:
+    try:
+        return check_digest(text.strip())
+    except ValueError:
+        return None
+
+
+def _read_ref(path: Path) -> str | None:
+    try:
+        return _digest_or_none(path.read_text())
+    except (OSError, UnicodeError):
+        return None
 
 
 def _make_s3_client(endpoint_url: str | None, region_name: str | None) -> Any:
