@@ -12,6 +12,8 @@ after it, so the only marker in what shopfloor writes is the one it put there.
 
 from __future__ import annotations
 
+import re
+
 from shopfloor.agents.untrusted_text import sanitize
 
 
@@ -26,3 +28,15 @@ def with_own_marker_kept(body: str, marker: str) -> tuple[str, bool]:
     stripped = body.rstrip()
     ends = stripped.endswith(marker)
     return for_github(stripped.removesuffix(marker).rstrip() if ends else body), ends
+
+
+def safe_login(login: str) -> str:
+    """A login fit to quote in a comment: GitHub logins are letters, digits and hyphens."""
+    return re.sub(r"[^A-Za-z0-9-]", "", login)[:39] or "there"
+
+
+def reply_ref(comment_id: int | None, delivery_id: str) -> str:
+    """What a reply to one comment is keyed by (its marker kind's tail): the comment's id, or the
+    delivery's when there is none, so a redelivered comment gets the same reply, never a second."""
+    ref = str(comment_id) if comment_id is not None else re.sub(r"[^A-Za-z0-9_.-]", "", delivery_id)[:64]
+    return ref or "command"

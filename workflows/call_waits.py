@@ -12,13 +12,12 @@ twice) and does nothing else.
 
 from __future__ import annotations
 
-import re
-
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, FailureError
 
 with workflow.unsafe.imports_passed_through():
     from shopfloor.agents.call_waits import answer_id, parse_answer
+    from shopfloor.agents.github_text import reply_ref, safe_login
     from shopfloor.agents.progress import MAX_WAITING_CALLS
     from shopfloor.models.call_waits import (
         ANSWER_CALL_SIGNAL,
@@ -145,8 +144,7 @@ class CallWaits:
         self.carry.call_waits_ended = [*self.carry.call_waits_ended, end][-ENDED_KEPT:]
 
     async def _reply(self, e: RepoEvent, name: str, text: str) -> None:
-        who = re.sub(r"[^A-Za-z0-9-]", "", e.sender)[:39] or "there"
-        ref = str(e.comment_id) if e.comment_id is not None else re.sub(r"[^A-Za-z0-9_.-]", "", e.delivery_id)[:64]
+        who = safe_login(e.sender)
         try:
             await call(
                 GITHUB_UPSERT_COMMENT,
@@ -154,7 +152,7 @@ class CallWaits:
                     repo=self.repo,
                     issue_number=self.number,
                     workflow_id=workflow.info().workflow_id,
-                    kind=f"call-answer-{ref or 'command'}",
+                    kind=f"call-answer-{reply_ref(e.comment_id, e.delivery_id)}",
                     body=f"@{who} `/shopfloor {name}` did nothing: {text}",
                 ),
                 summary=f"reply to /shopfloor {name} from {who}",

@@ -18,13 +18,13 @@ no text in a pull request's body can carry a maintainer's command into another i
 
 from __future__ import annotations
 
-import re
 from datetime import timedelta
 
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
+    from shopfloor.agents.github_text import reply_ref, safe_login
     from shopfloor.models import failure_types
     from shopfloor.models.github_ops import PermissionInput, UpsertCommentInput
     from shopfloor.models.inbox import RepoEvent
@@ -40,14 +40,8 @@ COMMANDS_KEPT = 50
 COMMENTS_KEPT = 200
 
 
-def safe_login(login: str) -> str:
-    """A login fit to quote in a comment: GitHub logins are letters, digits and hyphens."""
-    return re.sub(r"[^A-Za-z0-9-]", "", login)[:39] or "there"
-
-
 def _marker_kind(e: RepoEvent) -> str:
-    ref = str(e.comment_id) if e.comment_id is not None else re.sub(r"[^A-Za-z0-9_.-]", "", e.delivery_id)[:64]
-    return f"refused-{ref or 'command'}"
+    return f"refused-{reply_ref(e.comment_id, e.delivery_id)}"
 
 
 class CommandHandling(CallWaits):

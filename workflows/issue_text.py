@@ -22,9 +22,9 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
+    from shopfloor.agents.github_text import safe_login
     from shopfloor.models.inbox import IssueText, IssueTextInput, RepoEvent
     from shopfloor.workflows.activity_catalogue import FACTORY_ISSUE_TEXT, call
-    from shopfloor.workflows.commands import safe_login
 
 if TYPE_CHECKING:
     from shopfloor.workflows.factory_run import FactoryRun

@@ -25,6 +25,7 @@ from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from shopfloor.agents.approvals import SHORT_SHA, decide
+    from shopfloor.agents.github_text import safe_login
     from shopfloor.agents.policy import RepoPolicy
     from shopfloor.models import failure_types
     from shopfloor.models.agent_run import WorkspaceRef
@@ -49,7 +50,6 @@ with workflow.unsafe.imports_passed_through():
         failure_message,
         failure_type,
     )
-    from shopfloor.workflows.commands import safe_login
     from shopfloor.workflows.pipeline import (
         BaseConflicts,
         BaseMergedIn,
