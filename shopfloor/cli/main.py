@@ -8,7 +8,7 @@ import sys
 
 import typer
 
-from shopfloor.cli import agent, bench, control, demo, dev, replay, run, simulator, transcript
+from shopfloor.cli import agent, bench, control, demo, dev, follow, replay, run, simulator, status, transcript
 
 app = typer.Typer(
     name="shopfloor",
@@ -19,6 +19,8 @@ app = typer.Typer(
 )
 dev.register(app)
 agent.register(app)
+status.register(app)
+follow.register(app)
 bench.register(app)
 replay.register(app)
 control.register(app)
