@@ -228,6 +228,13 @@ class LimitsRaise(BaseModel):
     max_wall_s: float | None = Field(default=None, gt=0)
 
 
+class ModelSwitch(BaseModel):
+    """Switch an agent run's model from its next step on (update `switch_model`; returns the model)."""
+
+    model: str = Field(min_length=3, max_length=200)  # provider:model
+    by: str = ""  # who asked, for the record
+
+
 class StepEvent(BaseModel):
     seq: int
     step: int

@@ -24,9 +24,24 @@ GITHUB_EVENT_SIGNAL = "github_event"
 ALERT_SIGNAL = "alert"
 
 REPO_PATTERN = r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})/[A-Za-z0-9._-]{1,100}$"
-CommandName = Literal["fix", "review", "approve", "stop", "pause", "resume", "retry", "approve-call", "reject-call"]
+CommandName = Literal[
+    "fix",
+    "review",
+    "approve",
+    "stop",
+    "pause",
+    "resume",
+    "retry",
+    "approve-call",
+    "reject-call",
+    "steer",  # a message for the running agent (`--model P:M` switches its model, within the operator's bounds)
+    "raise-limits",  # more budget for the running agent: `--steps N`, `--cost USD`
+    "cancel",  # the same as stop: end the run (and its running agent) with its last checkpoint
+]
 # Commands that change code or merge: the sender needs write access to the repository.
-WRITE_COMMANDS: frozenset[str] = frozenset({"fix", "approve", "retry", "review", "approve-call", "reject-call"})
+WRITE_COMMANDS: frozenset[str] = frozenset(
+    {"fix", "approve", "retry", "review", "approve-call", "reject-call", "steer", "raise-limits"}
+)
 
 
 def issue_workflow_id(repo: str, number: int) -> str:
@@ -89,6 +104,11 @@ class RepoEvent(BaseModel):
     command: CommentCommand | None = None
     comment_id: int | None = None
     head_sha: str | None = None  # PR head, check run / suite / status sha
+    # A line comment on a pull request (pull_request_review_comment): the file and line it is on,
+    # and the review it belongs to (also set on pull_request_review events: the review's own id).
+    path: str | None = None
+    line: int | None = None
+    review_id: int | None = None
     state: str | None = None  # review state, status state, check conclusion
     check_name: str | None = None
     installation_id: int | None = None
