@@ -10,20 +10,20 @@ in-process (tests/unit/test_cli_arguments.py)."""
 from __future__ import annotations
 
 import json
-import subprocess
 
-from worker_process import SHOPFLOOR, worker_env
+from cli_runs import run_cli
+from worker_process import worker_env
 
 from shopfloor.bench.suite import SuiteReport
 
 
 def test_bench_runs_every_row_beside_its_reference_in_one_table(tmp_path):
-    run = subprocess.run(
-        [SHOPFLOOR, "bench", "--quick", "--json"],
-        env=worker_env(SHOPFLOOR_DATA_DIR=str(tmp_path), SHOPFLOOR_LOG_LEVEL="WARNING"),
-        capture_output=True,
-        text=True,
-        timeout=400,
+    # run_cli: on a timeout the bench's process group gets SIGINT first, so it stops the Temporal
+    # dev servers and workers it started instead of leaving them to load the machine.
+    run = run_cli(
+        ["bench", "--quick", "--json"],
+        worker_env(SHOPFLOOR_DATA_DIR=str(tmp_path), SHOPFLOOR_LOG_LEVEL="WARNING"),
+        timeout_s=600,
     )
     assert run.returncode == 0, run.stderr
     report = json.loads(run.stdout)
