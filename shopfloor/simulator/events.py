@@ -59,6 +59,19 @@ class Events:
             sender,
         )
 
+    def review_comment(self, repo: Repo, issue: Issue, review: Review, comment: dict[str, Any], sender: User) -> None:
+        """One `pull_request_review_comment.created` per line comment, after its review's event (as GitHub)."""
+        self.send(
+            repo,
+            "pull_request_review_comment",
+            {
+                "action": "created",
+                "comment": self.sim.pulls.review_comment(repo, issue, review, comment),
+                "pull_request": self.sim.pulls.simple(repo, issue),
+            },
+            sender,
+        )
+
     # ---- push --------------------------------------------------------------------------------
     def _commit_item(self, repo: Repo, c: CommitInfo) -> dict[str, Any]:
         git = repo.git

@@ -1,4 +1,5 @@
-"""Pull request reviews: APPROVE / REQUEST_CHANGES / COMMENT, never approving your own PR."""
+"""Pull request reviews: APPROVE / REQUEST_CHANGES / COMMENT, never approving your own PR; their line
+comments (one webhook delivery each), and a single line comment (a COMMENTED review holding it)."""
 
 from __future__ import annotations
 
@@ -74,7 +75,43 @@ def create_review(owner: str, repo: str, number: int, body: NewReview, request: 
         pr.reviews.append(review)
         issue.updated_at = now()
         sim.events.review(r, issue, review, actor.user)
+        for c in inline:  # GitHub sends each line comment as its own delivery too
+            sim.events.review_comment(r, issue, review, c, actor.user)
         return JSONResponse(sim.pulls.review(r, issue, review))
+
+
+class NewReviewComment(InlineComment):
+    commit_id: str | None = None
+
+
+@router.post("/repos/{owner}/{repo}/pulls/{number}/comments")
+def create_review_comment(owner: str, repo: str, number: int, body: NewReviewComment, request: Request) -> JSONResponse:
+    """One line comment: GitHub keeps it in a COMMENTED review of its own."""
+    sim, actor, r = load_repo(request, owner, repo)
+    if not body.body.strip():
+        raise custom_invalid("PullRequestReviewComment", "body is required")
+    with sim.store.lock:
+        issue = load_issue(r, number, pr=True)
+        pr = issue.pr
+        assert pr is not None
+        commit_id = body.commit_id or pr.head_sha
+        if not r.git.commit_exists(commit_id):
+            raise custom_invalid("PullRequestReviewComment", "commit_id is not part of the pull request")
+        comment: dict[str, Any] = {"id": sim.store.new_id(), **body.model_dump(exclude={"commit_id"})}
+        review = Review(
+            id=sim.store.new_id(),
+            user=actor.user,
+            body="",
+            state="COMMENTED",
+            commit_id=commit_id,
+            submitted_at=now(),
+            comments=[comment],
+        )
+        pr.reviews.append(review)
+        issue.updated_at = now()
+        sim.events.review(r, issue, review, actor.user)
+        sim.events.review_comment(r, issue, review, comment, actor.user)
+        return JSONResponse(sim.pulls.review_comment(r, issue, review, comment), status_code=201)
 
 
 @router.get("/repos/{owner}/{repo}/pulls/{number}/reviews")
