@@ -20,6 +20,7 @@ from shopfloor.models.github_events import (
     IssueCommentEvent,
     IssuesEvent,
     PullRequestEvent,
+    PullRequestReviewCommentEvent,
     PullRequestReviewEvent,
     StatusEvent,
     WorkflowRunEvent,
@@ -78,6 +79,11 @@ ROUTED_KINDS: Mapping[str, RoutedKind] = {
     "pull_request": _kind(PullRequestEvent, routing.route_pull_request, fields.pull_request_fields),
     "pull_request_review": _kind(
         PullRequestReviewEvent, routing.route_pull_request_review, fields.pull_request_review_fields
+    ),
+    "pull_request_review_comment": _kind(
+        PullRequestReviewCommentEvent,
+        routing.route_pull_request_review_comment,
+        fields.pull_request_review_comment_fields,
     ),
     "check_run": _kind(CheckRunEvent, routing.route_check_run, fields.check_run_fields),
     "check_suite": _kind(CheckSuiteEvent, routing.route_check_suite, fields.check_suite_fields),

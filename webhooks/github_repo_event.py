@@ -24,6 +24,7 @@ from shopfloor.models.github_events import (
     IssueCommentEvent,
     IssuesEvent,
     PullRequestEvent,
+    PullRequestReviewCommentEvent,
     PullRequestReviewEvent,
     StatusEvent,
     WorkflowRunEvent,
@@ -32,6 +33,7 @@ from shopfloor.models.inbox import CommentCommand, RepoEvent, TextSnapshot
 
 PREVIEW_CHARS = 200
 TITLE_CHARS = 256
+PATH_CHARS = 300  # a line comment's file path (GitHub's paths are rarely longer)
 
 
 class CommonFields(TypedDict):
@@ -59,6 +61,9 @@ class EventFields(TypedDict, total=False):
     command: CommentCommand | None
     comment_id: int
     head_sha: str | None
+    path: str | None
+    line: int | None
+    review_id: int | None
     state: str | None
     check_name: str | None
     occurred_at: datetime | None
@@ -151,6 +156,23 @@ async def pull_request_review_fields(event: PullRequestReviewEvent, blobs: BlobS
         text=await snapshot(blobs, pr.title, review.body) if review.body else None,
         head_sha=review.commit_id or pr.head.sha,
         state=review.state,
+        review_id=review.id,
+    )
+
+
+async def pull_request_review_comment_fields(event: PullRequestReviewCommentEvent, blobs: BlobStore) -> EventFields:
+    pr, comment = event.pull_request, event.comment
+    return EventFields(
+        number=pr.number,
+        is_pull_request=True,
+        title=_title(pr.title),
+        text=await snapshot(blobs, pr.title, comment.body),  # sanitized and stored as an issue comment is
+        comment_id=comment.id,
+        path=sanitize(comment.path)[:PATH_CHARS] if comment.path else None,
+        line=comment.line,
+        review_id=comment.pull_request_review_id,
+        head_sha=comment.commit_id or pr.head.sha,
+        occurred_at=comment.created_at,
     )
 
 

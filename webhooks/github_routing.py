@@ -1,7 +1,7 @@
 """Which workflow(s) a parsed GitHub event goes to — or why it goes nowhere. Pure.
 
 Routing of shopfloor's own pull requests: their head branch derives from the issue workflow's id,
-`shopfloor/issue-<n>`, so events about such a PR (pull_request, reviews, check runs,
+`shopfloor/issue-<n>`, so events about such a PR (pull_request, reviews and their line comments, check runs,
 check suites, workflow runs, statuses) go to `issue/<repo>/<n>`, the workflow that opened it —
 never to a PullRequestWorkflow (shopfloor does not review itself as if a person had written it).
 The branch counts only when it lives in the repository itself (pushing there needs write access;
@@ -28,6 +28,7 @@ from shopfloor.models.github_events import (
     IssueCommentEvent,
     IssuesEvent,
     PullRequestEvent,
+    PullRequestReviewCommentEvent,
     PullRequestReviewEvent,
     StatusEvent,
     WorkflowRunEvent,
@@ -157,6 +158,13 @@ def route_pull_request(event: PullRequestEvent, at: RouteContext) -> Route:
 def route_pull_request_review(event: PullRequestReviewEvent, at: RouteContext) -> Route:
     if event.action != "submitted":
         return ignore(f"pull_request_review.{event.action} is not routed")
+    return _for_pull_request(at.repo, event.pull_request, restart=False)
+
+
+def route_pull_request_review_comment(event: PullRequestReviewCommentEvent, at: RouteContext) -> Route:
+    # A line comment is routed as its review is; an edit or a deletion is not feedback to act on.
+    if event.action != "created":
+        return ignore(f"pull_request_review_comment.{event.action} is not routed")
     return _for_pull_request(at.repo, event.pull_request, restart=False)
 
 

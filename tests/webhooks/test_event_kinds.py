@@ -34,6 +34,7 @@ def test_each_routed_kind_is_the_model_its_event_name_parses_to() -> None:
         "issue_comment",
         "pull_request",
         "pull_request_review",
+        "pull_request_review_comment",
         "check_run",
         "check_suite",
         "workflow_run",

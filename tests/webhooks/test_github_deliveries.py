@@ -51,7 +51,7 @@ EXPECTED: dict[str, tuple[str, str | None, str]] = {
     "pull_request_review.submitted.approved.json": ("pull_request_review", "pr/{repo}/35", "started"),
     "pull_request_review.submitted.changes_requested.json": ("pull_request_review", "pr/{repo}/35", "started"),
     "pull_request_review.submitted.json": ("pull_request_review", "pr/{repo}/2", "started"),
-    "pull_request_review_comment.created.json": ("pull_request_review_comment", None, "not routed"),
+    "pull_request_review_comment.created.json": ("pull_request_review_comment", "pr/{repo}/2", "started"),
     "push.json": ("push", None, "push"),
     "status.json": ("status", None, "status on no shopfloor"),
     "workflow_run.completed.json": ("workflow_run", None, "names no pull request"),
