@@ -2,9 +2,11 @@
 
 The first line that starts with `/shopfloor` decides (later ones are ignored); lines inside
 fenced code blocks and quoted lines (`>`) do not count, so quoting someone's command or showing
-one in an example does not run it. `/shopfloor` followed by an unknown word gives None: the
-comment is still delivered, and the workflow may answer it. Whether the sender may run the
-command is checked by the workflow, not here.
+one in an example does not run it. `/shopfloor <instructions>` — a first word that is no command,
+followed by more words (`/shopfloor also handle negative numbers`) — is `fix` with the whole
+instructions as its args. A single unknown word (`/shopfloor aprove`, a typo) gives None, so a
+misspelt command never starts work: the comment is still delivered, and the workflow may answer
+it. Whether the sender may run the command is checked by the workflow, not here.
 """
 
 from __future__ import annotations
@@ -58,7 +60,11 @@ def parse_command(text: str | None) -> CommentCommand | None:
             return None  # a bare `/shopfloor` is the first command line: nothing to run
         name = words[0].lower()
         args = words[1].strip()[:MAX_ARGS_CHARS] if len(words) > 1 else ""
-        return CommentCommand(name=name, args=args) if _is_known(name) else None
+        if _is_known(name):
+            return CommentCommand(name=name, args=args)
+        if args:  # instructions in the command's place: a fix with them
+            return CommentCommand(name="fix", args=rest.strip()[:MAX_ARGS_CHARS])
+        return None
     return None
 
 

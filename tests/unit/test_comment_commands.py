@@ -61,3 +61,27 @@ def test_write_commands() -> None:
 def test_never_raises(text: str) -> None:
     command = parse_command(text)
     assert command is None or command.name in KNOWN
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("/shopfloor fix please also handle negative numbers", ("fix", "please also handle negative numbers")),
+        ("/shopfloor also handle negative numbers", ("fix", "also handle negative numbers")),
+        ("/shopfloor Please   use abs() here\nthanks", ("fix", "Please   use abs() here")),
+        ("> /shopfloor also handle negatives\n/shopfloor approve", ("approve", "")),  # quoted: not the command
+        ("/shopfloor aprove", None),  # a typo of one word never starts work
+        ("/shopfloor aprove   ", None),
+        ("/shopfloor steer use the other helper", ("steer", "use the other helper")),  # a known command stays itself
+    ],
+)
+def test_instructions_are_a_fix_with_them_and_a_lone_unknown_word_is_nothing(
+    text: str, expected: tuple[str, str] | None
+) -> None:
+    command = parse_command(text)
+    assert (command.name, command.args) == expected if command else expected is None
+
+
+def test_instructions_are_capped_like_args() -> None:
+    command = parse_command("/shopfloor " + "word " * 400)
+    assert command is not None and command.name == "fix" and len(command.args) == 500
