@@ -212,6 +212,11 @@ class AgentLoop:
         self.run_id = run_id  # keys the worker's cached workspace for this run
         self.hooks = hooks  # None: a run with before-submit hooks cannot submit (they never run)
 
+    @property
+    def model_name(self) -> str:
+        """The model the next step asks: the one an operator switched to, else the run's own."""
+        return self.carry.model or self.inp.model
+
     async def run(self) -> Outcome:
         c = self.carry
         if c.spent.started_at is None:
@@ -272,7 +277,7 @@ class AgentLoop:
         try:
             await self._compact(budget, f"compact transcript ({c.context_tokens} tokens > {budget})")
         except ContextTooLong as exc:
-            return Failed(too_long_to_compact(inp.model, exc.message))
+            return Failed(too_long_to_compact(self.model_name, exc.message))
         return None
 
     async def _compact(self, budget: int, summary: str, *, force: bool = False) -> int:
@@ -281,11 +286,13 @@ class AgentLoop:
         if c.transcript is None:
             return 0
         out = await self.model.compact(
-            CompactInput(agent=inp.agent, model=inp.model, transcript=c.transcript, budget_tokens=budget, force=force),
+            CompactInput(
+                agent=inp.agent, model=self.model_name, transcript=c.transcript, budget_tokens=budget, force=force
+            ),
             summary=summary,
         )
         c.transcript, c.context_tokens = out.transcript, out.context_tokens
-        cost = out.cost_usd if out.priced else cost_usd(inp.model, out.usage)
+        cost = out.cost_usd if out.priced else cost_usd(self.model_name, out.usage)
         c.spent = c.spent.after_step(out.usage, cost).model_copy(
             update={"steps": c.spent.steps}  # a compaction costs tokens, not a step
         )
@@ -301,7 +308,7 @@ class AgentLoop:
             return await self._model_step(step)
         except ContextTooLong as exc:
             refused = exc.message
-        model = self.inp.model
+        model = self.model_name
         self.host.record_event("model", f"{model}: the conversation is too long for the model", ok=False)
         budget = self.inp.compaction_budget_tokens or self.agent.compaction_budget_tokens
         try:
@@ -337,10 +344,11 @@ class AgentLoop:
         self.host.step_started(step)
         required = inp.required_command if agent.submit_requires_command else None
         sent = len(c.queued_notes)  # a note queued while the model is called goes with the next step
+        model = self.model_name  # a switch while the model is called takes effect at the next step
         out = await self.model.step(
             ModelStepInput(
                 agent=inp.agent,
-                model=inp.model,
+                model=model,
                 instructions=inp.instructions,  # the repository's, for the system prompt
                 step=step,
                 transcript=c.transcript,
@@ -358,16 +366,17 @@ class AgentLoop:
         )
         c.transcript, c.pending_tool_results, c.context_tokens = out.transcript, [], out.context_tokens
         c.queued_notes = c.queued_notes[sent:]
-        self._account_step(out)
+        self._account_step(out, model)
         asked = ", ".join(call.summary for call in out.tool_calls)
         answered = "reply cut off at the output limit" if out.finish_reason == "length" else "final answer"
-        self.host.record_event("model", f"{inp.model}: " + (asked or answered), preview=out.text_preview)
+        self.host.record_event("model", f"{model}: " + (asked or answered), preview=out.text_preview)
         return out
 
-    def _account_step(self, out: ModelStepOutput) -> None:
+    def _account_step(self, out: ModelStepOutput, model: str) -> None:
         """Budget accounting: one more step, its tokens and its cost (priced by the worker when it
-        could; older histories carry unpriced steps, priced here with the default table)."""
-        cost = out.cost_usd if out.priced else cost_usd(self.inp.model, out.usage)
+        could; older histories carry unpriced steps, priced here with the default table, for the
+        model that answered)."""
+        cost = out.cost_usd if out.priced else cost_usd(model, out.usage)
         self.carry.spent = self.carry.spent.after_step(out.usage, cost)
 
     # -- the submit's hooks ----------------------------------------------------------------------

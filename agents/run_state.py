@@ -35,3 +35,5 @@ class AgentCarry(BaseModel):
     submit: SubmitRecord = Field(default_factory=SubmitRecord)  # edits, test runs, the submit reminder
     # Reply digests of the replies cut off at the output limit that the model is continuing.
     cut_off: list[str] = Field(default_factory=list)
+    # The model an operator switched to (switch_model), used from the next step on; None: AgentInput.model.
+    model: str | None = None

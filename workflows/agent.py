@@ -22,6 +22,7 @@ from temporalio.common import SearchAttributeUpdate
 from temporalio.exceptions import ActivityError, ApplicationError, is_cancelled_exception
 
 with workflow.unsafe.imports_passed_through():
+    from shopfloor.agents.budget import Spent
     from shopfloor.agents.context_limits import REACTIVE_COMPACTION, ContextTooLong
     from shopfloor.agents.loop import AgentLoop, Cancelled, EventKind, Failed, Outcome, result_of
     from shopfloor.agents.registry import get_agent
@@ -34,6 +35,7 @@ with workflow.unsafe.imports_passed_through():
         CompactOutput,
         ModelStepInput,
         ModelStepOutput,
+        StartFrom,
         ToolCallRef,
         ToolInput,
         ToolResult,
@@ -109,17 +111,31 @@ class ActivityToolRunner:
         return await call_activity(BEFORE_SUBMIT_HOOKS, request, summary=summary, timeout=self.hooks_timeout)
 
 
+def _carry_from(inp: AgentInput, start: StartFrom) -> AgentCarry:
+    """A run that goes on from another: its conversation and workspace, the steps already taken
+    (so step numbers go on), and the step limit counted from there (the limits are this run's)."""
+    return AgentCarry(
+        transcript=start.transcript,
+        pending_tool_results=start.append,
+        queued_notes=list(start.inject),
+        workspace=inp.workspace,
+        limits=inp.limits.model_copy(update={"max_steps": inp.limits.max_steps + start.steps}),
+        spent=Spent(steps=start.steps),
+    )
+
+
 @workflow.defn(name="AgentWorkflow")
 class AgentWorkflow(AgentControls):
     """The loop's RunHost, with the operator's controls."""
 
     @workflow.init
     def __init__(self, inp: AgentInput) -> None:
-        carry = (
-            AgentCarry.model_validate(inp.carry)
-            if inp.carry
-            else AgentCarry(workspace=inp.workspace, limits=inp.limits)
-        )
+        if inp.carry:
+            carry = AgentCarry.model_validate(inp.carry)
+        elif inp.start_from is not None:
+            carry = _carry_from(inp, inp.start_from)
+        else:
+            carry = AgentCarry(workspace=inp.workspace, limits=inp.limits)
         super().__init__(inp, carry)
         self.inp = inp
 
@@ -137,6 +153,8 @@ class AgentWorkflow(AgentControls):
         if inp.issue is not None:
             attributes.append(SHOPFLOOR_ISSUE.value_set(inp.issue))
         workflow.upsert_search_attributes(attributes)
+        if inp.start_from is not None and not inp.carry:  # once, not again after continue-as-new
+            self.event(inp.start_from.steps, "model", inp.start_from.describe())
         tools = ActivityToolRunner(inp)
         loop = AgentLoop(
             inp,

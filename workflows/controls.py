@@ -1,5 +1,5 @@
 """The operator's side of an agent run: status query, pause/resume/cancel/steer signals and
-approve/reject/raise_limits updates, plus the live status they read and write."""
+approve/reject/raise_limits/switch_model updates, plus the live status they read and write."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ with workflow.unsafe.imports_passed_through():
         ApprovalDecision,
         Limits,
         LimitsRaise,
+        ModelSwitch,
         PendingApproval,
         StepEvent,
         ToolCallRef,
@@ -29,6 +30,7 @@ with workflow.unsafe.imports_passed_through():
         CallWaitNotice,
         WaitEnd,
     )
+    from shopfloor.models.model_spec import ModelSpec
     from shopfloor.models.transcript import Usage
 
 EVENTS_KEPT = 30
@@ -36,6 +38,13 @@ EVENTS_KEPT = 30
 WAITS_TO_PARENT_PATCH = "call-waits-signalled-to-parent"
 # The parents that show their agents' waits; an alert's assessment has no one to show them to.
 PARENTS_SHOWING_WAITS = ("issue/", "pr/")
+
+
+def _switched_model(switch: ModelSwitch) -> str:
+    """The `provider:model` to switch to, normalized; ValueError (the update's refusal) when it is
+    malformed or names a provider shopfloor does not have. Whether this worker holds the
+    provider's credentials shows at the next step (a rejected model call, one clear line)."""
+    return str(ModelSpec.parse(switch.model))
 
 
 class AgentControls:
@@ -46,11 +55,12 @@ class AgentControls:
         self._answers: dict[str, tuple[bool, str]] = {}  # call id -> (approved, note)
         self.live = AgentStatus(
             agent=inp.agent,
-            model=inp.model,
+            model=carry.model or inp.model,
             repo=inp.workspace.repo,
             stage=inp.stage,
             max_steps=carry.limits.max_steps,
             paused=carry.paused,
+            started_from=inp.start_from.describe() if inp.start_from is not None else None,
         )
 
     # -- what operators read ------------------------------------------------------------------
@@ -141,6 +151,33 @@ class AgentControls:
     def _validate_raise(self, change: LimitsRaise) -> None:
         if all(v is None for v in change.model_dump().values()):
             raise ValueError("name at least one limit to raise")
+
+    @workflow.update(name="switch_model")
+    def switch_model(self, switch: ModelSwitch) -> str:
+        """Use another model from the next step on (a step under way finishes with the one it
+        asked); returns the model now in use."""
+        return self._switch_model(switch)
+
+    @switch_model.validator
+    def _validate_switch(self, switch: ModelSwitch) -> None:
+        _switched_model(switch)
+
+    @workflow.signal(name="switch_model_from_parent")
+    def switch_model_from_parent(self, switch: ModelSwitch) -> None:
+        """A switch a parent run forwards (a maintainer's `/shopfloor steer --model`); the parent
+        checked who asked and that the operator allows the model. A malformed one is a warning."""
+        try:
+            self._switch_model(switch)
+        except ValueError as exc:
+            self.warn(f"model not switched: {exc}")
+
+    def _switch_model(self, switch: ModelSwitch) -> str:
+        model = _switched_model(switch)
+        if model != self.live.model:
+            self.carry.model = self.live.model = model
+            by = " ".join(switch.by.split())[:80] or "an operator"
+            self.event(self.live.step, "model", f"model switched to {model} by {by}")
+        return model
 
     # -- used by the loop ---------------------------------------------------------------------
 

@@ -109,6 +109,9 @@ class AgentInput(BaseModel):
     # read from the default branch: they go into the system prompt (None: none).
     instructions: str | None = None
     carry: dict[str, Any] | None = None  # AgentCarry (shopfloor.agents.run_state) across continue-as-new
+    # Set: this run goes on from another run's conversation and workspace (`workspace` is that
+    # checkpoint); its limits count its own steps, its step numbers go on from the other run's.
+    start_from: StartFrom | None = None
 
 
 class ToolResult(BaseModel):
@@ -123,6 +126,29 @@ class ToolResult(BaseModel):
     output_bytes: int = 0
     workspace: WorkspaceRef | None = None  # the checkpoint after a mutating call
     warning: str | None = None  # e.g. the command ran UNSANDBOXED: shown in the run's status
+
+
+class StartFrom(BaseModel):
+    """Where a run that goes on from another run starts (`shopfloor agent continue` / `fork`): the
+    conversation as the model is to see it at this run's first step, and the workspace then.
+
+    The first model step sends `transcript` (None: the conversation starts with the goal) with
+    `append` (the tool results that answer its last reply's calls) and `inject` (user messages, such
+    as the operator's next message) added, exactly as a step of the run it came from would.
+    """
+
+    run_id: str  # the workflow id of the run it came from
+    how: Literal["continued", "forked"]
+    steps: int = Field(default=0, ge=0)  # steps already taken: this run's first step is steps + 1
+    transcript: str | None = None  # manifest digest
+    append: list[ToolResult] = Field(default_factory=list)
+    inject: list[str] = Field(default_factory=list)
+
+    def describe(self) -> str:
+        """'continued from ID' / 'forked from ID at step N' (N: the step taken again)."""
+        if self.how == "forked":
+            return f"forked from {self.run_id} at step {self.steps + 1}"
+        return f"continued from {self.run_id}"
 
 
 class ModelStepInput(BaseModel):
@@ -261,6 +287,7 @@ class AgentStatus(BaseModel):
     pending: list[PendingApproval] = Field(default_factory=list)
     warnings: list[str] = Field(default_factory=list)
     workspace: WorkspaceRef | None = None
+    started_from: str | None = None  # "continued from ID" / "forked from ID at step N"
 
 
 class AgentResult(BaseModel):
