@@ -1,0 +1,153 @@
+"""An agent run read back from its Temporal history, across continue-as-new: its input, each model
+step's request (the conversation as the model saw it) and answer, the workspace when each step was
+asked, and where the run ended — what `shopfloor agent continue` and `fork` start from.
+
+History holds references only (manifest digests, workspace refs with patch digests), so this reads
+no blob: the new run's first model step loads the conversation by its digest.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import ValidationError
+from temporalio.api.enums.v1 import EventType
+from temporalio.api.history.v1 import HistoryEvent
+from temporalio.client import Client, WorkflowExecutionStatus
+
+from shopfloor.agents.run_state import AgentCarry
+from shopfloor.models.agent_run import (
+    AgentInput,
+    CompactOutput,
+    ModelStepInput,
+    ModelStepOutput,
+    ToolCallRef,
+    ToolResult,
+    WorkspaceRef,
+)
+
+MODEL_STEP = "model_step"
+COMPACT = "compact_transcript"
+SUBMITTED = "submitted: the result was accepted and the run ended"
+NOT_RUN = "error: not run: the run ended before this call"
+
+
+@dataclass
+class StepRecord:
+    """One model step: the request of its last attempt (a step tried again after a compaction
+    asks with the compacted conversation), the workspace then, and what came of it."""
+
+    request: ModelStepInput
+    workspace: WorkspaceRef
+    output: ModelStepOutput | None = None
+    results: dict[str, ToolResult] = field(default_factory=dict)  # its calls' results, by call id
+
+
+@dataclass
+class RunRecord:
+    workflow_id: str
+    input: AgentInput  # the chain's first input, without a carry
+    running: bool
+    steps: dict[int, StepRecord] = field(default_factory=dict)  # by step number
+    transcript: str | None = None  # the newest manifest digest (a model step's or a compaction's)
+    workspace: WorkspaceRef | None = None  # the newest checkpoint
+
+    @property
+    def last(self) -> StepRecord | None:
+        return self.steps[max(self.steps)] if self.steps else None
+
+    def pending_results(self) -> list[ToolResult]:
+        """The results answering the last reply's calls, which the next model step would have sent;
+        a call that did not run (the run ended first, or it was refused without an activity) gets
+        one saying so, for every call must be answered before the conversation goes on."""
+        last = self.last
+        if last is None or last.output is None:
+            return []
+        return [last.results.get(call.id) or _unanswered(call, last.output) for call in last.output.tool_calls]
+
+
+def _unanswered(call: ToolCallRef, output: ModelStepOutput) -> ToolResult:
+    if output.output is not None:  # an accepted submit ended the run
+        return ToolResult(call_id=call.id, name=call.name, ok=True, preview=SUBMITTED)
+    return ToolResult(call_id=call.id, name=call.name, ok=False, preview=NOT_RUN)
+
+
+async def _histories(client: Client, workflow_id: str) -> list[list[HistoryEvent]]:
+    """The events of every run of `workflow_id`'s continue-as-new chain, oldest run first."""
+    runs: list[list[HistoryEvent]] = []
+    run_id: str | None = None
+    while True:
+        history = await client.get_workflow_handle(workflow_id, run_id=run_id).fetch_history()
+        events = list(history.events)
+        runs.append(events)
+        started = events[0].workflow_execution_started_event_attributes if events else None
+        if started is None or not started.continued_execution_run_id:
+            return runs[::-1]
+        run_id = started.continued_execution_run_id
+
+
+async def _decode(client: Client, payloads: Any, as_type: type[Any] | None) -> Any:
+    [value] = await client.data_converter.decode(payloads, [as_type] if as_type else None)
+    return value
+
+
+async def read_run(client: Client, workflow_id: str) -> RunRecord:
+    """The run's record, from the history of each run of its chain (RPCError: no such workflow)."""
+    described = await client.get_workflow_handle(workflow_id).describe()
+    running = described.status == WorkflowExecutionStatus.RUNNING
+    record: RunRecord | None = None
+    for events in await _histories(client, workflow_id):
+        scheduled: dict[int, tuple[str, int | None]] = {}  # event id -> (activity type, model step)
+        for event in events:
+            kind = event.event_type
+            if kind == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED:
+                payloads = event.workflow_execution_started_event_attributes.input.payloads
+                inp: AgentInput = await _decode(client, payloads, AgentInput)
+                if record is None:
+                    record = RunRecord(workflow_id, inp.model_copy(update={"carry": None}), running)
+                    record.workspace = inp.workspace
+                if inp.carry:  # a continued-as-new run: the checkpoint it carried
+                    record.workspace = AgentCarry.model_validate(inp.carry).workspace
+            elif record is None:
+                continue
+            elif kind == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+                attrs = event.activity_task_scheduled_event_attributes
+                name, step = attrs.activity_type.name, None
+                if name == MODEL_STEP:
+                    request: ModelStepInput = await _decode(client, attrs.input.payloads, ModelStepInput)
+                    step = request.step
+                    record.steps[step] = StepRecord(
+                        request=request, workspace=record.workspace or record.input.workspace
+                    )
+                scheduled[event.event_id] = (name, step)
+            elif kind == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
+                attrs_done = event.activity_task_completed_event_attributes
+                name, step = scheduled.get(attrs_done.scheduled_event_id, ("", None))
+                if not attrs_done.result.payloads:
+                    continue
+                if name == MODEL_STEP and step is not None:
+                    output: ModelStepOutput = await _decode(client, attrs_done.result.payloads, ModelStepOutput)
+                    record.steps[step].output = output
+                    record.transcript = output.transcript
+                elif name == COMPACT:
+                    compacted: CompactOutput = await _decode(client, attrs_done.result.payloads, CompactOutput)
+                    record.transcript = compacted.transcript
+                elif name:
+                    _record_tool_result(record, await _decode(client, attrs_done.result.payloads, None))
+    if record is None:
+        raise ValueError(f"{workflow_id} has no history to read")
+    return record
+
+
+def _record_tool_result(record: RunRecord, raw: Any) -> None:
+    """A tool call's (or the before-submit hooks') result: answers its call, moves the checkpoint."""
+    try:
+        result = ToolResult.model_validate(raw)
+    except ValidationError:
+        return  # not a tool's result
+    last = record.last
+    if last is not None:
+        last.results[result.call_id] = result
+    if result.workspace is not None:
+        record.workspace = result.workspace

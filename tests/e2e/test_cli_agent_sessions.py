@@ -1,0 +1,301 @@
+"""A run goes on: `shopfloor agent continue`, `shopfloor agent fork --step N` and a mid-run model
+switch, as a user runs them: real CLI processes against the session's Temporal dev server, a real
+`shopfloor worker` process, and the fake model server over HTTP, whose recorded requests show
+which conversation and which model each step sent."""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+import threading
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_asyncio
+from agent_runs import sample_repo
+from cli_runs import arun_cli, cli_env, one_line, wait_until
+from temporalio.api.enums.v1 import TaskQueueType
+from temporalio.api.taskqueue.v1 import TaskQueue
+from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
+from temporalio.client import WorkflowUpdateFailedError
+from worker_process import WorkerProcess
+
+from shopfloor.agents.registry import AGENTS
+from shopfloor.cli.agent import SUBCOMMANDS
+from shopfloor.models.agent_run import AgentStatus, ModelSwitch
+from shopfloor.testing import FakeModelServer, LoggedRequest, ScriptTurn
+from shopfloor.workflows.agent import AgentWorkflow
+
+CONTINUE_GOAL = "continue-test: what is in this repository?"
+FORK_GOAL = "fork-test: fix add() and take notes"
+SWITCH_GOAL = "switch-test: what does greet() do?"
+NEXT_MESSAGE = "Now read the README and say what it promises."
+
+
+def _goal(body: dict[str, Any]) -> str:
+    users = [m.get("content") for m in body.get("messages", []) if m.get("role") == "user"]
+    return str(users[0]) if users else ""
+
+
+class Script:
+    """The fake model's answers, by the conversation's goal, its turn and the model asked; the
+    switch test's first step waits on `gate` so the switch lands while that step is under way."""
+
+    def __init__(self) -> None:
+        self.gate = threading.Event()
+
+    def __call__(self, turn: int, body: dict[str, Any]) -> ScriptTurn:
+        goal, model = _goal(body), body.get("model")
+        if goal == CONTINUE_GOAL:
+            return [
+                ScriptTurn.tool("list_dir", "looking", path="."),
+                ScriptTurn(content="First answer: a README and src/."),
+                ScriptTurn.tool("read_file", "reading", path="README.md"),
+                ScriptTurn(content="Second answer: it greets people."),
+            ][min(turn, 3)]
+        if goal == FORK_GOAL:
+            if model == "fake-b" and turn == 2:  # the forked run takes step 3 its own way
+                return ScriptTurn.tool("write_file", "forked", path="forked.txt", content="forked\n")
+            return [
+                ScriptTurn.tool("edit_file", "fixing", path="calc.py", old="a - b", new="a + b"),
+                ScriptTurn.tool("write_file", "notes", path="notes.txt", content="one\n"),
+                ScriptTurn.tool("write_file", "more notes", path="notes.txt", content="three\n"),
+                ScriptTurn(content=f"done by {model}"),
+            ][min(turn, 3)]
+        if goal == SWITCH_GOAL:
+            if turn == 0:
+                # Blocks the fake server's loop (it serves nothing else meanwhile): the test
+                # switches the model while this first step is under way, then opens the gate.
+                self.gate.wait(120)
+                return ScriptTurn.tool("list_dir", "looking", path=".")
+            if turn == 1:
+                return ScriptTurn.tool("read_file", "reading", path="src/greet.py")
+            return ScriptTurn(content=f"greet() says hello (answered by {model})")
+        return ScriptTurn(content="unexpected conversation")
+
+
+@pytest.fixture(scope="module")
+def script() -> Script:
+    return Script()
+
+
+@pytest.fixture(scope="module")
+def fake_model(script):
+    loggers = [logging.getLogger(name) for name in ("uvicorn", "uvicorn.error", "uvicorn.access")]
+    levels = [(lg, lg.level, lg.propagate, list(lg.handlers)) for lg in loggers]
+    try:
+        with FakeModelServer(script) as fake:
+            yield fake
+    finally:
+        script.gate.set()
+        for lg, level, propagate, handlers in levels:
+            lg.setLevel(level)
+            lg.propagate = propagate
+            lg.handlers[:] = handlers
+
+
+@pytest.fixture(scope="module")
+def cli(tmp_path_factory, temporal_server, fake_model):
+    folder = tmp_path_factory.mktemp("cli-agent-sessions")
+    queue = f"test-sessions-{uuid.uuid4().hex[:10]}"
+    env = cli_env(
+        SHOPFLOOR_TEMPORAL_ADDRESS=temporal_server.address,
+        SHOPFLOOR_TASK_QUEUE=queue,
+        SHOPFLOOR_DATA_DIR=str(folder / "data"),
+        OPENAI_BASE_URL=fake_model.openai_base_url,
+        OPENAI_API_KEY="sk-test-not-a-secret",
+    )
+    return {"dir": folder, "queue": queue, "env": env}
+
+
+@pytest_asyncio.fixture(scope="module")
+async def worker(temporal_client, cli):
+    proc = WorkerProcess(cli["env"] | {"SHOPFLOOR_MAX_CACHED_WORKFLOWS": "0"}, cli["dir"] / "worker.log")
+    try:
+
+        async def polling() -> bool:
+            if proc.proc.poll() is not None:
+                raise AssertionError(f"the worker exited: {proc.log.read_text()}")
+            resp = await temporal_client.workflow_service.describe_task_queue(
+                DescribeTaskQueueRequest(
+                    namespace="default",
+                    task_queue=TaskQueue(name=cli["queue"]),
+                    task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
+                )
+            )
+            return bool(resp.pollers)
+
+        await wait_until(polling, 60, "the worker to poll its task queue")
+        yield proc
+    finally:
+        proc.stop()
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True).stdout
+
+
+def _requests(fake: FakeModelServer, goal: str) -> list[LoggedRequest]:
+    return [r for r in fake.settled_requests() if _goal(r.body) == goal and r.status == 200]
+
+
+def _messages(request: LoggedRequest) -> list[dict[str, Any]]:
+    return [m for m in request.body["messages"] if m.get("role") != "system"]
+
+
+def _workflow_id(stdout: str) -> str:
+    return next(line.removeprefix("workflow ") for line in stdout.splitlines() if line.startswith("workflow "))
+
+
+async def _status(temporal_client, workflow_id: str) -> AgentStatus:
+    return await temporal_client.get_workflow_handle_for(AgentWorkflow.run, workflow_id).query(AgentWorkflow.status)
+
+
+def test_no_agent_is_named_like_an_agent_subcommand():
+    assert not set(SUBCOMMANDS) & set(AGENTS)
+
+
+async def test_continue_gives_a_finished_run_another_turn(worker, temporal_client, fake_model, cli, tmp_path):
+    env, repo = cli["env"], sample_repo(tmp_path / "sample")
+    first = await arun_cli(
+        ["agent", "explore", "--repo", str(repo), "--goal", CONTINUE_GOAL, "--model", "openai:fake-a"],
+        env,
+        timeout_s=120,
+    )
+    assert first.returncode == 0, str(first)
+    assert "First answer: a README and src/." in first.stdout
+    old_id = _workflow_id(first.stdout)
+    before = _requests(fake_model, CONTINUE_GOAL)
+    assert [r.turn for r in before] == [0, 1]
+
+    result = await arun_cli(["agent", "continue", old_id, NEXT_MESSAGE], env, timeout_s=120)
+    assert result.returncode == 0, str(result)
+    assert "Traceback" not in result.stderr, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == f"explore with openai:fake-a, continued from {old_id}"
+    new_id = _workflow_id(result.stdout)
+    assert new_id != old_id and new_id.startswith("agent/sample/explore-"), new_id
+    assert "Second answer: it greets people." in result.stdout
+    # Step numbers go on from the run it continues: it took two, the new run takes 3 and 4.
+    steps = [line.strip() for line in lines if line.strip().startswith(("·", "✓"))]
+    assert "✓ step   3  read_file README.md" in steps, steps
+    assert "· step   4  openai:fake-a: final answer" in steps, steps
+
+    after = _requests(fake_model, CONTINUE_GOAL)[len(before) :]
+    assert [r.turn for r in after] == [2, 3]
+    # The first request of the new run: the whole old conversation, its final answer, then the
+    # message; the goal is not repeated; the same model.
+    sent = _messages(after[0])
+    assert sent[: len(_messages(before[1]))] == _messages(before[1])
+    assert sent[-2] == {"role": "assistant", "content": "First answer: a README and src/."}
+    assert sent[-1] == {"role": "user", "content": NEXT_MESSAGE}
+    assert [m["content"] for m in sent if m["role"] == "user"] == [CONTINUE_GOAL, NEXT_MESSAGE]
+    assert [r.body["model"] for r in after] == ["fake-a", "fake-a"]
+
+    status = await _status(temporal_client, new_id)
+    assert status.started_from == f"continued from {old_id}"
+    assert (status.state, status.step) == ("completed", 4)
+
+    # An unknown id gets one line.
+    refused = await arun_cli(["agent", "continue", f"{old_id}-nope", "more"], env)
+    assert refused.returncode == 1, str(refused)
+    assert "no workflow" in one_line(refused.stderr) and "Traceback" not in refused.stderr
+
+
+async def test_fork_takes_step_3_again_from_its_conversation_and_workspace(
+    worker, temporal_client, fake_model, cli, tmp_path
+):
+    env, repo = cli["env"], tmp_path / "proj"
+    repo.mkdir()
+    (repo / "calc.py").write_text("def add(a, b):\n    return a - b\n")
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "-c", "user.name=t", "-c", "user.email=t@x", "add", "-A")
+    git(repo, "-c", "user.name=t", "-c", "user.email=t@x", "commit", "-qm", "init")
+    first = await arun_cli(
+        ["agent", "code", "--repo", str(repo), "--goal", FORK_GOAL, "--model", "openai:fake-a"], env, timeout_s=120
+    )
+    assert first.returncode == 0, str(first)
+    assert "done by fake-a" in first.stdout
+    old_id = _workflow_id(first.stdout)
+    original = _requests(fake_model, FORK_GOAL)
+    assert [r.turn for r in original] == [0, 1, 2, 3]
+
+    out_of_range = await arun_cli(["agent", "fork", old_id, "--step", "9"], env)
+    assert out_of_range.returncode == 1, str(out_of_range)
+    assert one_line(out_of_range.stderr) == f"shopfloor: {old_id} has no step 9 to fork from (it asked steps 1 to 4)"
+
+    result = await arun_cli(["agent", "fork", old_id, "--step", "3", "--model", "openai:fake-b"], env, timeout_s=120)
+    assert result.returncode == 0, str(result)
+    lines = result.stdout.splitlines()
+    assert lines[0] == f"code with openai:fake-b, forked from {old_id} at step 3"
+    assert "done by fake-b" in result.stdout
+
+    forked = _requests(fake_model, FORK_GOAL)[len(original) :]
+    assert [(r.turn, r.body["model"]) for r in forked] == [(2, "fake-b"), (3, "fake-b")]
+    # Step 3 is asked again with exactly the conversation the original step 3 was asked with.
+    assert forked[0].key == original[2].key
+    assert _messages(forked[0]) == _messages(original[2])
+
+    # The workspace is step 3's checkpoint: steps 1 and 2's edits, not the original step 3's.
+    patch_line = next(line for line in lines if line.startswith("changes: git -C"))
+    patch = Path(patch_line.split()[-1]).read_text()
+    assert "+    return a + b" in patch
+    assert "+one" in patch and "three" not in patch
+    assert "+forked" in patch
+
+    # A step before the forked run's own is found in the run it was forked from.
+    again = await arun_cli(["agent", "fork", _workflow_id(result.stdout), "--step", "2", "--detach"], env)
+    assert again.returncode == 0, str(again)
+    refork_id = one_line(again.stdout)
+    assert (await temporal_client.get_workflow_handle_for(AgentWorkflow.run, refork_id).result()).state == "completed"
+    assert (await _status(temporal_client, refork_id)).started_from == f"forked from {old_id} at step 2"
+    reforked = _requests(fake_model, FORK_GOAL)[len(original) + len(forked) :]
+    assert [(r.turn, r.body["model"]) for r in reforked] == [(1, "fake-a"), (2, "fake-a"), (3, "fake-a")]
+    assert reforked[0].key == original[1].key
+
+
+async def test_switching_the_model_mid_run_takes_effect_from_the_next_step(
+    worker, temporal_client, fake_model, script, cli, tmp_path
+):
+    env, repo = cli["env"], sample_repo(tmp_path / "sample")
+    started = await arun_cli(
+        ["agent", "explore", "--repo", str(repo), "--goal", SWITCH_GOAL, "--model", "openai:fake-a", "--detach"], env
+    )
+    assert started.returncode == 0, str(started)
+    workflow_id = one_line(started.stdout)
+    handle = temporal_client.get_workflow_handle_for(AgentWorkflow.run, workflow_id)
+
+    async def first_step_asked() -> bool:
+        return any(_goal(r.body) == SWITCH_GOAL for r in fake_model.requests)
+
+    await wait_until(first_step_asked, 60, "the first model step to reach the fake server")
+    # Continuing a run that is still running is refused: it is steered instead.
+    running = await arun_cli(["agent", "continue", workflow_id, "more"], env)
+    assert running.returncode == 1, str(running)
+    assert one_line(running.stderr).startswith(f"shopfloor: {workflow_id} is still running: steer it instead")
+    # A malformed model is refused by the update's validator; the run goes on with its own.
+    with pytest.raises(WorkflowUpdateFailedError) as refused:
+        await handle.execute_update(AgentWorkflow.switch_model, ModelSwitch(model="gpt4", by="ops"))
+    assert "provider:model" in str(refused.value.cause)
+    now = await handle.execute_update(AgentWorkflow.switch_model, ModelSwitch(model="openai:fake-b", by="ops-alice"))
+    assert now == "openai:fake-b"
+    script.gate.set()
+    result = await handle.result()
+    assert result.state == "completed"
+    assert result.final_answer == "greet() says hello (answered by fake-b)"
+
+    # The step under way when the switch came finished with its model; every later one asked the new one.
+    asked = [(r.turn, r.body["model"]) for r in _requests(fake_model, SWITCH_GOAL)]
+    assert asked == [(0, "fake-a"), (1, "fake-b"), (2, "fake-b")]
+    status = await _status(temporal_client, workflow_id)
+    assert status.model == "openai:fake-b"
+    assert [e.summary for e in status.events] == [
+        "model switched to openai:fake-b by ops-alice",
+        "openai:fake-a: list_dir .",
+        "list_dir .",
+        "openai:fake-b: read_file src/greet.py",
+        "read_file src/greet.py",
+        "openai:fake-b: final answer",
+    ]
