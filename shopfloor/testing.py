@@ -5,7 +5,10 @@
 HTTP, so the official SDKs, shopfloor's providers and worker subprocesses talk to it exactly as
 to the real thing. The reply is picked by the number of assistant messages in the request, so a
 retried call gets the same answer. Faults (error statuses with Retry-After, responses cut off
-halfway) and latency are set while it runs. With `context_window_tokens` set, a request whose
+halfway) and latency are set while it runs; so are the pace of a streamed answer (a delay between
+its chunks) and holds: a test can stop every streamed answer after its first chunks, or hold a
+failing request before it is answered, watch what the client shows meanwhile, then `release()`.
+Each request records when each of its chunks was sent. With `context_window_tokens` set, a request whose
 prompt is estimated (characters / 4) above it is refused as the providers refuse one too long for
 the model: OpenAI's 400 `context_length_exceeded`, Anthropic's 400 "prompt is too long".
 
@@ -70,6 +73,8 @@ class LoggedRequest(BaseModel):
     status: int = 200
     stream: bool = False
     headers: dict[str, str] = Field(default_factory=dict)  # lower-case names
+    chunks_sent: list[float] = Field(default_factory=list)  # time.time() as each body chunk was sent
+    held: bool = False  # the server is holding it now (hold_streams, fail_next(hold=True))
 
 
 @dataclass
@@ -77,6 +82,8 @@ class _Fault:
     status: int  # 0: cut the response off halfway
     retry_after: float | None = None
     body: dict[str, Any] | None = None
+    hold: bool = False  # wait for release() before answering
+    midway: bool = False  # a streamed answer: half its chunks, then an error event of `status`
 
 
 _JSON, _SSE = b"application/json", b"text/event-stream"
@@ -117,6 +124,11 @@ class FakeModelServer:
         self._faults: deque[_Fault] = deque()
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
+        self.chunk_delay_s = 0.0  # between a streamed answer's chunks; read on every chunk
+        self.stream_usage = True  # False: ignore stream_options.include_usage, as some servers do
+        self._released = threading.Event()
+        self._released.set()
+        self._stream_hold: int | None = None  # hold streamed answers after this many chunks
 
     @property
     def openai_base_url(self) -> str:
@@ -141,17 +153,58 @@ class FakeModelServer:
         return self.requests
 
     def fail_next(
-        self, status: int, times: int = 1, retry_after: float | None = None, body: dict[str, Any] | None = None
+        self,
+        status: int,
+        times: int = 1,
+        retry_after: float | None = None,
+        body: dict[str, Any] | None = None,
+        *,
+        hold: bool = False,
     ) -> None:
         """The next `times` requests (either API) get this error in that API's error format.
-        `body` replaces the whole error JSON, or only its message when it is {"message": ...}."""
+        `body` replaces the whole error JSON, or only its message when it is {"message": ...}.
+        `hold`: each waits, unanswered, until `release()` (a test watches the client meanwhile)."""
         with self._lock:
-            self._faults.extend(_Fault(status, retry_after, body) for _ in range(times))
+            self._faults.extend(_Fault(status, retry_after, body, hold) for _ in range(times))
+            if hold:
+                self._released.clear()
+
+    def fail_midway_next(self, status: int = 529, times: int = 1) -> None:
+        """The next `times` streamed answers send half their chunks, then an error event in the
+        API's format, of the error type `status` has (529: OpenAI's server_error, Anthropic's
+        overloaded_error; 400: invalid_request_error), and end."""
+        with self._lock:
+            self._faults.extend(_Fault(status, midway=True) for _ in range(times))
 
     def truncate_next(self, times: int = 1) -> None:
         """The next `times` responses stop halfway and the connection drops."""
         with self._lock:
             self._faults.extend(_Fault(0) for _ in range(times))
+
+    def hold_streams(self, after_chunks: int) -> None:
+        """Every streamed answer from now on stops after `after_chunks` chunks until `release()`
+        (the connection stays open, as a model still writing keeps it)."""
+        with self._lock:
+            self._stream_hold = after_chunks
+            self._released.clear()
+
+    def release(self) -> None:
+        """Let everything held go on, and hold nothing more."""
+        with self._lock:
+            self._stream_hold = None
+            self._released.set()
+
+    async def _held(self, logged: LoggedRequest, gone: asyncio.Event) -> bool:
+        """Wait while held; False when the client left meanwhile."""
+        logged.held = True
+        try:
+            while not self._released.is_set():
+                if gone.is_set():
+                    return False
+                await asyncio.sleep(0.02)
+        finally:
+            logged.held = False
+        return not gone.is_set()
 
     def start(self) -> FakeModelServer:
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -237,6 +290,8 @@ class FakeModelServer:
         with self._lock:
             self._requests.append(logged)
             fault = self._faults.popleft() if self._faults else None
+        if fault is not None and fault.hold and not await self._held(logged, gone):
+            return
         if self.latency_s > 0:
             try:
                 await asyncio.wait_for(gone.wait(), self.latency_s)
@@ -244,7 +299,7 @@ class FakeModelServer:
             except TimeoutError:
                 pass
         window, prompt = self.context_window_tokens, prompt_tokens(body)
-        if fault is not None and fault.status:
+        if fault is not None and fault.status and not (fault.midway and stream):
             logged.status = fault.status
             await _send(send, fault.status, _error_body(api, fault, body), _retry_after_header(fault))
         elif window is not None and prompt > window:
@@ -258,16 +313,28 @@ class FakeModelServer:
                 broken = _Fault(500, body={"message": f"script failed: {exc!r}"})
                 return await _send(send, 500, _error_body(api, broken, body))
             render = _openai_frames if api == "openai" else _anthropic_frames
+            if not self.stream_usage:
+                body = {k: v for k, v in body.items() if k != "stream_options"}
             frames = list(render(script_turn, turn, body))
             kind = [(b"content-type", _SSE if stream else _JSON)]
             await send({"type": "http.response.start", "status": 200, "headers": kind})
-            if fault is not None:  # cut off: half the bytes, then the connection drops
+            if fault is not None and fault.midway:  # half the chunks, then an error event
+                frames = frames[: len(frames) // 2] + [_stream_error_frame(api, fault.status)]
+                logged.status = fault.status
+            elif fault is not None:  # cut off: half the bytes, then the connection drops
                 half = b"".join(frames)[: sum(map(len, frames)) // 2]
                 return await send({"type": "http.response.body", "body": half, "more_body": True})
-            for frame in frames:
+            for sent, frame in enumerate(frames):
+                if stream and sent:
+                    if self._stream_hold is not None and sent >= self._stream_hold:
+                        if not await self._held(logged, gone):
+                            return
+                    if self.chunk_delay_s > 0:
+                        await asyncio.sleep(self.chunk_delay_s)
                 if gone.is_set():
                     return
                 await send({"type": "http.response.body", "body": frame, "more_body": True})
+                logged.chunks_sent.append(time.time())
             await send({"type": "http.response.body", "body": b"", "more_body": False})
         if not gone.is_set():
             with self._lock:
@@ -302,6 +369,14 @@ def _error_body(api: str, fault: _Fault, request: dict[str, Any]) -> dict[str, A
     return {"error": {"message": text, "type": openai_type, "param": None, "code": code}}
 
 
+def _stream_error_frame(api: str, status: int) -> bytes:
+    """An error event inside a streamed answer, as each API sends one."""
+    openai_type, anthropic_type, text = _ERRORS.get(status, _SERVER_ERROR)
+    if api == "anthropic":
+        return _sse({"type": "error", "error": {"type": anthropic_type, "message": text}}, "error")
+    return _sse({"error": {"message": text, "type": openai_type, "param": None, "code": None}})
+
+
 def _retry_after_header(fault: _Fault) -> dict[str, str]:
     if fault.retry_after is None:
         return {}
@@ -322,6 +397,8 @@ def _arguments_value(call: ScriptToolCall) -> Any:
     # Anthropic's input is a JSON value on the wire; raw text that is not JSON stays a string.
     if not isinstance(call.arguments, str):
         return call.arguments
+    if not call.arguments.strip():
+        return {}  # a call without arguments: Anthropic sends an empty object
     try:
         return json.loads(call.arguments)
     except json.JSONDecodeError:

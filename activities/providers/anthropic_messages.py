@@ -1,8 +1,17 @@
-"""Anthropic's Messages API with tools."""
+"""Anthropic's Messages API with tools, streamed.
+
+Calls use `stream: true`: the SDK reads the server-sent events (message_start, content_block_start,
+content_block_delta with text_delta or input_json_delta, content_block_stop, message_delta,
+message_stop; ping skipped; an error event raised as an API error), text reaches `on_text` as the
+model writes it, and the blocks build the same reply the non-streamed message would
+(`parse_anthropic_response`).
+"""
 
 from __future__ import annotations
 
+import json
 import time
+from collections.abc import Callable
 from typing import Any
 
 import anthropic
@@ -49,11 +58,12 @@ class AnthropicMessagesProvider:
             max_retries=0,  # Temporal owns retries
         )
 
-    async def complete(self, request: ModelRequest) -> ModelReply:
+    async def complete(self, request: ModelRequest, on_text: Callable[[str], None] | None = None) -> ModelReply:
         params: dict[str, Any] = {
             "model": self.model,
             "max_tokens": request.max_output_tokens,
             "messages": to_anthropic_messages(request.messages),
+            "stream": True,
         }
         if request.system:
             params["system"] = request.system
@@ -61,8 +71,13 @@ class AnthropicMessagesProvider:
             params["tools"] = to_anthropic_tools(request.tools)
         started = time.monotonic()
         try:
-            response = await self._client.messages.create(**params)
-            reply = parse_anthropic_response(response)
+            stream = await self._client.messages.create(**params)
+            message = StreamedMessage()
+            async for event in stream:
+                text = message.add(event)
+                if text and on_text is not None:
+                    on_text(text)
+            reply = message.result(label=self.label)
         except Exception as exc:
             error = to_model_call_error(
                 exc,
@@ -134,40 +149,135 @@ def to_anthropic_messages(messages: list[Message]) -> list[dict[str, Any]]:
 
 
 def parse_anthropic_response(response: Any) -> ModelReply:
+    """The reply in a non-streamed Messages response."""
+    blocks = [
+        (
+            block.type,
+            block.text if block.type == "text" else "",
+            getattr(block, "id", ""),
+            getattr(block, "name", ""),
+            getattr(block, "input", None),
+        )
+        for block in response.content
+    ]
+    usage = response.usage
+    return _reply(
+        blocks,
+        response.stop_reason,
+        _input_tokens(usage),
+        usage.output_tokens or 0,
+    )
+
+
+def _input_tokens(usage: Any) -> int:
+    # Count cached prompt tokens too, so budgets mean the same as OpenAI's prompt_tokens.
+    return (
+        (usage.input_tokens or 0)
+        + (getattr(usage, "cache_read_input_tokens", None) or 0)
+        + (getattr(usage, "cache_creation_input_tokens", None) or 0)
+    )
+
+
+# (type, text, tool id, tool name, tool input) of one content block
+_Block = tuple[str, str, str, str, Any]
+
+
+class StreamedMessage:
+    """A streamed message as its events arrive: `add` each one, then `result`."""
+
+    def __init__(self) -> None:
+        self.started = False
+        self.stopped = False
+        self.blocks: dict[int, dict[str, Any]] = {}
+        self.stop_reason: str | None = None
+        self.usage: Any = None
+        self.output_tokens = 0
+
+    def add(self, event: Any) -> str:
+        """Take one event in; return the text it adds."""
+        kind = event.type
+        if kind == "message_start":
+            self.started = True
+            self.usage = event.message.usage
+            self.output_tokens = event.message.usage.output_tokens or 0
+        elif kind == "content_block_start":
+            block = event.content_block
+            entry: dict[str, Any] = {"type": block.type, "text": [], "json": []}
+            if block.type == "text":
+                entry["text"].append(block.text or "")
+            elif block.type == "tool_use":
+                entry |= {"id": block.id, "name": block.name, "input": block.input}
+            self.blocks[event.index] = entry
+            return block.text or "" if block.type == "text" else ""
+        elif kind == "content_block_delta":
+            entry = self.blocks.get(event.index)
+            delta = event.delta
+            if entry is None:
+                return ""
+            if delta.type == "text_delta":
+                entry["text"].append(delta.text)
+                return delta.text
+            if delta.type == "input_json_delta":
+                entry["json"].append(delta.partial_json)
+        elif kind == "message_delta":
+            self.stop_reason = event.delta.stop_reason or self.stop_reason
+            usage = event.usage
+            # Counts on message_delta are cumulative: they replace message_start's when present.
+            self.output_tokens = usage.output_tokens or self.output_tokens
+            if self.usage is not None:
+                for name in ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens"):
+                    value = getattr(usage, name, None)
+                    if value is not None:
+                        setattr(self.usage, name, value)
+        elif kind == "message_stop":
+            self.stopped = True
+        return ""
+
+    def result(self, *, label: str) -> ModelReply:
+        if not (self.started and self.stopped):
+            # The stream ended without message_stop: a connection cut short.
+            raise ModelCallError(f"{label}: the streamed reply ended before it was complete", retryable=True)
+        blocks: list[_Block] = []
+        for _, entry in sorted(self.blocks.items()):
+            value = entry.get("input")
+            raw = "".join(entry["json"])
+            if raw.strip():
+                try:
+                    value = json.loads(raw)
+                except json.JSONDecodeError:
+                    value = raw  # as a non-streamed reply carries input that is not an object
+            blocks.append((entry["type"], "".join(entry["text"]), entry.get("id", ""), entry.get("name", ""), value))
+        return _reply(blocks, self.stop_reason, _input_tokens(self.usage) if self.usage else 0, self.output_tokens)
+
+
+def _reply(blocks: list[_Block], stop_reason: str | None, input_tokens: int, output_tokens: int) -> ModelReply:
+    """One reply from its content blocks, whether they came whole or streamed."""
     texts: list[str] = []
     calls: list[ToolCall] = []
     previous_was_text = False
-    for block in response.content:
-        if block.type == "text":
+    for kind, text, call_id, name, value in blocks:
+        if kind == "text":
             if texts and not previous_was_text:
                 texts.append("\n\n")  # text split by a tool call reads as separate paragraphs
-            texts.append(block.text)
+            texts.append(text)
             previous_was_text = True
             continue
         previous_was_text = False
-        if block.type == "tool_use":
-            value = block.input
+        if kind == "tool_use":
             if isinstance(value, dict):
-                calls.append(ToolCall(id=block.id, name=block.name, arguments=value))
+                calls.append(ToolCall(id=call_id, name=name, arguments=value))
             else:
                 calls.append(
                     ToolCall(
-                        id=block.id,
-                        name=block.name,
+                        id=call_id,
+                        name=name,
                         arguments={},
                         arguments_error=f"arguments must be a JSON object, got {type(value).__name__}: "
                         f"{str(value)[:200]}",
                     )
                 )
-    usage = response.usage
-    # Count cached prompt tokens too, so budgets mean the same as OpenAI's prompt_tokens.
-    input_tokens = (
-        (usage.input_tokens or 0)
-        + (getattr(usage, "cache_read_input_tokens", None) or 0)
-        + (getattr(usage, "cache_creation_input_tokens", None) or 0)
-    )
     return ModelReply(
         message=Message(role="assistant", content="".join(texts), tool_calls=calls),
-        finish_reason=_STOP.get(response.stop_reason or "", "other"),
-        usage=Usage(input_tokens=input_tokens, output_tokens=usage.output_tokens or 0),
+        finish_reason=_STOP.get(stop_reason or "", "other"),
+        usage=Usage(input_tokens=input_tokens, output_tokens=output_tokens),
     )

@@ -2,11 +2,13 @@
 
 Providers translate `ModelRequest`/`ModelReply` to and from their own wire formats and raise only
 `ModelCallError` for failed calls, so the model_step activity can turn that into Temporal's
-retry decision without knowing which SDK was behind it.
+retry decision without knowing which SDK was behind it. They stream: `on_text` gets the reply's
+text piece by piece as the model writes it (the model activity heartbeats it for the live view).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Protocol, runtime_checkable
 
 from shopfloor.errors import ModelCallError
@@ -28,8 +30,9 @@ class ModelProvider(Protocol):
     # "scripted:explore-demo (scripted model)".
     label: str
 
-    async def complete(self, request: ModelRequest) -> ModelReply:
-        """One model call. Raises ModelCallError (retryable or not) when the call fails."""
+    async def complete(self, request: ModelRequest, on_text: Callable[[str], None] | None = None) -> ModelReply:
+        """One model call; `on_text` (if given) is called with each piece of text as it arrives.
+        Raises ModelCallError (retryable or not) when the call fails, mid-stream included."""
         ...
 
     async def aclose(self) -> None:

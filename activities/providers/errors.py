@@ -3,7 +3,9 @@
 Temporal owns retries, so every failure must say whether another attempt can help and how long
 to wait (the provider's Retry-After). Messages name the model and what to fix, in one line.
 A conversation too long for the model's context window is a ContextTooLong: final as a request,
-but the agent loop compacts the transcript and tries again.
+but the agent loop compacts the transcript and tries again. A streamed reply can also fail after
+it started: an error event inside the 200 stream is retried unless its type says the request
+itself is wrong, and a dropped stream is a connection failure (retried).
 """
 
 from __future__ import annotations
@@ -15,6 +17,11 @@ from typing import Any
 
 import anthropic
 import openai
+
+try:  # the HTTP library the installed SDKs are built on
+    import httpx2 as httpx
+except ImportError:  # pragma: no cover
+    import httpx  # type: ignore[no-redef]
 
 from shopfloor.activities.providers.base import ContextTooLong
 from shopfloor.errors import ModelCallError
@@ -42,6 +49,18 @@ _STATUS_TEXT = {
 }
 
 _MAX_DETAIL_CHARS = 500
+
+# Error types (OpenAI's and Anthropic's) of an error event inside a stream that say the request
+# itself is wrong, so another attempt cannot help; any other (overloaded_error, api_error,
+# server_error, rate limits) is the provider's trouble and retried.
+_FINAL_STREAM_ERRORS = {
+    "invalid_request_error",
+    "authentication_error",
+    "permission_error",
+    "not_found_error",
+    "invalid_api_key",
+    "billing_error",
+}
 
 # How providers say the conversation does not fit the model's context window, in a 400:
 # OpenAI's error code, and the messages of Anthropic ("prompt is too long: N tokens > M maximum",
@@ -149,6 +168,15 @@ def to_model_call_error(exc: BaseException, *, label: str, model: str, base_url:
         cause = exc.__cause__ or exc.__context__
         why = f": {type(cause).__name__}: {cause}" if cause else ""
         return ModelCallError(f"{label}: connection to {base_url} failed{why}", retryable=True)
+    # A stream the SDK reads on without wrapping its transport's failures (a dropped connection).
+    if isinstance(exc, httpx.TimeoutException):
+        return ModelCallError(f"{label}: the reply from {base_url} timed out mid-stream", retryable=True)
+    if isinstance(exc, httpx.TransportError):
+        return ModelCallError(
+            f"{label}: connection to {base_url} failed mid-reply: {type(exc).__name__}: {exc}", retryable=True
+        )
+    if isinstance(exc, anthropic.APIStatusError) and exc.status_code < 400:
+        return _stream_error(exc, label=label)  # an error event inside a 200 stream
     if isinstance(exc, (openai.APIStatusError, anthropic.APIStatusError)):
         status = exc.status_code
         if is_context_too_long(exc):
@@ -173,8 +201,22 @@ def to_model_call_error(exc: BaseException, *, label: str, model: str, base_url:
             retryable=True,
             status=exc.status_code,
         )
+    if isinstance(exc, openai.APIError):
+        return _stream_error(exc, label=label)  # an error event inside the stream (the SDK's APIError)
     if isinstance(exc, (openai.OpenAIError, anthropic.AnthropicError)):
         return ModelCallError(f"{label}: {type(exc).__name__}: {exc}", retryable=False)
     # Anything else is a bug on our side (or a reply we cannot read): the same input would fail
     # the same way, so retrying only burns time.
     return ModelCallError(f"{label}: unexpected {type(exc).__name__} while calling the model: {exc}", retryable=False)
+
+
+def _stream_error(exc: openai.APIError | anthropic.APIStatusError, *, label: str) -> ModelCallError:
+    """An error event that arrived inside a streamed reply (its HTTP status was 200)."""
+    body = getattr(exc, "body", None)
+    kind: Any = None
+    if isinstance(body, dict):
+        inner = body.get("error", body)
+        kind = (inner.get("type") or inner.get("code")) if isinstance(inner, dict) else None
+    retryable = kind not in _FINAL_STREAM_ERRORS
+    what = f" ({kind})" if isinstance(kind, str) and kind else ""
+    return ModelCallError(f"{label}: the streamed reply failed{what}: {_body_message(exc)}", retryable=retryable)

@@ -1,10 +1,18 @@
-"""OpenAI Chat Completions with function tools: OpenAI itself and every compatible server
-(vLLM, Ollama, llama.cpp, LM Studio) reached through a base URL."""
+"""OpenAI Chat Completions with function tools, streamed: OpenAI itself and every compatible
+server (vLLM, Ollama, llama.cpp, LM Studio) reached through a base URL.
+
+Calls use `stream: true` (with `stream_options.include_usage`), so the text reaches `on_text` as the
+model writes it; the chunks' deltas (content, and tool calls by index with their arguments
+concatenated) build the same reply the non-streamed response would (`parse_openai_response`).
+A compatible server that sends no usage gives 0 tokens, as without streaming.
+"""
 
 from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 import openai
@@ -56,10 +64,12 @@ class OpenAIChatProvider:
             max_retries=0,  # Temporal owns retries
         )
 
-    async def complete(self, request: ModelRequest) -> ModelReply:
+    async def complete(self, request: ModelRequest, on_text: Callable[[str], None] | None = None) -> ModelReply:
         params: dict[str, Any] = {
             "model": self.model,
             "messages": to_openai_messages(request.system, request.messages),
+            "stream": True,
+            "stream_options": {"include_usage": True},
         }
         if request.tools:
             params["tools"] = to_openai_tools(request.tools)
@@ -67,8 +77,13 @@ class OpenAIChatProvider:
         params["max_completion_tokens" if self._official else "max_tokens"] = request.max_output_tokens
         started = time.monotonic()
         try:
-            response = await self._client.chat.completions.create(**params)
-            reply = parse_openai_response(response, label=self.label)
+            stream = await self._client.chat.completions.create(**params)
+            reply = StreamedReply()
+            async for chunk in stream:
+                text = reply.add(chunk)
+                if text and on_text is not None:
+                    on_text(text)
+            result = reply.result(label=self.label)
         except Exception as exc:
             error = to_model_call_error(
                 exc, label=self.label, model=self.model, base_url=self.base_url, key_env="OPENAI_API_KEY"
@@ -80,12 +95,12 @@ class OpenAIChatProvider:
             "model call",
             model=self.label,
             seconds=round(time.monotonic() - started, 3),
-            finish_reason=reply.finish_reason,
-            tool_calls=len(reply.message.tool_calls),
-            input_tokens=reply.usage.input_tokens,
-            output_tokens=reply.usage.output_tokens,
+            finish_reason=result.finish_reason,
+            tool_calls=len(result.message.tool_calls),
+            input_tokens=result.usage.input_tokens,
+            output_tokens=result.usage.output_tokens,
         )
-        return reply
+        return result
 
     async def aclose(self) -> None:
         await self._client.close()
@@ -143,34 +158,101 @@ def parse_tool_arguments(raw: str | None) -> tuple[dict[str, Any], str | None]:
 
 
 def parse_openai_response(response: Any, *, label: str) -> ModelReply:
+    """The reply in a non-streamed Chat Completions response."""
     if not response.choices:
         # A compatible server that answers 200 with nothing in it: likely transient.
         raise ModelCallError(f"{label}: the reply has no choices", retryable=True)
     choice = response.choices[0]
     message = choice.message
-    calls: list[ToolCall] = []
-    for i, tc in enumerate(message.tool_calls or []):
-        function = getattr(tc, "function", None)
-        if function is None:
-            continue  # custom (non-function) tools are never offered, so never expected
-        arguments, problem = parse_tool_arguments(function.arguments)
-        calls.append(
-            ToolCall(
-                id=tc.id or f"call_{i}",
-                name=function.name,
-                arguments=arguments,
-                arguments_error=problem,
-            )
-        )
-    finish = _FINISH.get(choice.finish_reason or "", "other")
-    if calls and finish == "stop":
-        finish = "tool_calls"  # some compatible servers say "stop" even when calling tools
+    calls = [
+        (tc.id, tc.function.name, tc.function.arguments)
+        for tc in message.tool_calls or []
+        # custom (non-function) tools are never offered, so never expected
+        if getattr(tc, "function", None) is not None
+    ]
     usage = response.usage
+    return _reply(
+        message.content or "",
+        calls,
+        choice.finish_reason,
+        (usage.prompt_tokens or 0) if usage else 0,
+        (usage.completion_tokens or 0) if usage else 0,
+    )
+
+
+@dataclass
+class _CallDeltas:
+    id: str | None = None
+    name: str = ""
+    arguments: list[str] = field(default_factory=list)
+
+
+@dataclass
+class StreamedReply:
+    """A streamed reply as its chunks arrive: `add` each one, then `result`."""
+
+    content: list[str] = field(default_factory=list)
+    calls: dict[int, _CallDeltas] = field(default_factory=dict)
+    finish_reason: str | None = None
+    input_tokens: int = 0
+    output_tokens: int = 0
+    choices_seen: bool = False
+
+    def add(self, chunk: Any) -> str:
+        """Take one chunk in; return the text it adds."""
+        usage = getattr(chunk, "usage", None)
+        if usage is not None:  # the last chunk's, with include_usage (some servers send it on each)
+            self.input_tokens, self.output_tokens = usage.prompt_tokens or 0, usage.completion_tokens or 0
+        text = ""
+        for choice in chunk.choices or []:
+            if choice.index != 0:
+                continue  # n=1 is all shopfloor asks for
+            self.choices_seen = True
+            delta = choice.delta
+            if delta is not None:
+                text = delta.content or ""
+                if text:
+                    self.content.append(text)
+                for tc in delta.tool_calls or []:
+                    entry = self.calls.setdefault(tc.index, _CallDeltas())
+                    entry.id = entry.id or tc.id
+                    function = tc.function
+                    if function is not None:
+                        # The name comes whole in the call's first delta; later ones repeat it at most.
+                        entry.name = entry.name or (function.name or "")
+                        if function.arguments:
+                            entry.arguments.append(function.arguments)
+            if choice.finish_reason:
+                self.finish_reason = choice.finish_reason
+        return text
+
+    def result(self, *, label: str) -> ModelReply:
+        if not self.choices_seen:
+            raise ModelCallError(f"{label}: the reply has no choices", retryable=True)
+        if self.finish_reason is None:
+            # The stream ended without saying the reply was done: a connection cut short.
+            raise ModelCallError(f"{label}: the streamed reply ended before it was complete", retryable=True)
+        calls = [(c.id, c.name, "".join(c.arguments)) for _, c in sorted(self.calls.items())]
+        return _reply("".join(self.content), calls, self.finish_reason, self.input_tokens, self.output_tokens)
+
+
+def _reply(
+    content: str,
+    calls: list[tuple[str | None, str, str | None]],
+    finish_reason: str | None,
+    input_tokens: int,
+    output_tokens: int,
+) -> ModelReply:
+    """One reply from its parts, whether they came whole or streamed."""
+    tool_calls: list[ToolCall] = []
+    for i, (call_id, name, raw) in enumerate(calls):
+        arguments, problem = parse_tool_arguments(raw)
+        tool_calls.append(ToolCall(id=call_id or f"call_{i}", name=name, arguments=arguments, arguments_error=problem))
+    finish = _FINISH.get(finish_reason or "", "other")
+    if tool_calls and finish == "stop":
+        finish = "tool_calls"  # some compatible servers say "stop" even when calling tools
     return ModelReply(
-        message=Message(role="assistant", content=message.content or "", tool_calls=calls),
+        message=Message(role="assistant", content=content, tool_calls=tool_calls),
         finish_reason=finish,
-        usage=Usage(
-            input_tokens=(usage.prompt_tokens or 0) if usage else 0,
-            output_tokens=(usage.completion_tokens or 0) if usage else 0,
-        ),
+        usage=Usage(input_tokens=input_tokens, output_tokens=output_tokens),
     )

@@ -8,6 +8,7 @@ the turn played is the number of assistant messages already in the request, so a
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -105,7 +106,7 @@ class ScriptedProvider:
         self.name, self.cassette = load_cassette(cassette)
         self.label = f"scripted:{cassette} (scripted model)"
 
-    async def complete(self, request: ModelRequest) -> ModelReply:
+    async def complete(self, request: ModelRequest, on_text: Callable[[str], None] | None = None) -> ModelReply:
         if request.purpose == "compaction":
             return ModelReply(message=Message(role="assistant", content=self.cassette.compaction))
         # Replies folded into a compaction summary still count, so the script stays in step.
@@ -122,6 +123,8 @@ class ScriptedProvider:
             for i, c in enumerate(recorded.tool_calls)
         ]
         log.debug("scripted turn", cassette=self.name, turn=turn, tool_calls=len(calls))
+        if recorded.content and on_text is not None:
+            on_text(recorded.content)  # a recording has no pace: its text comes in one piece
         return ModelReply(
             message=Message(role="assistant", content=recorded.content, tool_calls=calls),
             finish_reason="tool_calls" if calls else "stop",
