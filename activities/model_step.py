@@ -5,7 +5,8 @@ operator or loop messages, calls the model, stores the reply and returns referen
 previews only, so workflow history grows by a bounded number of bytes per step however long the
 conversation gets. Each requested call comes back classed allow / ask / deny, judged in a child
 process with a time limit (activities/judging.py): nothing the model sends can hold this
-worker's event loop.
+worker's event loop. While the model writes, the activity's heartbeat details carry the text so
+far (activities/heartbeat.py), which `shopfloor follow` shows live.
 """
 
 from __future__ import annotations
@@ -16,9 +17,9 @@ from datetime import timedelta
 
 import structlog
 from temporalio import activity
-from temporalio.exceptions import ApplicationError
+from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
-from shopfloor.activities.heartbeat import heartbeating
+from shopfloor.activities.heartbeat import TextProgress, heartbeating
 from shopfloor.activities.judging import CallToJudge, JudgingUnavailable, Judgment, judge_calls
 from shopfloor.activities.providers.base import ContextTooLong, ModelProvider
 from shopfloor.activities.transcript_store import TranscriptStore
@@ -61,11 +62,18 @@ ProviderFactory = Callable[[ModelSpec], ModelProvider]
 
 
 def model_call_failure(exc: ModelCallError) -> ApplicationError:
-    """Map a provider failure onto Temporal's retry semantics."""
+    """Map a provider failure onto Temporal's retry semantics.
+
+    BENIGN: a provider's failure is expected, and `_complete` logs it in one line; the SDK then
+    logs it at debug level instead of a warning with a traceback for every attempt."""
     if isinstance(exc, ContextTooLong):
         # Final as a request; the workflow tells it apart by its type and compacts before a retry.
         return ApplicationError(
-            str(exc), {"status": exc.status}, type=failure_types.MODEL_CONTEXT_TOO_LONG, non_retryable=True
+            str(exc),
+            {"status": exc.status},
+            type=failure_types.MODEL_CONTEXT_TOO_LONG,
+            non_retryable=True,
+            category=ApplicationErrorCategory.BENIGN,
         )
     return ApplicationError(
         str(exc),
@@ -73,6 +81,7 @@ def model_call_failure(exc: ModelCallError) -> ApplicationError:
         type=failure_types.MODEL_CALL_ERROR if exc.retryable else failure_types.MODEL_CALL_REJECTED,
         non_retryable=not exc.retryable,
         next_retry_delay=timedelta(seconds=exc.retry_after) if exc.retry_after else None,
+        category=ApplicationErrorCategory.BENIGN,
     )
 
 
@@ -86,12 +95,23 @@ class ModelStepActivities:
         self._repo_instructions: dict[str, RepoInstructions] = {}  # by blob digest, oldest first
 
     async def _complete(self, spec: ModelSpec, request: ModelRequest, detail: str) -> tuple[ModelReply, str]:
+        attempt = activity.info().attempt
+        progress = TextProgress(detail, attempt)  # the text so far, in the heartbeats, for the live view
         try:
             provider = self._providers(spec)  # a bad cassette or missing key is a non-retryable failure too
-            return await heartbeating(provider.complete(request), detail=detail), provider.label
+            reply = await heartbeating(provider.complete(request, on_text=progress.add), progress=progress)
+            return reply, provider.label
         except ModelCallError as exc:
-            log.warning("model call failed", model=str(spec), detail=detail, retryable=exc.retryable, error=str(exc))
-            raise model_call_failure(exc) from exc
+            log.warning(
+                "model call failed",
+                model=str(spec),
+                detail=detail,
+                attempt=attempt,
+                retryable=exc.retryable,
+                error=str(exc),
+            )
+            # No cause: Temporal would carry the SDK's exception (its repr) to whoever reads the failure.
+            raise model_call_failure(exc) from None
 
     @activity.defn(name="model_step")
     async def model_step(self, inp: ModelStepInput) -> ModelStepOutput:
