@@ -48,6 +48,11 @@ from shopfloor.workflows.reconcile import ReconcileWorkflow
 
 log = structlog.get_logger(__name__)
 
+# How often an activity's heartbeat reaches the server at most. Temporal's default (80 % of the
+# heartbeat timeout: 24 s for a model call) would hide a model's text from the live view for that
+# long; a model call heartbeats its text about once a second while it streams (docs/scaling.md).
+HEARTBEAT_THROTTLE = timedelta(seconds=1)
+
 # ReconcileWorkflow runs on a Schedule (shopfloor.reconcile_schedule), not from webhooks.
 WORKFLOWS: list[type] = [AgentWorkflow, IssueWorkflow, PullRequestWorkflow, AlertWorkflow, ReconcileWorkflow]
 
@@ -191,6 +196,8 @@ def build_worker(
         sticky_queue_schedule_to_start_timeout=timedelta(seconds=settings.sticky_queue_timeout_seconds),
         max_concurrent_activities=settings.max_concurrent_activities,
         graceful_shutdown_timeout=graceful_shutdown,
+        max_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
+        default_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
     )
 
 
