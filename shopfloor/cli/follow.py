@@ -1,19 +1,27 @@
-"""Following an agent run as it works: its step events printed as they happen, until it ends
-(`shopfloor agent` follows the run it started)."""
+"""Following a run as it works (`shopfloor follow ID`; `shopfloor agent` follows the run it starts):
+the model's text as it is written, each tool call when it starts and when it ends, and a model call
+that fails and is retried; on a pipeline (an issue's, a pull request's run), its agent runs one
+after another."""
 
 from __future__ import annotations
 
 import asyncio
+import sys
 from typing import Any
 
 import typer
-from temporalio.client import Client, WorkflowHandle
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError, WorkflowHandle
+from temporalio.exceptions import TemporalError
 from temporalio.service import RPCError
 
-from shopfloor.models.agent_run import AgentResult, StepEvent
+from shopfloor.cli.common import AGENT_WORKFLOW, EXIT_FAILURE, command, fail, load_settings
+from shopfloor.cli.live import PendingCall, pending_calls, retry_line
+from shopfloor.models.agent_run import AgentResult, AgentStatus, StepEvent
+from shopfloor.temporal import connect
 from shopfloor.workflows.agent import AgentWorkflow
 
 POLL_S = 0.5
+TEXT_INDENT = "    "
 
 
 def _print_event(event: StepEvent) -> None:
@@ -23,30 +31,181 @@ def _print_event(event: StepEvent) -> None:
         typer.echo(f"              {event.preview[:140]}")
 
 
-async def _print_new_events(handle: WorkflowHandle[Any, Any], seen: int) -> int:
-    """Print the run's events after `seen`; return the last one printed."""
-    try:
-        status = await handle.query(AgentWorkflow.status)
-    except RPCError:
-        return seen  # no worker has picked the run up yet
-    for event in status.events:
-        if event.seq > seen:
-            _print_event(event)
-            seen = event.seq
-    return seen
+class LiveView:
+    """What one agent run has shown so far, so each poll prints only what is new."""
+
+    def __init__(self, client: Client, handle: WorkflowHandle[Any, Any]) -> None:
+        self.client = client
+        self.handle = handle
+        self.seen = 0  # the last step event printed
+        self.step = 0
+        self.text_shown: dict[tuple[str, int], int] = {}  # (activity id, attempt) -> characters printed
+        self.started: set[str] = set()  # tool activities whose start was printed
+        self.retries: set[tuple[str, int]] = set()  # retry lines printed, by (activity id, attempt)
+        self.line_open = False  # a line of model text is printed without its end yet
+
+    def _end_text_line(self) -> None:
+        if self.line_open:
+            typer.echo("")
+            self.line_open = False
+
+    def _say(self, line: str) -> None:
+        self._end_text_line()
+        typer.echo(line)
+
+    def _write_text(self, text: str) -> None:
+        """Model text as it comes: indented, a partial line left open until the rest arrives."""
+        for i, part in enumerate(text.split("\n")):
+            if i > 0:
+                typer.echo("")
+                self.line_open = False
+            if part:
+                typer.echo(part if self.line_open else TEXT_INDENT + part, nl=False)
+                self.line_open = True
+        sys.stdout.flush()
+
+    async def poll(self) -> None:
+        """Print the run's new step events, then what its pending activities show now."""
+        try:
+            status = await self.handle.query(AgentWorkflow.status)
+        except RPCError:
+            status = None  # no worker has picked the run up yet
+        if status is not None:
+            self._events(status)
+        try:
+            description = await self.handle.describe()
+        except RPCError:
+            return
+        for call in await pending_calls(self.client, description):
+            self._pending(call)
+
+    def _events(self, status: AgentStatus) -> None:
+        self.step = status.step
+        for event in status.events:
+            if event.seq > self.seen:
+                self._say_event(event)
+                self.seen = event.seq
+
+    def _say_event(self, event: StepEvent) -> None:
+        self._end_text_line()
+        _print_event(event)
+
+    def _pending(self, call: PendingCall) -> None:
+        line = retry_line(call)
+        if line is not None and (call.activity_id, call.attempt) not in self.retries:
+            self.retries.add((call.activity_id, call.attempt))
+            self._say(f"  ! {line}")
+        if call.is_model:
+            self._text(call)
+        elif call.running and call.activity_id not in self.started:
+            self.started.add(call.activity_id)
+            self._say(f"  ▸ step {self.step:>3}  {call.activity_type} running")
+
+    def _text(self, call: PendingCall) -> None:
+        progress = call.progress
+        if progress is None or not progress.chars:
+            return
+        key = (call.activity_id, progress.attempt)
+        new, lost = progress.after(self.text_shown.get(key, 0))
+        if not new:
+            return
+        if lost:
+            self._end_text_line()
+            self._write_text("…")
+        self._write_text(new)
+        self.text_shown[key] = progress.chars
+
+    def close(self) -> None:
+        self._end_text_line()
 
 
 async def follow_run(client: Client, workflow_id: str) -> AgentResult:
+    """Print agent run `workflow_id` as it works until it ends; its result (WorkflowFailureError
+    when it failed)."""
     handle = client.get_workflow_handle_for(AgentWorkflow.run, workflow_id)
+    view = LiveView(client, handle)
     result_task = asyncio.create_task(handle.result())
-    seen = 0
+    try:
+        while True:
+            await view.poll()
+            done, _ = await asyncio.wait({result_task}, timeout=POLL_S)
+            if done:
+                await view.poll()
+                view.close()
+                return result_task.result()
+    finally:
+        view.close()
+        result_task.cancel()
+
+
+def failure_text(exc: WorkflowFailureError) -> str:
+    """The innermost cause of a failed run: the sentence that says what went wrong."""
+    cause: BaseException | None = exc.cause
+    while isinstance(cause, TemporalError) and cause.cause is not None:
+        cause = cause.cause
+    return str(cause)
+
+
+async def _follow_agent(client: Client, workflow_id: str) -> bool:
+    """Follow one agent run to its end and say how it ended; whether it completed."""
+    try:
+        result = await follow_run(client, workflow_id)
+    except WorkflowFailureError as exc:
+        typer.echo(f"failed: {failure_text(exc)}", err=True)
+        return False
+    if result.state == "completed":
+        typer.echo(f"completed after {result.steps} steps")
+        return True
+    typer.echo(f"ended: {result.state}: {result.reason}")
+    return False
+
+
+async def _running_agent(handle: WorkflowHandle[Any, Any], done: set[str]) -> str | None:
+    """The id of an agent run the pipeline runs now and that was not followed yet."""
+    description = await handle.describe()
+    for child in description.raw_description.pending_children:
+        if child.workflow_type_name == AGENT_WORKFLOW and child.workflow_id not in done:
+            return child.workflow_id
+    return None
+
+
+async def _follow_pipeline(client: Client, handle: WorkflowHandle[Any, Any], kind: str) -> bool:
+    """Follow a pipeline's agent runs one after another until the pipeline ends."""
+    followed: set[str] = set()
+    typer.echo(f"{kind} {handle.id}: following its agent runs")
     while True:
-        seen = await _print_new_events(handle, seen)
-        done, _ = await asyncio.wait({result_task}, timeout=POLL_S)
-        if done:
-            await _print_new_events(handle, seen)
-            return result_task.result()
+        child = await _running_agent(handle, followed)
+        if child is not None:
+            followed.add(child)
+            typer.echo(f"\nfollowing agent run {child}")
+            await _follow_agent(client, child)
+            continue
+        status = (await handle.describe()).status
+        if status not in (None, WorkflowExecutionStatus.RUNNING):
+            typer.echo(f"\n{kind} {handle.id} ended: {status.name.lower()}")
+            return status == WorkflowExecutionStatus.COMPLETED
+        await asyncio.sleep(POLL_S)
 
 
 def register(app: typer.Typer) -> None:
-    """`shopfloor follow ID` lives here (none yet: `shopfloor agent` follows the run it starts)."""
+    @app.command()
+    @command
+    async def follow(workflow_id: str = typer.Argument(..., metavar="ID", help="An agent run or a pipeline.")) -> None:
+        """Follow a run live: the model's text as it is written, each tool call as it starts and
+        ends, retries; on a pipeline, its agent runs one after another. Ctrl-C stops following
+        (the run goes on)."""
+        settings = load_settings()
+        client = await connect(settings)
+        handle = client.get_workflow_handle(workflow_id)
+        try:
+            described = await handle.describe()
+        except RPCError as exc:
+            fail(f"no workflow {workflow_id!r}: {exc.message}", EXIT_FAILURE)
+        if described.workflow_type == AGENT_WORKFLOW:
+            typer.echo(f"following agent run {workflow_id}")
+            ok = await _follow_agent(client, workflow_id)
+        else:
+            ok = await _follow_pipeline(client, handle, described.workflow_type)
+        typer.echo(settings.workflow_url(workflow_id))
+        if not ok:
+            raise typer.Exit(EXIT_FAILURE)
