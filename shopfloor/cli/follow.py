@@ -6,6 +6,7 @@ after another."""
 from __future__ import annotations
 
 import asyncio
+import json
 import sys
 from typing import Any
 
@@ -17,11 +18,13 @@ from temporalio.service import RPCError
 from shopfloor.cli.common import AGENT_WORKFLOW, EXIT_FAILURE, command, fail, load_settings
 from shopfloor.cli.live import PendingCall, pending_calls, retry_line
 from shopfloor.models.agent_run import AgentResult, AgentStatus, StepEvent
+from shopfloor.models.model_progress import TEXT_TAIL_CHARS
 from shopfloor.temporal import connect
 from shopfloor.workflows.agent import AgentWorkflow
 
 POLL_S = 0.5
 TEXT_INDENT = "    "
+PREVIEW_CHARS = 160  # a step event keeps this much of the step's text (spaces collapsed) as its preview
 
 
 def _print_event(event: StepEvent) -> None:
@@ -43,6 +46,7 @@ class LiveView:
         self.started: set[str] = set()  # tool activities whose start was printed
         self.retries: set[tuple[str, int]] = set()  # retry lines printed, by (activity id, attempt)
         self.line_open = False  # a line of model text is printed without its end yet
+        self.step_text = ""  # the model text printed since the last model event (its last part)
 
     def _end_text_line(self) -> None:
         if self.line_open:
@@ -55,6 +59,7 @@ class LiveView:
 
     def _write_text(self, text: str) -> None:
         """Model text as it comes: indented, a partial line left open until the rest arrives."""
+        self.step_text = (self.step_text + text)[-TEXT_TAIL_CHARS:]
         for i, part in enumerate(text.split("\n")):
             if i > 0:
                 typer.echo("")
@@ -87,8 +92,21 @@ class LiveView:
                 self.seen = event.seq
 
     def _say_event(self, event: StepEvent) -> None:
+        if event.kind == "model":
+            self._finish_text(event.preview)
         self._end_text_line()
         _print_event(event)
+
+    def _finish_text(self, preview: str) -> None:
+        """The model's step ended before the last look saw all its text: the rest of it, as far as
+        the step's preview (its first PREVIEW_CHARS characters, spaces collapsed) tells it."""
+        shown, self.step_text = " ".join(self.step_text.split()), ""
+        if not shown or len(shown) >= len(preview) or not preview.startswith(shown):
+            return
+        rest = preview[len(shown) :]
+        if not self.line_open:
+            rest = rest.lstrip()
+        self._write_text(rest + (" …" if len(preview) >= PREVIEW_CHARS else ""))
 
     def _pending(self, call: PendingCall) -> None:
         line = retry_line(call)
@@ -154,6 +172,9 @@ async def _follow_agent(client: Client, workflow_id: str) -> bool:
         typer.echo(f"failed: {failure_text(exc)}", err=True)
         return False
     if result.state == "completed":
+        # An agent with an output model ends with its submitted result, not a text answer.
+        answer = json.dumps(result.output, indent=2) if result.output is not None else result.final_answer
+        typer.echo(f"\n{answer or '(no answer)'}\n")
         typer.echo(f"completed after {result.steps} steps")
         return True
     typer.echo(f"ended: {result.state}: {result.reason}")
