@@ -208,17 +208,17 @@ class StreamedMessage:
             elif block.type == "tool_use":
                 entry |= {"id": block.id, "name": block.name, "input": block.input}
             self.blocks[event.index] = entry
-            return block.text or "" if block.type == "text" else ""
+            return (block.text or "") if block.type == "text" else ""
         elif kind == "content_block_delta":
-            entry = self.blocks.get(event.index)
+            opened = self.blocks.get(event.index)
             delta = event.delta
-            if entry is None:
+            if opened is None:
                 return ""
             if delta.type == "text_delta":
-                entry["text"].append(delta.text)
+                opened["text"].append(delta.text)
                 return delta.text
             if delta.type == "input_json_delta":
-                entry["json"].append(delta.partial_json)
+                opened["json"].append(delta.partial_json)
         elif kind == "message_delta":
             self.stop_reason = event.delta.stop_reason or self.stop_reason
             usage = event.usage

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -238,7 +238,7 @@ class StreamedReply:
 
 def _reply(
     content: str,
-    calls: list[tuple[str | None, str, str | None]],
+    calls: Sequence[tuple[str | None, str, str | None]],
     finish_reason: str | None,
     input_tokens: int,
     output_tokens: int,
