@@ -118,6 +118,7 @@ def _carry_from(inp: AgentInput, start: StartFrom) -> AgentCarry:
         transcript=start.transcript,
         pending_tool_results=start.append,
         queued_notes=list(start.inject),
+        readable_outputs=list(start.readable),
         workspace=inp.workspace,
         limits=inp.limits.model_copy(update={"max_steps": inp.limits.max_steps + start.steps}),
         spent=Spent(steps=start.steps),

@@ -44,7 +44,10 @@ def _switched_model(switch: ModelSwitch) -> str:
     """The `provider:model` to switch to, normalized; ValueError (the update's refusal) when it is
     malformed or names a provider shopfloor does not have. Whether this worker holds the
     provider's credentials shows at the next step (a rejected model call, one clear line)."""
-    return str(ModelSpec.parse(switch.model))
+    spec = ModelSpec.parse(switch.model)
+    if any(ch.isspace() or not ch.isprintable() for ch in spec.model):
+        raise ValueError(f"model {switch.model!r} is not of the form provider:model (a model name has no spaces)")
+    return str(spec)
 
 
 class AgentControls:

@@ -32,11 +32,11 @@ from typer.core import TyperGroup
 from shopfloor.agents.registry import AGENTS, get_agent
 from shopfloor.agents.tools import TOOLS
 from shopfloor.blobs import open_blob_store
-from shopfloor.cli.agent_history import RunRecord, read_run
+from shopfloor.cli.agent_history import RunRecord, Start, read_run
 from shopfloor.cli.common import EXIT_FAILURE, agent_run_handle, command, fail, load_settings, usable_model
 from shopfloor.cli.follow import follow_run
 from shopfloor.errors import UsageError
-from shopfloor.models.agent_run import AgentInput, StartFrom, WorkspaceRef
+from shopfloor.models.agent_run import AgentInput, WorkspaceRef
 from shopfloor.models.model_spec import ModelSpec
 from shopfloor.settings import Settings
 from shopfloor.temporal import connect
@@ -190,14 +190,18 @@ async def _finished_run(client: Client, workflow_id: str, command_name: str) -> 
         fail(f"no workflow {workflow_id!r}: {exc.message}", EXIT_FAILURE)
 
 
-def _next_input(
-    record: RunRecord, start: StartFrom, workspace: WorkspaceRef, model: str, max_steps: int | None
-) -> AgentInput:
+def _next_input(record: RunRecord, start: Start, model: str | None, max_steps: int | None) -> AgentInput:
     """The new run's input: the old run's (agent, goal, policy, limits), going on from `start`."""
     base = record.input
     limits = base.limits.model_copy(update={"max_steps": max_steps} if max_steps else {})
     return base.model_copy(
-        update={"model": model, "limits": limits, "workspace": workspace, "carry": None, "start_from": start}
+        update={
+            "model": model or start.model,
+            "limits": limits,
+            "workspace": start.workspace,
+            "carry": None,
+            "start_from": start.start_from,
+        }
     )
 
 
@@ -285,19 +289,10 @@ def register(app: typer.Typer) -> None:
                 "or continue it once it has ended",
                 EXIT_FAILURE,
             )
-        last = record.last
-        if record.transcript is None or last is None:
-            fail(f"{workflow_id} has no conversation to continue (no model step finished)", EXIT_FAILURE)
-        start = StartFrom(
-            run_id=workflow_id,
-            how="continued",
-            steps=max(record.steps),
-            transcript=record.transcript,
-            append=record.pending_results(),
-            inject=[message.strip()],
-        )
-        workspace = record.workspace or record.input.workspace
-        inp = _next_input(record, start, workspace, str(spec) if spec else last.request.model, max_steps)
+        start = record.continued(message.strip())
+        if start is None:
+            fail(f"{workflow_id} has no conversation to continue (it asked no model step)", EXIT_FAILURE)
+        inp = _next_input(record, start, str(spec) if spec else None, max_steps)
         await _start_and_follow(client, settings, inp, summary=f"continue: {message.strip()}", detach=detach)
 
     @agent_app.command("fork")
@@ -326,21 +321,12 @@ def register(app: typer.Typer) -> None:
         client = await connect(settings)
         record = await _finished_run(client, workflow_id, "fork")
         origin = record
-        # Steps before a forked or continued run's own come from the run it went on from.
-        while origin.steps and step < min(origin.steps) and origin.input.start_from is not None:
+        # A step before a forked or continued run's own is found in the run it went on from.
+        while origin.input.start_from is not None and step <= origin.input.start_from.steps:
             origin = await _finished_run(client, origin.input.start_from.run_id, "fork")
-        taken = origin.steps.get(step)
-        if taken is None:
-            asked = f"steps {min(record.steps)} to {max(record.steps)}" if record.steps else "no step yet"
+        start = origin.forked(step, message.strip() if message else None)
+        if start is None:
+            asked = f"steps 1 to {max(record.steps)}" if record.steps else "no step yet"
             fail(f"{workflow_id} has no step {step} to fork from (it asked {asked})", EXIT_FAILURE)
-        request = taken.request
-        start = StartFrom(
-            run_id=origin.workflow_id,
-            how="forked",
-            steps=step - 1,
-            transcript=request.transcript,
-            append=request.append,
-            inject=[*request.inject, *([message.strip()] if message else [])],
-        )
-        inp = _next_input(origin, start, taken.workspace, str(spec) if spec else request.model, max_steps)
+        inp = _next_input(origin, start, str(spec) if spec else None, max_steps)
         await _start_and_follow(client, settings, inp, summary=f"fork at step {step}", detach=detach)

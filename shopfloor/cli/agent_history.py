@@ -9,19 +9,21 @@ no blob: the new run's first model step loads the conversation by its digest.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import ValidationError
 from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client, WorkflowExecutionStatus
 
+from shopfloor.agents.registry import get_agent
 from shopfloor.agents.run_state import AgentCarry
 from shopfloor.models.agent_run import (
     AgentInput,
     CompactOutput,
     ModelStepInput,
     ModelStepOutput,
+    StartFrom,
     ToolCallRef,
     ToolResult,
     WorkspaceRef,
@@ -57,14 +59,72 @@ class RunRecord:
     def last(self) -> StepRecord | None:
         return self.steps[max(self.steps)] if self.steps else None
 
-    def pending_results(self) -> list[ToolResult]:
-        """The results answering the last reply's calls, which the next model step would have sent;
-        a call that did not run (the run ended first, or it was refused without an activity) gets
-        one saying so, for every call must be answered before the conversation goes on."""
+    def continued(self, message: str) -> Start | None:
+        """Where a run continuing this one starts (None: no model step was asked): the conversation
+        after its last answered step, the results answering that reply's calls, then `message`.
+        A last step that got no answer (the run failed or was cancelled during it) is asked again,
+        with `message` after what it was asked with."""
         last = self.last
-        if last is None or last.output is None:
-            return []
-        return [last.results.get(call.id) or _unanswered(call, last.output) for call in last.output.tool_calls]
+        if last is None:
+            return None
+        if last.output is None:
+            return self._start("continued", last, [*last.request.inject, message])
+        # A call that did not run (the run ended first, or it was refused without an activity)
+        # gets a result saying so: every call must be answered before the conversation goes on.
+        calls = last.output.tool_calls
+        start = StartFrom(
+            run_id=self.workflow_id,
+            how="continued",
+            steps=last.request.step,
+            transcript=self.transcript,
+            append=[last.results.get(call.id) or _unanswered(call, last.output) for call in calls],
+            inject=[message],
+            readable=self.readable(),
+        )
+        return Start(start, self.workspace or self.input.workspace, last.request.model)
+
+    def forked(self, step: int, message: str | None) -> Start | None:
+        """Where a run forked at `step` starts: the conversation and workspace that step was asked
+        with, and `message` after them (None: this run has no such step)."""
+        taken = self.steps.get(step)
+        if taken is None:
+            return None
+        return self._start("forked", taken, [*taken.request.inject, *([message] if message else [])])
+
+    def _start(self, how: Literal["continued", "forked"], taken: StepRecord, inject: list[str]) -> Start:
+        """A start that asks step `taken` again, as it was asked, with `inject` as its messages."""
+        request = taken.request
+        start = StartFrom(
+            run_id=self.workflow_id,
+            how=how,
+            steps=request.step - 1,
+            transcript=request.transcript,
+            append=request.append,
+            inject=inject,
+            readable=self.readable(before=request.step),
+        )
+        return Start(start, taken.workspace, request.model)
+
+    def readable(self, before: int | None = None) -> list[str]:
+        """The outputs cut for the model (before step `before`), which read_output may page."""
+        cap = get_agent(self.input.agent).tool_output_cap_chars
+        return [
+            r.output_digest
+            for n, step in sorted(self.steps.items())
+            if before is None or n < before
+            for r in step.results.values()
+            if r.output_digest and r.output_bytes > cap
+        ]
+
+
+@dataclass(frozen=True)
+class Start:
+    """A new run's start: where its conversation begins, its workspace, and the model the step it
+    takes first was asked with (the default for the new run)."""
+
+    start_from: StartFrom
+    workspace: WorkspaceRef
+    model: str
 
 
 def _unanswered(call: ToolCallRef, output: ModelStepOutput) -> ToolResult:

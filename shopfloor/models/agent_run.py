@@ -143,6 +143,7 @@ class StartFrom(BaseModel):
     transcript: str | None = None  # manifest digest
     append: list[ToolResult] = Field(default_factory=list)
     inject: list[str] = Field(default_factory=list)
+    readable: list[str] = Field(default_factory=list)  # digests of cut outputs read_output may page
 
     def describe(self) -> str:
         """'continued from ID' / 'forked from ID at step N' (N: the step taken again)."""

@@ -6,6 +6,7 @@ which conversation and which model each step sent."""
 from __future__ import annotations
 
 import logging
+import re
 import subprocess
 import threading
 import uuid
@@ -24,13 +25,17 @@ from worker_process import WorkerProcess
 
 from shopfloor.agents.registry import AGENTS
 from shopfloor.cli.agent import SUBCOMMANDS
-from shopfloor.models.agent_run import AgentStatus, ModelSwitch
+from shopfloor.models.agent_run import AgentInput, AgentStatus, ModelSwitch, WorkspaceRef
 from shopfloor.testing import FakeModelServer, LoggedRequest, ScriptTurn
 from shopfloor.workflows.agent import AgentWorkflow
 
 CONTINUE_GOAL = "continue-test: what is in this repository?"
 FORK_GOAL = "fork-test: fix add() and take notes"
 SWITCH_GOAL = "switch-test: what does greet() do?"
+LIMIT_GOAL = "limit-test: list the files"
+FAILED_GOAL = "failed-test: list the files"
+CHAIN_GOAL = "chain-test: write eight files"
+CHAIN_WRITES = 8
 NEXT_MESSAGE = "Now read the README and say what it promises."
 
 
@@ -45,6 +50,7 @@ class Script:
 
     def __init__(self) -> None:
         self.gate = threading.Event()
+        self.fake: FakeModelServer | None = None
 
     def __call__(self, turn: int, body: dict[str, Any]) -> ScriptTurn:
         goal, model = _goal(body), body.get("model")
@@ -64,6 +70,18 @@ class Script:
                 ScriptTurn.tool("write_file", "more notes", path="notes.txt", content="three\n"),
                 ScriptTurn(content=f"done by {model}"),
             ][min(turn, 3)]
+        if goal == CHAIN_GOAL:
+            if model == "fake-b":
+                return ScriptTurn(content="forked answer")
+            if turn < CHAIN_WRITES:
+                return ScriptTurn.tool("write_file", f"file {turn}", path=f"f{turn}.txt", content=f"file {turn}\n")
+            return ScriptTurn(content="wrote them all")
+        if goal in (LIMIT_GOAL, FAILED_GOAL):
+            if turn == 0:
+                if goal == FAILED_GOAL and self.fake is not None:
+                    self.fake.fail_next(401)  # the run's next request: its second step
+                return ScriptTurn.tool("list_dir", "looking", path=".")
+            return ScriptTurn(content="There are README.md and src/.")
         if goal == SWITCH_GOAL:
             if turn == 0:
                 # Blocks the fake server's loop (it serves nothing else meanwhile): the test
@@ -87,6 +105,7 @@ def fake_model(script):
     levels = [(lg, lg.level, lg.propagate, list(lg.handlers)) for lg in loggers]
     try:
         with FakeModelServer(script) as fake:
+            script.fake = fake
             yield fake
     finally:
         script.gate.set()
@@ -135,6 +154,15 @@ async def worker(temporal_client, cli):
 
 def git(repo: Path, *args: str) -> str:
     return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True).stdout
+
+
+def git_repo(repo: Path) -> Path:
+    repo.mkdir()
+    (repo / "calc.py").write_text("def add(a, b):\n    return a - b\n")
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "-c", "user.name=t", "-c", "user.email=t@x", "add", "-A")
+    git(repo, "-c", "user.name=t", "-c", "user.email=t@x", "commit", "-qm", "init")
+    return repo
 
 
 def _requests(fake: FakeModelServer, goal: str) -> list[LoggedRequest]:
@@ -204,15 +232,56 @@ async def test_continue_gives_a_finished_run_another_turn(worker, temporal_clien
     assert "no workflow" in one_line(refused.stderr) and "Traceback" not in refused.stderr
 
 
+async def test_continue_answers_the_calls_a_run_ended_with(worker, fake_model, cli, tmp_path):
+    """A run stopped by its step limit after its model asked for a call: the continued run sends
+    that call's result (the tool did run) before the message, as the provider requires."""
+    env, repo = cli["env"], sample_repo(tmp_path / "sample")
+    first = await arun_cli(
+        ["agent", "explore", "--repo", str(repo), "--goal", LIMIT_GOAL, "--model", "openai:fake-a", "--max-steps", "1"],
+        env,
+        timeout_s=120,
+    )
+    assert first.returncode == 0, str(first)
+    assert "ended: limit_reached" in first.stdout
+    result = await arun_cli(["agent", "continue", _workflow_id(first.stdout), "Go on."], env, timeout_s=120)
+    assert result.returncode == 0, str(result)
+    assert "There are README.md and src/." in result.stdout
+    [asked, answered] = _requests(fake_model, LIMIT_GOAL)
+    assert [m["role"] for m in _messages(answered)] == ["user", "assistant", "tool", "user"]
+    call_id = answered.body["messages"][-3]["tool_calls"][0]["id"]
+    assert answered.body["messages"][-2]["tool_call_id"] == call_id
+    assert "README.md" in answered.body["messages"][-2]["content"]  # list_dir's output
+    assert answered.body["messages"][-1] == {"role": "user", "content": "Go on."}
+    assert asked.turn == 0
+
+
+async def test_continue_asks_again_the_step_a_run_failed_on(worker, fake_model, cli, tmp_path):
+    """A run whose second model call was refused (401): the continued run asks that step again,
+    with the first step's tool result and then the message."""
+    env, repo = cli["env"], sample_repo(tmp_path / "sample")
+    first = await arun_cli(
+        ["agent", "explore", "--repo", str(repo), "--goal", FAILED_GOAL, "--model", "openai:fake-a"],
+        env,
+        timeout_s=120,
+    )
+    assert first.returncode == 1, str(first)
+    old_id = _workflow_id(first.stdout)
+    refused = [r for r in fake_model.settled_requests() if _goal(r.body) == FAILED_GOAL and r.status == 401]
+    assert [r.turn for r in refused] == [1]
+
+    result = await arun_cli(["agent", "continue", old_id, "Try again."], env, timeout_s=120)
+    assert result.returncode == 0, str(result)
+    assert f"continued from {old_id}" in result.stdout.splitlines()[0]
+    assert "· step   2  openai:fake-a: final answer" in [line.strip() for line in result.stdout.splitlines()]
+    answered = _requests(fake_model, FAILED_GOAL)[-1]
+    assert _messages(answered)[:-1] == _messages(refused[0])
+    assert _messages(answered)[-1] == {"role": "user", "content": "Try again."}
+
+
 async def test_fork_takes_step_3_again_from_its_conversation_and_workspace(
     worker, temporal_client, fake_model, cli, tmp_path
 ):
-    env, repo = cli["env"], tmp_path / "proj"
-    repo.mkdir()
-    (repo / "calc.py").write_text("def add(a, b):\n    return a - b\n")
-    git(repo, "init", "-q", "-b", "main")
-    git(repo, "-c", "user.name=t", "-c", "user.email=t@x", "add", "-A")
-    git(repo, "-c", "user.name=t", "-c", "user.email=t@x", "commit", "-qm", "init")
+    env, repo = cli["env"], git_repo(tmp_path / "proj")
     first = await arun_cli(
         ["agent", "code", "--repo", str(repo), "--goal", FORK_GOAL, "--model", "openai:fake-a"], env, timeout_s=120
     )
@@ -256,6 +325,53 @@ async def test_fork_takes_step_3_again_from_its_conversation_and_workspace(
     assert reforked[0].key == original[1].key
 
 
+async def test_fork_finds_a_step_in_any_run_of_a_continued_as_new_chain(
+    worker, temporal_client, fake_model, cli, tmp_path
+):
+    """A run long enough to continue as new twice: a step of its first run and one of a later run
+    are each forked from their own conversation and workspace checkpoint."""
+    env, repo = cli["env"], git_repo(tmp_path / "chain")
+    sha = git(repo, "rev-parse", "HEAD").strip()
+    inp = AgentInput(
+        agent="code",
+        model="openai:fake-a",
+        goal=CHAIN_GOAL,
+        workspace=WorkspaceRef(repo="local/chain", clone_url=str(repo), base_sha=sha),
+        max_history_events=40,
+    )
+    old_id = f"agent/chain/code-{uuid.uuid4().hex[:8]}"
+    handle = await temporal_client.start_workflow(AgentWorkflow.run, inp, id=old_id, task_queue=cli["queue"])
+    assert (await handle.result()).steps == CHAIN_WRITES + 1
+    # The chain, newest run first: which steps each run asked.
+    chain, run_id = [], None
+    while True:
+        history = await temporal_client.get_workflow_handle(old_id, run_id=run_id).fetch_history()
+        asked = [e.activity_task_scheduled_event_attributes.activity_type.name == "model_step" for e in history.events]
+        chain.append(sum(asked))
+        run_id = history.events[0].workflow_execution_started_event_attributes.continued_execution_run_id
+        if not run_id:
+            break
+    assert len(chain) >= 3, chain
+    steps_of_first_run = chain[-1]
+    assert 2 <= steps_of_first_run < CHAIN_WRITES - 1, chain
+    original = _requests(fake_model, CHAIN_GOAL)
+    assert [r.turn for r in original] == list(range(CHAIN_WRITES + 1))
+
+    for step in (2, CHAIN_WRITES - 1):
+        result = await arun_cli(
+            ["agent", "fork", old_id, "--step", str(step), "--model", "openai:fake-b"], env, timeout_s=120
+        )
+        assert result.returncode == 0, str(result)
+        assert "forked answer" in result.stdout
+        forked = _requests(fake_model, CHAIN_GOAL)[-1]
+        assert (forked.turn, forked.body["model"]) == (step - 1, "fake-b")
+        assert forked.key == original[step - 1].key
+        patch_line = next(line for line in result.stdout.splitlines() if line.startswith("changes: git -C"))
+        patch = Path(patch_line.split()[-1]).read_text()
+        written = sorted(int(name) for name in re.findall(r"^\+\+\+ b/f(\d+)\.txt$", patch, re.MULTILINE))
+        assert written == list(range(step - 1)), (step, written)
+
+
 async def test_switching_the_model_mid_run_takes_effect_from_the_next_step(
     worker, temporal_client, fake_model, script, cli, tmp_path
 ):
@@ -276,9 +392,25 @@ async def test_switching_the_model_mid_run_takes_effect_from_the_next_step(
     assert running.returncode == 1, str(running)
     assert one_line(running.stderr).startswith(f"shopfloor: {workflow_id} is still running: steer it instead")
     # A malformed model is refused by the update's validator; the run goes on with its own.
-    with pytest.raises(WorkflowUpdateFailedError) as refused:
-        await handle.execute_update(AgentWorkflow.switch_model, ModelSwitch(model="gpt4", by="ops"))
-    assert "provider:model" in str(refused.value.cause)
+    for malformed, why in [
+        ("gpt4", "provider:model"),
+        ("nosuch:model", "unknown model provider 'nosuch'"),
+        ("openai:two words", "has no spaces"),
+    ]:
+        with pytest.raises(WorkflowUpdateFailedError) as refused:
+            await handle.execute_update(AgentWorkflow.switch_model, ModelSwitch(model=malformed, by="ops"))
+        assert why in str(refused.value.cause), refused.value.cause
+    # One a parent forwards cannot be refused (a signal): it becomes a warning, nothing switches.
+    await handle.signal(AgentWorkflow.switch_model_from_parent, ModelSwitch(model="nosuch:model", by="parent"))
+
+    async def warned() -> bool:
+        return any(
+            w.startswith("model not switched: unknown model provider")
+            for w in (await _status(temporal_client, workflow_id)).warnings
+        )
+
+    await wait_until(warned, 30, "the forwarded malformed switch to show as a warning")
+    assert (await _status(temporal_client, workflow_id)).model == "openai:fake-a"
     now = await handle.execute_update(AgentWorkflow.switch_model, ModelSwitch(model="openai:fake-b", by="ops-alice"))
     assert now == "openai:fake-b"
     script.gate.set()
