@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 import pytest_asyncio
-from agent_runs import sample_repo
+from agent_runs import record_history, sample_repo
 from cli_runs import arun_cli, cli_env, one_line, wait_until
 from temporalio.api.enums.v1 import TaskQueueType
 from temporalio.api.taskqueue.v1 import TaskQueue
@@ -224,6 +224,7 @@ async def test_continue_gives_a_finished_run_another_turn(worker, temporal_clien
 
     status = await _status(temporal_client, new_id)
     assert status.started_from == f"continued from {old_id}"
+    await record_history(temporal_client.get_workflow_handle(new_id), "agent-continued")
     assert (status.state, status.step) == ("completed", 4)
 
     # An unknown id gets one line.
@@ -313,6 +314,7 @@ async def test_fork_takes_step_3_again_from_its_conversation_and_workspace(
     assert "+    return a + b" in patch
     assert "+one" in patch and "three" not in patch
     assert "+forked" in patch
+    await record_history(temporal_client.get_workflow_handle(_workflow_id(result.stdout)), "agent-forked")
 
     # A step before the forked run's own is found in the run it was forked from.
     again = await arun_cli(["agent", "fork", _workflow_id(result.stdout), "--step", "2", "--detach"], env)
@@ -423,6 +425,7 @@ async def test_switching_the_model_mid_run_takes_effect_from_the_next_step(
     assert asked == [(0, "fake-a"), (1, "fake-b"), (2, "fake-b")]
     status = await _status(temporal_client, workflow_id)
     assert status.model == "openai:fake-b"
+    await record_history(handle, "agent-model-switched")
     assert [e.summary for e in status.events] == [
         "model switched to openai:fake-b by ops-alice",
         "openai:fake-a: list_dir .",
