@@ -273,6 +273,8 @@ class AgentControls:
             f"state: **{state}** · step {s.step}/{c.limits.max_steps} · "
             f"tokens {c.spent.tokens} · ${c.spent.cost_usd:.4f}",
         ]
+        if s.started_from:
+            lines.append(s.started_from)
         if s.reason:
             lines.append(f"reason: {s.reason}")
         lines += [f"waiting for approval: `{p.summary}` ({p.reason})" for p in s.pending]

@@ -5,6 +5,7 @@ which conversation and which model each step sent."""
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 import subprocess
@@ -225,6 +226,9 @@ async def test_continue_gives_a_finished_run_another_turn(worker, temporal_clien
     status = await _status(temporal_client, new_id)
     assert status.started_from == f"continued from {old_id}"
     await record_history(temporal_client.get_workflow_handle(new_id), "agent-continued")
+    shown = await arun_cli(["status", new_id, "--json"], env)
+    assert shown.returncode == 0, str(shown)
+    assert json.loads(shown.stdout)["started_from"] == f"continued from {old_id}"
     assert (status.state, status.step) == ("completed", 4)
 
     # An unknown id gets one line.
