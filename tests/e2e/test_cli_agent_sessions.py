@@ -27,6 +27,7 @@ from worker_process import WorkerProcess
 from shopfloor.agents.registry import AGENTS
 from shopfloor.cli.agent import SUBCOMMANDS
 from shopfloor.models.agent_run import AgentInput, AgentStatus, ModelSwitch, WorkspaceRef
+from shopfloor.models.transcript import Usage
 from shopfloor.testing import FakeModelServer, LoggedRequest, ScriptTurn
 from shopfloor.workflows.agent import AgentWorkflow
 
@@ -84,14 +85,15 @@ class Script:
                 return ScriptTurn.tool("list_dir", "looking", path=".")
             return ScriptTurn(content="There are README.md and src/.")
         if goal == SWITCH_GOAL:
+            usage = Usage(input_tokens=10 * (turn + 1), output_tokens=1)
             if turn == 0:
                 # Blocks the fake server's loop (it serves nothing else meanwhile): the test
                 # switches the model while this first step is under way, then opens the gate.
                 self.gate.wait(120)
-                return ScriptTurn.tool("list_dir", "looking", path=".")
+                return ScriptTurn(tool_calls=[("list_dir", {"path": "."})], usage=usage)
             if turn == 1:
-                return ScriptTurn.tool("read_file", "reading", path="src/greet.py")
-            return ScriptTurn(content=f"greet() says hello (answered by {model})")
+                return ScriptTurn(tool_calls=[("read_file", {"path": "src/greet.py"})], usage=usage)
+            return ScriptTurn(content=f"greet() says hello (answered by {model})", usage=usage)
         return ScriptTurn(content="unexpected conversation")
 
 
@@ -126,6 +128,8 @@ def cli(tmp_path_factory, temporal_server, fake_model):
         SHOPFLOOR_DATA_DIR=str(folder / "data"),
         OPENAI_BASE_URL=fake_model.openai_base_url,
         OPENAI_API_KEY="sk-test-not-a-secret",
+        # USD per million tokens, so a step's cost shows which model's price it was counted at.
+        SHOPFLOOR_PRICES=json.dumps({"fake-a": [1_000_000, 0], "fake-b": [100_000_000, 0]}),
     )
     return {"dir": folder, "queue": queue, "env": env}
 
@@ -423,6 +427,9 @@ async def test_switching_the_model_mid_run_takes_effect_from_the_next_step(
     result = await handle.result()
     assert result.state == "completed"
     assert result.final_answer == "greet() says hello (answered by fake-b)"
+    # Priced at the model that answered: step 1 (10 tokens) at fake-a's $1 a token, steps 2 and 3
+    # (20 and 30) at fake-b's $100.
+    assert result.cost_usd == 10 * 1 + (20 + 30) * 100
 
     # The step under way when the switch came finished with its model; every later one asked the new one.
     asked = [(r.turn, r.body["model"]) for r in _requests(fake_model, SWITCH_GOAL)]
