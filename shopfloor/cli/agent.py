@@ -182,7 +182,7 @@ def _local_root(workspace: WorkspaceRef) -> Path | None:
     return None
 
 
-async def _finished_run(client: Client, workflow_id: str, command_name: str) -> RunRecord:
+async def _agent_run_record(client: Client, workflow_id: str, command_name: str) -> RunRecord:
     await agent_run_handle(client, workflow_id, command_name)
     try:
         return await read_run(client, workflow_id)
@@ -282,7 +282,7 @@ def register(app: typer.Typer) -> None:
             raise UsageError("the message is empty: say what the agent should do next")
         spec = usable_model(settings, model) if model else None
         client = await connect(settings)
-        record = await _finished_run(client, workflow_id, "continue")
+        record = await _agent_run_record(client, workflow_id, "continue")
         if record.running:
             fail(
                 f"{workflow_id} is still running: steer it instead (shopfloor steer {workflow_id} MESSAGE), "
@@ -319,11 +319,11 @@ def register(app: typer.Typer) -> None:
             raise UsageError("the message is empty: leave it out, or say what the agent should do")
         spec = usable_model(settings, model) if model else None
         client = await connect(settings)
-        record = await _finished_run(client, workflow_id, "fork")
+        record = await _agent_run_record(client, workflow_id, "fork")
         origin = record
         # A step before a forked or continued run's own is found in the run it went on from.
         while origin.input.start_from is not None and step <= origin.input.start_from.steps:
-            origin = await _finished_run(client, origin.input.start_from.run_id, "fork")
+            origin = await _agent_run_record(client, origin.input.start_from.run_id, "fork")
         start = origin.forked(step, message.strip() if message else None)
         if start is None:
             asked = f"steps 1 to {max(record.steps)}" if record.steps else "no step yet"

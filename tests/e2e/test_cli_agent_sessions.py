@@ -34,6 +34,7 @@ from shopfloor.workflows.agent import AgentWorkflow
 CONTINUE_GOAL = "continue-test: what is in this repository?"
 FORK_GOAL = "fork-test: fix add() and take notes"
 SWITCH_GOAL = "switch-test: what does greet() do?"
+STEER_GOAL = "steer-test: what does greet() do?"
 LIMIT_GOAL = "limit-test: list the files"
 FAILED_GOAL = "failed-test: list the files"
 CHAIN_GOAL = "chain-test: write eight files"
@@ -51,7 +52,7 @@ class Script:
     switch test's first step waits on `gate` so the switch lands while that step is under way."""
 
     def __init__(self) -> None:
-        self.gate = threading.Event()
+        self.gates = {SWITCH_GOAL: threading.Event(), STEER_GOAL: threading.Event()}
         self.fake: FakeModelServer | None = None
 
     def __call__(self, turn: int, body: dict[str, Any]) -> ScriptTurn:
@@ -84,12 +85,12 @@ class Script:
                     self.fake.fail_next(401)  # the run's next request: its second step
                 return ScriptTurn.tool("list_dir", "looking", path=".")
             return ScriptTurn(content="There are README.md and src/.")
-        if goal == SWITCH_GOAL:
+        if goal in self.gates:
             usage = Usage(input_tokens=10 * (turn + 1), output_tokens=1)
             if turn == 0:
                 # Blocks the fake server's loop (it serves nothing else meanwhile): the test
                 # switches the model while this first step is under way, then opens the gate.
-                self.gate.wait(120)
+                self.gates[goal].wait(120)
                 return ScriptTurn(tool_calls=[("list_dir", {"path": "."})], usage=usage)
             if turn == 1:
                 return ScriptTurn(tool_calls=[("read_file", {"path": "src/greet.py"})], usage=usage)
@@ -111,7 +112,8 @@ def fake_model(script):
             script.fake = fake
             yield fake
     finally:
-        script.gate.set()
+        for gate in script.gates.values():
+            gate.set()
         for lg, level, propagate, handlers in levels:
             lg.setLevel(level)
             lg.propagate = propagate
@@ -184,6 +186,26 @@ def _workflow_id(stdout: str) -> str:
 
 async def _status(temporal_client, workflow_id: str) -> AgentStatus:
     return await temporal_client.get_workflow_handle_for(AgentWorkflow.run, workflow_id).query(AgentWorkflow.status)
+
+
+async def test_continue_and_fork_refuse_what_is_not_an_agent_run(temporal_client, cli):
+    """An issue's run (started here on a queue no worker polls, so nothing runs) and an unknown id
+    each get one line and exit 1."""
+    env = cli["env"]
+    issue_id = f"issue/acme/shop/{uuid.uuid4().int % 100000}"
+    await temporal_client.start_workflow("IssueWorkflow", id=issue_id, task_queue=f"nobody-{uuid.uuid4().hex[:8]}")
+    try:
+        for args in (["continue", issue_id, "more"], ["fork", issue_id, "--step", "1"]):
+            refused = await arun_cli(["agent", *args], env)
+            assert refused.returncode == 1, str(refused)
+            line = one_line(refused.stderr)
+            assert f"acts on an agent run, and {issue_id!r} is not one" in line, line
+            assert "Traceback" not in refused.stderr and refused.stdout == ""
+        unknown = await arun_cli(["agent", "fork", "agent/nowhere/explore-00000000", "--step", "1"], env)
+        assert unknown.returncode == 1, str(unknown)
+        assert "no workflow 'agent/nowhere/explore-00000000'" in one_line(unknown.stderr)
+    finally:
+        await temporal_client.get_workflow_handle(issue_id).terminate(reason="test cleanup")
 
 
 def test_no_agent_is_named_like_an_agent_subcommand():
@@ -423,7 +445,7 @@ async def test_switching_the_model_mid_run_takes_effect_from_the_next_step(
     assert (await _status(temporal_client, workflow_id)).model == "openai:fake-a"
     now = await handle.execute_update(AgentWorkflow.switch_model, ModelSwitch(model="openai:fake-b", by="ops-alice"))
     assert now == "openai:fake-b"
-    script.gate.set()
+    script.gates[SWITCH_GOAL].set()
     result = await handle.result()
     assert result.state == "completed"
     assert result.final_answer == "greet() says hello (answered by fake-b)"
