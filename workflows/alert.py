@@ -27,9 +27,11 @@ with workflow.unsafe.imports_passed_through():
     from shopfloor.models.alert_issue import AlertEnd, AlertRunInput, AlertRunOutcome, AlertWatch
     from shopfloor.models.inbox import ALERT_SIGNAL, ALERT_WORKFLOW, Alert
     from shopfloor.models.inbox_state import AlertNotification
+    from shopfloor.models.pipeline_status import STATUS_QUERY, PipelineStatus
     from shopfloor.search_attributes import SHOPFLOOR_REPO, SHOPFLOOR_STAGE
     from shopfloor.workflows.alert_issue import AlertIssueFlow
     from shopfloor.workflows.inbox import DEDUPE_KEPT, EVENTS_KEPT, IDLE_TIMEOUT, idle_left, remember
+    from shopfloor.workflows.pipeline_controls import alert_status
 
 FILES_ISSUES = "alert-files-issues"
 
@@ -77,6 +79,10 @@ class AlertWorkflow(AlertIssueFlow):
     @workflow.query(name="alert_state")
     def alert_state(self) -> AlertWatch:
         return self.watch
+
+    @workflow.query(name=STATUS_QUERY)
+    def status(self) -> PipelineStatus:
+        return alert_status(self.watch)  # the one control that applies to an alert run
 
     @workflow.run
     async def run(self, inp: AlertRunInput) -> AlertRunOutcome:

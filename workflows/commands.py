@@ -34,6 +34,10 @@ with workflow.unsafe.imports_passed_through():
 
 PERMISSION_TTL = timedelta(minutes=5)
 WRITE_LEVELS = frozenset({"write", "maintain", "admin"})
+# Comment commands that act on the pipeline and its running agent (workflows/pipeline_controls.py).
+CONTROL_COMMANDS = frozenset({"steer", "raise-limits", "pause", "resume", "cancel"})
+# Histories recorded before those reached the running agent and got a reply.
+COMMENT_CONTROLS_PATCH = "comment-controls-reach-agent"
 # Histories recorded before commands were bound to the run's own pull request.
 OWN_PULL_REQUEST_PATCH = "commands-from-own-pull-request"
 COMMANDS_KEPT = 50
@@ -95,6 +99,8 @@ class CommandHandling(CallWaits):
         self._keep(record)
         if name in ("approve-call", "reject-call"):  # an answer for a waiting tool call, not work to start
             return await self.answer_call(e, approved=name == "approve-call")
+        if name in CONTROL_COMMANDS and workflow.patched(COMMENT_CONTROLS_PATCH):
+            return await self.control_command(e)
         if name == "stop":
             c.state, c.stopped_by = "stopped", e.sender
         elif name == "pause":
@@ -105,6 +111,10 @@ class CommandHandling(CallWaits):
             # A maintainer's command on an issue shopfloor never saw opened: that comment is the trigger.
             c.trigger_text, c.trigger_title, c.trigger_delivery_id = e.text, e.title, e.delivery_id
         return f"command {name} accepted"
+
+    async def control_command(self, e: RepoEvent) -> str:
+        """Apply an accepted control command (PipelineControls does, for an issue's or a PR's run)."""
+        return f"command {e.command.name if e.command else ''} accepted"
 
     def _keep(self, record: CommandRecord) -> None:
         self.carry.commands.append(record)

@@ -155,6 +155,17 @@ class AgentControls:
         if all(v is None for v in change.model_dump().values()):
             raise ValueError("name at least one limit to raise")
 
+    @workflow.signal(name="raise_limits_from_parent")
+    def raise_limits_from_parent(self, change: LimitsRaise) -> None:
+        """A raise a parent run forwards (`shopfloor raise-limits` on its id, a writer's
+        `/shopfloor raise-limits`): a workflow cannot send another an update. The parent checked
+        who asked; an empty one changes nothing."""
+        raised = {k: v for k, v in change.model_dump().items() if v is not None}
+        if raised:
+            self.carry.limits = self.carry.limits.model_copy(update=raised)
+            self.live.max_steps = self.carry.limits.max_steps
+            self.publish()
+
     @workflow.update(name="switch_model")
     def switch_model(self, switch: ModelSwitch) -> str:
         """Use another model from the next step on (a step under way finishes with the one it

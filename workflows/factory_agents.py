@@ -122,6 +122,7 @@ async def run_agent(
         progress.outcome(tests, end=False)
     await progress.show("running")
     state.children.append(child_id)
+    state.running_agent = child_id  # the pipeline's controls forward to it (workflows/pipeline_controls.py)
     result: AgentResult = await workflow.execute_child_workflow(
         "AgentWorkflow",
         AgentInput(
@@ -143,6 +144,7 @@ async def run_agent(
         result_type=AgentResult,
         static_summary=f"{agent} for {ctx.repo}#{ctx.number} (round {round_}) with {model}",
     )
+    state.running_agent = None
     state.steps += result.steps
     state.tokens += result.usage.input_tokens + result.usage.output_tokens
     state.cost_usd += result.cost_usd

@@ -32,6 +32,8 @@ with workflow.unsafe.imports_passed_through():
     from shopfloor.workflows.activity_catalogue import FACTORY_ISSUE_STATE, call
     from shopfloor.workflows.factory_run import FactoryRun
     from shopfloor.workflows.inbox import EVENTS_KEPT, GitHubInbox, remember
+    from shopfloor.workflows.pipeline import OnPipeline
+    from shopfloor.workflows.pipeline_controls import PipelineControls
     from shopfloor.workflows.progress import ProgressComment
 
 PIPELINE_PATCH = "issue-pipeline-v1"
@@ -40,7 +42,7 @@ OPEN_CHECK_PATCH = "issue-new-run-reads-state"
 
 
 @workflow.defn(name=ISSUE_WORKFLOW)
-class IssueWorkflow(GitHubInbox):
+class IssueWorkflow(PipelineControls, GitHubInbox):
     KIND = "issue"
     CLOSE_EVENT = "issues"
 
@@ -162,6 +164,9 @@ class IssueWorkflow(GitHubInbox):
 
     def progress_comment(self) -> ProgressComment | None:
         return self.factory.progress if self.factory and self.factory.state.started else None
+
+    def controlled(self) -> OnPipeline | None:
+        return self.factory  # operators' controls (workflows/pipeline_controls.py)
 
     # -- what operators read ----------------------------------------------------------------------
 

@@ -20,6 +20,8 @@ with workflow.unsafe.imports_passed_through():
     from shopfloor.models.inbox import PULL_REQUEST_WORKFLOW, RepoEvent
     from shopfloor.models.inbox_state import PullRequestInboxInput, PullRequestOutcome
     from shopfloor.workflows.inbox import GitHubInbox
+    from shopfloor.workflows.pipeline import OnPipeline
+    from shopfloor.workflows.pipeline_controls import PipelineControls
     from shopfloor.workflows.pr_review import PullRequestReview
     from shopfloor.workflows.progress import ProgressComment
 
@@ -27,7 +29,7 @@ REVIEW_PATCH = "pr-review-v1"
 
 
 @workflow.defn(name=PULL_REQUEST_WORKFLOW)
-class PullRequestWorkflow(GitHubInbox):
+class PullRequestWorkflow(PipelineControls, GitHubInbox):
     KIND = "pull_request"
     CLOSE_EVENT = "pull_request"  # closed, merged or not
 
@@ -91,6 +93,9 @@ class PullRequestWorkflow(GitHubInbox):
 
     def progress_comment(self) -> ProgressComment | None:
         return self.review.progress if self.review and self.review.state.started else None
+
+    def controlled(self) -> OnPipeline | None:
+        return self.review  # operators' controls (workflows/pipeline_controls.py)
 
     # -- what operators read ----------------------------------------------------------------------
 

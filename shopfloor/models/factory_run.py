@@ -54,6 +54,7 @@ class FactoryState(BaseModel):
     tokens: int = 0
     cost_usd: float = 0.0
     children: list[str] = Field(default_factory=list)  # agent run workflow ids, in order
+    running_agent: str | None = None  # the child among them running now (its controls go there)
 
 
 class RepoInfoInput(BaseModel):
