@@ -6,15 +6,18 @@ import asyncio
 import functools
 import sys
 from collections.abc import Callable, Coroutine
-from typing import Any, NoReturn, ParamSpec, TypeVar
+from dataclasses import dataclass
+from typing import Any, Literal, NoReturn, ParamSpec, TypeVar
 
 import typer
 from pydantic import ValidationError
-from temporalio.client import Client, WorkflowHandle
-from temporalio.service import RPCError
+from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
+from temporalio.exceptions import ApplicationError, FailureError
+from temporalio.service import RPCError, RPCStatusCode
 
 from shopfloor.errors import ShopfloorError, TemporalUnreachable, UsageError
 from shopfloor.logs import configure_logging
+from shopfloor.models.inbox import ALERT_WORKFLOW, ISSUE_WORKFLOW, PULL_REQUEST_WORKFLOW
 from shopfloor.models.model_spec import ModelSpec
 from shopfloor.settings import Settings
 
@@ -30,15 +33,77 @@ def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
     raise typer.Exit(code)
 
 
-# The agent-run commands (controls, transcript) speak an AgentWorkflow's signals, updates and
-# history. Temporal accepts a signal no handler waits for, so sent to another kind of workflow
-# it would be dropped while the command said it was done.
+# The control commands (controls, transcript, status) act on any shopfloor run: an agent run, or
+# an issue's, a pull request's or an alert's run, which takes them for its pipeline and its
+# running agent (workflows/pipeline_controls.py). Temporal accepts a signal no handler waits for,
+# so the kind is checked before anything is sent: a command that does not apply says why.
 AGENT_WORKFLOW = "AgentWorkflow"
+RunKind = Literal["agent", "issue", "pull_request", "alert"]
+RUN_KINDS: dict[str, RunKind] = {
+    AGENT_WORKFLOW: "agent",
+    ISSUE_WORKFLOW: "issue",
+    PULL_REQUEST_WORKFLOW: "pull_request",
+    ALERT_WORKFLOW: "alert",
+}
+
+
+@dataclass
+class Run:
+    """A shopfloor run an operator names: its handle, its kind and whether it still runs."""
+
+    workflow_id: str
+    kind: RunKind
+    handle: WorkflowHandle[Any, Any]
+    status: str  # Temporal's: RUNNING, COMPLETED, FAILED, CANCELED, TERMINATED, TIMED_OUT, ...
+
+    @property
+    def running(self) -> bool:
+        return self.status == "RUNNING"
+
+    @property
+    def what(self) -> str:
+        return {
+            "agent": "agent run",
+            "issue": "issue's run",
+            "pull_request": "pull request's run",
+            "alert": "alert run",
+        }[self.kind]
+
+
+async def resolve_run(client: Client, workflow_id: str, name: str) -> Run:
+    """The run `workflow_id` names, or one clear line and exit 1 when there is none or it is not a
+    shopfloor run (`name`: the command, for the message)."""
+    handle = client.get_workflow_handle(workflow_id)
+    try:
+        described = await handle.describe()
+    except RPCError as exc:
+        if exc.status == RPCStatusCode.NOT_FOUND:
+            fail(f"no workflow {workflow_id!r}: no shopfloor run has this id", EXIT_FAILURE)
+        fail(f"no workflow {workflow_id!r}: Temporal could not describe it ({exc.message})", EXIT_FAILURE)
+    kind = RUN_KINDS.get(described.workflow_type)
+    if kind is None:
+        fail(
+            f"{name.replace('_', '-')} acts on a shopfloor run (an agent run, or an issue's, a pull request's "
+            f"or an alert's run), and {workflow_id!r} is a {described.workflow_type}",
+            EXIT_FAILURE,
+        )
+    status = described.status.name if described.status else "UNKNOWN"
+    return Run(workflow_id=workflow_id, kind=kind, handle=handle, status=status)
+
+
+def ended(run: Run, name: str) -> NoReturn:
+    """One line: `name` does not apply to a run that has ended."""
+    fail(
+        f"{name.replace('_', '-')} does not apply: the {run.what} {run.workflow_id} has ended "
+        f"({run.status.lower().replace('_', ' ')}); `shopfloor status {run.workflow_id}` shows how",
+        EXIT_FAILURE,
+    )
 
 
 async def agent_run_handle(client: Client, workflow_id: str, name: str) -> WorkflowHandle[Any, Any]:
     """The handle of agent run `workflow_id`, or one clear line and exit 1 when there is no such
-    workflow or it is not an agent run (`name`: the command, for the message)."""
+    workflow or it is not an agent run (`name`: the command, for the message). For the commands
+    that only an agent run takes (`shopfloor agent continue`, `fork`)."""
     handle = client.get_workflow_handle(workflow_id)
     try:
         described = await handle.describe()
@@ -53,6 +118,15 @@ async def agent_run_handle(client: Client, workflow_id: str, name: str) -> Workf
             EXIT_FAILURE,
         )
     return handle
+
+
+def sdk_reason(exc: BaseException) -> str:
+    """The reason in an update's or a query's failure, without the SDK's wording around it."""
+    cause = exc.cause if isinstance(exc, WorkflowUpdateFailedError) else exc
+    while isinstance(cause, FailureError) and cause.cause is not None and not str(cause):
+        cause = cause.cause
+    text = (cause.message if isinstance(cause, ApplicationError | RPCError) else str(cause)) or type(cause).__name__
+    return text.splitlines()[0][:500] if text else "no reason given"
 
 
 def load_settings() -> Settings:

@@ -1,5 +1,6 @@
-"""`shopfloor status ID`: where a run stands — an agent run, or an issue's or a pull request's
-run with the tool calls its agent runs wait on an operator for."""
+"""`shopfloor status ID`: where a run stands — an agent run, or an issue's, a pull request's or an
+alert's run (its stage, what it waits for, its pull request, cost, agent runs, and the tool calls
+they wait on an operator for)."""
 
 from __future__ import annotations
 
@@ -8,15 +9,17 @@ from datetime import UTC, datetime
 from typing import Any
 
 import typer
-from temporalio.client import WorkflowHandle
+from pydantic import ValidationError
+from temporalio.client import WorkflowQueryFailedError
 from temporalio.service import RPCError
 
 from shopfloor.agents.call_waits import status_lines
-from shopfloor.agents.progress import ProgressView
-from shopfloor.cli.common import EXIT_FAILURE, command, fail, load_settings
+from shopfloor.cli.common import Run, command, load_settings, resolve_run
+from shopfloor.cli.control import pipeline_status
+from shopfloor.cli.live import retry_lines
 from shopfloor.models.agent_run import AgentStatus, PendingApproval
-from shopfloor.models.call_waits import WAITING_CALLS_QUERY, CallWait
-from shopfloor.models.inbox import ISSUE_WORKFLOW, PULL_REQUEST_WORKFLOW
+from shopfloor.models.call_waits import CallWait
+from shopfloor.models.pipeline_status import PipelineStatus
 from shopfloor.settings import Settings
 from shopfloor.temporal import connect
 from shopfloor.workflows.agent import AgentWorkflow
@@ -26,30 +29,27 @@ def register(app: typer.Typer) -> None:
     @app.command()
     @command
     async def status(
-        workflow_id: str = typer.Argument(..., metavar="ID", help="Workflow id."),
+        workflow_id: str = typer.Argument(
+            ..., metavar="ID", help="An agent run's id, or an issue's, a PR's or an alert's run."
+        ),
         as_json: bool = typer.Option(False, "--json", help="Print JSON."),
     ) -> None:
-        """Print a run's status: stage, step, state, and the final answer when done."""
+        """Print a run's status: stage, step, state, cost, pending approvals, and the final answer when done."""
         settings = load_settings()
         client = await connect(settings)
-        handle = client.get_workflow_handle(workflow_id)
-        try:
-            desc = await handle.describe()
-        except RPCError as exc:
-            fail(f"no workflow {workflow_id!r} in namespace {settings.temporal_namespace}: {exc.message}", EXIT_FAILURE)
-        temporal_state = desc.status.name if desc.status else "UNKNOWN"
-        if desc.workflow_type in (ISSUE_WORKFLOW, PULL_REQUEST_WORKFLOW):
-            await _print_factory_status(handle, workflow_id, temporal_state, settings, as_json)
+        run = await resolve_run(client, workflow_id, "status")
+        if run.kind != "agent":
+            await _print_pipeline_status(run, settings, as_json)
             return
+        st: AgentStatus | None = None
         try:
-            st = await handle.query(AgentWorkflow.status)
-        except Exception as exc:  # a closed run with no worker to replay it, or another type
-            st = None
-            query_error = str(exc).splitlines()[0]
+            st = await run.handle.query(AgentWorkflow.status)
+        except (WorkflowQueryFailedError, RPCError, ValidationError):
+            pass  # a closed run with no worker to replay it
         if as_json:
             data = {
                 "workflow_id": workflow_id,
-                "temporal_status": temporal_state,
+                "temporal_status": run.status,
                 "url": settings.workflow_url(workflow_id),
             }
             if st is not None:
@@ -57,54 +57,74 @@ def register(app: typer.Typer) -> None:
             typer.echo(json.dumps(data, indent=2))
             return
         typer.echo(f"workflow  {workflow_id}")
-        typer.echo(f"temporal  {temporal_state}")
+        typer.echo(f"temporal  {run.status}")
         if st is None:
-            typer.echo(f"status    unavailable ({query_error})")
+            typer.echo(f"status    unavailable ({NO_ANSWER})")
         else:
-            _print_status(st)
+            _print_status(st, workflow_id)
             for line in status_lines([_as_wait(workflow_id, st.agent, p) for p in st.pending]):
                 typer.echo(line)
+        for line in await retry_lines(client, await run.handle.describe()):  # a model call failing now
+            typer.echo(f"retrying  {line}")
         typer.echo(f"ui        {settings.workflow_url(workflow_id)}")
 
 
-async def _print_factory_status(
-    handle: WorkflowHandle[Any, Any], workflow_id: str, temporal_state: str, settings: Settings, as_json: bool
-) -> None:
-    """An issue's or a pull request's run: where its pipeline stands, and the tool calls its agent
-    runs wait on an operator for."""
-    view: ProgressView | None = None
-    waits: list[CallWait] = []
-    query_error = ""
-    try:
-        view = await handle.query("progress", result_type=ProgressView)
-        waits = await handle.query(WAITING_CALLS_QUERY, result_type=list[CallWait])
-    except Exception as exc:  # a closed run with no worker to replay it
-        query_error = str(exc).splitlines()[0]
+NO_ANSWER = "no worker answered: the run has ended and no worker replays it, or no worker serves its task queue"
+
+
+async def _print_pipeline_status(run: Run, settings: Settings, as_json: bool) -> None:
+    """An issue's, a pull request's or an alert's run: where its pipeline stands, what it waits
+    for, its pull request, cost and agent runs, and the tool calls its agent runs wait on."""
+    st = await pipeline_status(run)
     if as_json:
         data: dict[str, Any] = {
-            "workflow_id": workflow_id,
-            "temporal_status": temporal_state,
-            "url": settings.workflow_url(workflow_id),
-            "waiting_calls": [w.model_dump(mode="json") for w in waits],
+            "workflow_id": run.workflow_id,
+            "temporal_status": run.status,
+            "url": settings.workflow_url(run.workflow_id),
         }
-        if view is not None:
-            data["progress"] = view.model_dump(mode="json")
+        if st is not None:
+            data |= st.model_dump(mode="json")
+            data["waiting_calls"] = data["pending"]  # the name this output had before
         typer.echo(json.dumps(data, indent=2))
         return
-    typer.echo(f"workflow  {workflow_id}")
-    typer.echo(f"temporal  {temporal_state}")
-    if query_error:
-        typer.echo(f"status    unavailable ({query_error})")
-    elif view is None:
-        typer.echo("state     received (no work started yet)")
+    typer.echo(f"workflow  {run.workflow_id}")
+    typer.echo(f"temporal  {run.status}")
+    if st is None:
+        typer.echo(f"status    unavailable ({NO_ANSWER})")
     else:
-        typer.echo(f"state     {view.state}" + (f" · waiting for {view.waiting_for}" if view.waiting_for else ""))
-        typer.echo(f"stage     {view.stage} · step {view.step} · ${view.cost_usd:.2f}")
-        if view.reason:
-            typer.echo(f"reason    {view.reason}")
-    for line in status_lines(waits):
-        typer.echo(line)
-    typer.echo(f"ui        {settings.workflow_url(workflow_id)}")
+        for line in pipeline_lines(st):
+            typer.echo(line)
+    typer.echo(f"ui        {settings.workflow_url(run.workflow_id)}")
+
+
+def pipeline_lines(st: PipelineStatus) -> list[str]:
+    """The human lines of a pipeline's status (after `workflow` and `temporal`)."""
+    what = {"issue": f"issue #{st.number}", "pull_request": f"pull request #{st.number}", "alert": "alert"}[st.kind]
+    lines = [f"run       {what} of {st.repo}" if st.repo else f"run       {what}"]
+    if st.kind == "alert":
+        lines.append(f"phase     {st.stage}" + (f" · issue #{st.number}" if st.number else ""))
+    elif not st.started:
+        lines.append(f"state     {st.state} (no work started yet)")
+    else:
+        lines.append(f"state     {st.state}" + (" · paused" if st.paused else ""))
+        lines.append(f"stage     {st.stage}")
+    if st.waiting_for:
+        lines.append(f"waits for {st.waiting_for}")
+    if st.reason:
+        lines.append(f"reason    {st.reason[:300]}")
+    if st.pr_number is not None:
+        head = f" · head {st.head_sha[:12]}" if st.head_sha else ""
+        lines.append(f"pr        #{st.pr_number}{head}" + (f" · {st.pr_url}" if st.pr_url else ""))
+    lines.append(f"cost      ${st.cost_usd:.4f} (finished agent runs)")
+    if st.paused:
+        lines.append(f"paused    yes: `shopfloor resume {st.workflow_id}` resumes it")
+    if st.stopped_by:
+        lines.append(f"stopped   by {st.stopped_by}")
+    lines += [f"warning   {w[:300]}" for w in st.warnings]
+    for agent in st.agent_runs:
+        lines.append(f"agent run {agent}" + (" (running)" if agent == st.running_agent else ""))
+    lines += status_lines(st.pending)
+    return lines
 
 
 def _as_wait(workflow_id: str, agent: str, p: PendingApproval) -> CallWait:
@@ -121,12 +141,17 @@ def _as_wait(workflow_id: str, agent: str, p: PendingApproval) -> CallWait:
     )
 
 
-def _print_status(st: AgentStatus) -> None:
-    typer.echo(f"state     {st.state}")
+def _print_status(st: AgentStatus, workflow_id: str) -> None:
+    typer.echo(f"state     {st.state}" + (" · paused" if st.paused and st.state == "running" else ""))
     typer.echo(f"agent     {st.agent} · {st.model}")
     typer.echo(f"repo      {st.repo}")
     typer.echo(f"stage     {st.stage} · step {st.step}/{st.max_steps}")
     typer.echo(f"tokens    in {st.usage.input_tokens} / out {st.usage.output_tokens}")
+    typer.echo(f"cost      ${st.cost_usd:.4f}")
+    if st.paused:
+        typer.echo(f"paused    yes: `shopfloor resume {workflow_id}` resumes it")
+    for warning in st.warnings:
+        typer.echo(f"warning   {warning[:300]}")
     if st.reason:
         typer.echo(f"reason    {st.reason}")
     if st.events:

@@ -1,4 +1,6 @@
-"""`shopfloor transcript ID`: an agent run's conversation, read from the blob store.
+"""`shopfloor transcript ID`: an agent run's conversation, read from the blob store; given an
+issue's, a pull request's or an alert's run, its running (or else its last) agent run's, named on
+stderr.
 
 History holds only the transcript's manifest digest (docs/design.md, Parts and data flow), so this
 reads the newest one from the run's history — the last model step or compaction, or the run's result
@@ -18,7 +20,8 @@ from temporalio.service import RPCError
 
 from shopfloor.activities.transcript_store import TranscriptStore
 from shopfloor.blobs import open_blob_store
-from shopfloor.cli.common import EXIT_FAILURE, agent_run_handle, command, fail, load_settings
+from shopfloor.cli.common import EXIT_FAILURE, Run, command, fail, load_settings, resolve_run
+from shopfloor.cli.control import pipeline_status
 from shopfloor.errors import BlobNotFound
 from shopfloor.models.agent_run import AgentResult, CompactOutput, ModelStepOutput
 from shopfloor.models.transcript import Message
@@ -67,17 +70,38 @@ def _render(index: int, message: Message) -> str:
     return "\n".join(lines)
 
 
+async def _agent_run_of(run: Run) -> str:
+    """The agent run whose transcript stands for a pipeline's: the running one, else the last."""
+    st = await pipeline_status(run)
+    if st is None:
+        fail(
+            f"no worker answered which agent runs the {run.what} {run.workflow_id} has: name one "
+            f"(their ids go on from it, such as {run.workflow_id}/fix-1)",
+            EXIT_FAILURE,
+        )
+    agent = st.last_agent
+    if agent is None:
+        fail(f"{run.workflow_id} has started no agent run yet, so there is no transcript", EXIT_FAILURE)
+    which = "running" if agent == st.running_agent else "last"
+    typer.echo(f"transcript of {agent} (the {which} agent run of {run.workflow_id})", err=True)
+    return agent
+
+
 def register(app: typer.Typer) -> None:
     @app.command()
     @command
     async def transcript(
-        workflow_id: str = typer.Argument(..., metavar="ID", help="The agent run's workflow id."),
+        workflow_id: str = typer.Argument(
+            ..., metavar="ID", help="An agent run's id, or an issue's, a PR's or an alert's run."
+        ),
         as_json: bool = typer.Option(False, "--json", help="Print the messages as JSON lines."),
     ) -> None:
         """Print an agent run's transcript (running or finished) from the blob store."""
         settings = load_settings()
         client = await connect(settings)
-        await agent_run_handle(client, workflow_id, "transcript")
+        run = await resolve_run(client, workflow_id, "transcript")
+        if run.kind != "agent":
+            workflow_id = await _agent_run_of(run)
         try:
             digest = await latest_manifest(client, workflow_id)
         except RPCError as exc:
