@@ -467,3 +467,32 @@ async def test_switching_the_model_mid_run_takes_effect_from_the_next_step(
         "read_file src/greet.py",
         "openai:fake-b: final answer",
     ]
+
+
+async def test_steer_model_switches_from_the_command_line(worker, temporal_client, fake_model, script, cli, tmp_path):
+    env, repo = cli["env"], sample_repo(tmp_path / "sample")
+    started = await arun_cli(
+        ["agent", "explore", "--repo", str(repo), "--goal", STEER_GOAL, "--model", "openai:fake-a", "--detach"], env
+    )
+    assert started.returncode == 0, str(started)
+    workflow_id = one_line(started.stdout)
+
+    async def first_step_asked() -> bool:
+        return any(_goal(r.body) == STEER_GOAL for r in fake_model.requests)
+
+    await wait_until(first_step_asked, 60, "the first model step to reach the fake server")
+    malformed = await arun_cli(["steer", workflow_id, "--model", "gpt4"], env)
+    assert malformed.returncode != 0 and "provider:model" in one_line(malformed.stderr), str(malformed)
+    switched = await arun_cli(["steer", workflow_id, "--model", "openai:fake-b"], env)
+    assert switched.returncode == 0, str(switched)
+    assert "model switched to openai:fake-b" in switched.stdout
+    script.gates[STEER_GOAL].set()
+    result = await temporal_client.get_workflow_handle_for(AgentWorkflow.run, workflow_id).result()
+    assert result.final_answer == "greet() says hello (answered by fake-b)"
+    asked = [(r.turn, r.body["model"]) for r in _requests(fake_model, STEER_GOAL)]
+    assert asked == [(0, "fake-a"), (1, "fake-b"), (2, "fake-b")]
+    assert (
+        (await _status(temporal_client, workflow_id))
+        .events[0]
+        .summary.startswith("model switched to openai:fake-b by ")
+    )
