@@ -150,7 +150,11 @@ class FactoryRun(OnPipeline):
         except asyncio.CancelledError:
             await self.finish_cancelled()
         except Final as f:
-            await self._final(f.result, f.reason, f.waiting_for)
+            if f.result == "failed" and inbox.state in ("stopped", "closed"):
+                # Its agent run ended "cancelled" (with its checkpoint) before the cancel reached this task.
+                await self.finish_cancelled()
+            else:
+                await self._final(f.result, f.reason, f.waiting_for)
         except (ActivityError, ChildWorkflowError, ApplicationError, ValidationError) as exc:
             if is_cancelled_exception(exc):  # cancelled while an activity or child ran
                 await self.finish_cancelled()

@@ -128,12 +128,14 @@ class PipelineControls:
         await self._to_agent("resume")
 
     @workflow.signal(name="cancel")
-    async def cancel_pipeline(self, reason: str = "") -> None:
-        """End the run as `/shopfloor stop` does; its running agent ends first, with its checkpoint."""
-        await self._to_agent("cancel", reason or "cancelled by an operator")
+    def cancel_pipeline(self, reason: str = "") -> None:
+        """End the run as `/shopfloor stop` does: the pipeline is cancelled, and with it its running
+        agent run, which ends with its last checkpoint. (Not by the agent's own `cancel` signal: an
+        agent ending first would look to the pipeline like a failed stage.)"""
         c = self.carry
         if c.state == "received":
             c.state, c.stopped_by = "stopped", STOPPED_BY_OPERATOR
+            workflow.logger.info("cancelled by an operator: %s", reason or "no reason given")
 
     @workflow.signal(name="steer")
     async def steer_pipeline(self, text: str) -> None:
@@ -254,8 +256,7 @@ class PipelineControls:
                     c.paused = False
                     agent = await self._to_agent("resume")
                     said = "resumed"
-                case "cancel":
-                    await self._to_agent("cancel", f"cancelled by @{safe_login(e.sender)}")
+                case "cancel":  # as `stop`: cancelling the pipeline cancels its running agent run
                     c.state, c.stopped_by = "stopped", e.sender
                     said = "cancelled: the run ends; its running agent keeps its last checkpoint"
                 case "steer":

@@ -237,7 +237,7 @@ async def test_every_control_on_an_issue_run_reaches_its_pipeline_and_running_ag
     assert outcome.state == "stopped" and outcome.factory is not None and outcome.factory.result == "cancelled"
     assert fix.state == "cancelled", fix  # it ended at its step boundary, with its checkpoint
     decided = [e.summary.split(":")[0] for e in fix.events if e.summary.startswith(("approved", "rejected"))]
-    assert decided == ["rejected", "approved", "rejected"]  # the last one by the cancel
+    assert decided == ["rejected", "approved"]  # the third call was still waiting when the run ended
     assert "state     cancelled" in after
     assert ended.startswith(f"shopfloor: pause does not apply: the issue's run {wid} has ended"), ended
 
