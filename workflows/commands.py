@@ -45,6 +45,8 @@ COMMENTS_KEPT = 200
 
 
 def _marker_kind(e: RepoEvent) -> str:
+    if e.review_id is not None:  # a review and its line comments get one reply between them
+        return f"refused-review-{e.review_id}"
     return f"refused-{reply_ref(e.comment_id, e.delivery_id)}"
 
 
@@ -141,18 +143,34 @@ class CommandHandling(CallWaits):
         cache[key] = CachedPermission(permission=out.permission, checked_at=workflow.now().timestamp())
         return out.permission
 
-    async def _refuse(self, e: RepoEvent, permission: str) -> bool:
-        if e.command is None:
+    async def _refuse(self, e: RepoEvent, permission: str, feedback: str | None = None) -> bool:
+        """Reply once that `e` was not acted on: its command, or (`feedback` names it) people's
+        feedback on the pull request, which is an instruction only from a writer."""
+        if e.command is None and feedback is None:
             raise ApplicationError(
                 "an event without a command was refused as a command",
                 type=failure_types.INCONSISTENT_WORKFLOW_STATE,
                 non_retryable=True,
             )
-        who, cmd = safe_login(e.sender), f"`/shopfloor {e.command.name}`"
-        if permission == "unknown":
-            body = f"@{who} {cmd} was not run: shopfloor could not check your access to {self.repo}. Try again later."
+        who = safe_login(e.sender)
+        if feedback is not None:
+            what = f"shopfloor did not act on {feedback}"
+            if permission == "unknown":
+                body = f"@{who} {what}: it could not check your access to {self.repo}. Try again later."
+            else:
+                body = (
+                    f"@{who} {what}: feedback is an instruction for shopfloor only from people with write "
+                    f"access to {self.repo} (you have: {permission}). Ask a maintainer."
+                )
+            summary = f"refuse feedback from {who}"
         else:
-            body = f"@{who} {cmd} needs write access to {self.repo} (you have: {permission}). Ask a maintainer."
+            name = e.command.name if e.command else ""
+            cmd = f"`/shopfloor {name}`"
+            if permission == "unknown":
+                body = f"@{who} {cmd} was not run: shopfloor could not check your access to {self.repo}. Try again later."
+            else:
+                body = f"@{who} {cmd} needs write access to {self.repo} (you have: {permission}). Ask a maintainer."
+            summary = f"refuse /shopfloor {name} from {who}"
         try:
             await call(
                 GITHUB_UPSERT_COMMENT,
@@ -163,7 +181,7 @@ class CommandHandling(CallWaits):
                     kind=_marker_kind(e),
                     body=body,
                 ),
-                summary=f"refuse /shopfloor {e.command.name} from {who}",
+                summary=summary,
             )
         except ActivityError:
             return False  # the refusal is recorded either way; the reply is a courtesy

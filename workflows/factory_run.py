@@ -4,6 +4,13 @@
 The inbox keeps handling events while this runs (an asyncio task in the same workflow); events
 reach the pipeline through `on_event` (CI results wake the CI wait, accepted commands and writers'
 APPROVED reviews are recorded) and the pipeline waits on conditions over what they recorded.
+
+People's feedback (workflows/feedback.py: a writer's changes_requested review, a writer's line
+comment on the run's pull request, `/shopfloor fix <instructions>`) is quoted in the next goal:
+the triage's and the first fix's when it came before, else it starts a fix round while the run
+waits for CI, for approval, or parked (rounds ran out, a refused merge), after the line comments
+of one review are gathered; it waits for the next round while one runs. A round a writer asked
+for runs even after the rounds ran out: each counts as a round the maintainer granted.
 Every way out ends with an explicit final state in the progress comment: merged, salvaged
 (limits hit with work to keep: pushed, draft PR), failed (why), cancelled (issue closed,
 `/shopfloor stop`), or parked (waiting for a human, and for what — resumed by the command named).
@@ -21,6 +28,7 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflowError, is_cancelled_exception
 
 with workflow.unsafe.imports_passed_through():
+    from shopfloor.agents.github_text import safe_login
     from shopfloor.agents.outputs import FixResult, ReviewResult, TriageResult
     from shopfloor.agents.policy import within_operator_bounds
     from shopfloor.models import failure_types
@@ -49,6 +57,7 @@ with workflow.unsafe.imports_passed_through():
         required_test_command,
         run_agent,
     )
+    from shopfloor.workflows.feedback import PeopleFeedback
     from shopfloor.workflows.inbox import CI_EVENTS
     from shopfloor.workflows.issue_text import EDITED_REASON, IssueTextWatch
     from shopfloor.workflows.merge_stage import approved_head, update_and_merge, wait_approval, wait_ci
@@ -102,6 +111,7 @@ class FactoryRun(OnPipeline):
         self.text = IssueTextWatch(self)  # the issue text the agents work from (read from GitHub)
         self.triages = 0
         self.base_ws = WorkspaceRef(repo=self.repo)
+        self.feedback = PeopleFeedback(issue_workflow, state)
 
     # -- what the inbox tells us ---------------------------------------------------------------
 
@@ -113,6 +123,8 @@ class FactoryRun(OnPipeline):
         if e.event in CI_EVENTS:
             self.ctx.ci_events += 1
         elif e.command is not None and note.endswith(" accepted"):
+            if e.command.name == "fix" and e.command.args:  # before the name: a resumed park reads both
+                await self.feedback.on_instructions(e)
             self.commands.append(e.command.name)
             if e.command.name == "approve":
                 head = await approved_head(self.ctx, e)  # None: refused with a reply
@@ -125,6 +137,10 @@ class FactoryRun(OnPipeline):
                 and await self.issue_workflow.permission_of(e.sender) in WRITE_LEVELS
             ):
                 state.approved_heads.append(e.head_sha)
+        elif e.event == "pull_request_review" and (e.state or "").lower() == "changes_requested":
+            await self.feedback.on_review(e)
+        elif e.event == "pull_request_review_comment" and e.action == "created":
+            await self.feedback.on_line_comment(e)
         elif e.event == "issues" and e.action == "labeled" and e.label == self.policy.labels.trigger:
             self.trigger_labeled = True  # the label the gate looks for, added after it looked
             self.labeled_by = e.sender
@@ -205,7 +221,18 @@ class FactoryRun(OnPipeline):
         await self._gate(triage)
         if self.text.enabled:
             triage = await self._start_work(triage)
-        await self._fix_review_loop(Work(triage=triage, workspace=self.base_ws))
+        work, step = Work(triage=triage, workspace=self.base_ws), Step.FIX
+        while True:
+            try:
+                await self._fix_review_loop(work, step)
+            except Final as f:
+                # A refused merge parks the run with its pull request open: feedback resumes it.
+                if f.result != "parked" or not self.feedback.enabled():
+                    raise
+                await self._final(f.result, f.reason, f.waiting_for)
+                await workflow.wait_condition(self.feedback.ready)
+                self.state.result, self.state.reason = "", ""
+                step = await self._feedback_round(work)
 
     async def _start_work(self, triage: TriageResult) -> TriageResult:
         """Read the text work starts from, now that a maintainer (or the policy) started it; when it
@@ -241,7 +268,9 @@ class FactoryRun(OnPipeline):
                 SimilarIssuesInput(repo=self.repo, number=self.number, title=title),
                 summary=f"issues similar to #{self.number}",
             )
-        goal = await render_goal(self._goal_input("triage", similar=[i.model_dump() for i in similar.issues]))
+        goal = await render_goal(
+            self._goal_input("triage", similar=[i.model_dump() for i in similar.issues], feedback=self.feedback.asked())
+        )
         suffix = "triage" if self.triages == 1 else f"triage-{self.triages}"
         res = await run_agent(ctx, "triage", suffix, "triage", goal, self.base_ws, self.triages)
         triage = TriageResult.model_validate(self._output(res, "triage"))
@@ -286,9 +315,8 @@ class FactoryRun(OnPipeline):
 
     # -- fix ⇄ review ----------------------------------------------------------------------------
 
-    async def _fix_review_loop(self, work: Work) -> None:
+    async def _fix_review_loop(self, work: Work, step: Step = Step.FIX) -> None:
         """Fix, push, CI, review, merge, each step naming the next, until one ends the run (Final)."""
-        step = Step.FIX
         while True:
             await self._unpaused()
             if self.text.edited is not None and await self.text.changed_on_github():
@@ -309,9 +337,22 @@ class FactoryRun(OnPipeline):
 
     async def _fix(self, work: Work) -> Step:
         state, policy = self.state, self.policy
+        if self.feedback.ready():  # feedback that came while the last round ran: this round takes it
+            work.fix_context = {
+                **work.fix_context,
+                "feedback": [*work.fix_context.get("feedback", []), *self.feedback.take()],
+            }
         if state.fix_round >= policy.max_review_rounds + 1 + self.extra_rounds:
-            await self.park("fix_command", f"{state.fix_round} fix rounds did not get the change through")
-            self.extra_rounds += 1
+            if not work.fix_context.get("feedback"):
+                await self.park(
+                    "fix_command",
+                    f"{state.fix_round} fix rounds did not get the change through",
+                    or_when=self.feedback.ready,
+                )
+                if self.feedback.ready():
+                    await self.feedback.gathered()
+                    work.fix_context = {**work.fix_context, "feedback": self.feedback.take()}
+            self.extra_rounds += 1  # granted by a maintainer: a fix command, or their feedback
         state.fix_round += 1
         command = required_test_command(self.ctx)
         goal = await render_goal(
@@ -346,9 +387,11 @@ class FactoryRun(OnPipeline):
     async def _ci(self, work: Work) -> Step:
         head = self.state.head_sha or ""
         edited = (lambda: self.text.edited is not None) if self.text.enabled else None
-        outcome = await wait_ci(self.ctx, head, until=edited)
+        outcome = await wait_ci(self.ctx, head, until=lambda: bool(edited and edited()) or self.feedback.ready())
         match outcome:
             case "moved":
+                if self.feedback.ready() and not (edited and edited()):
+                    return await self._feedback_round(work)
                 return Step.CI  # the issue was edited: the loop parks
             case "timeout":
                 # What resumes the run is a command, not CI itself: the comment must name it.
@@ -386,7 +429,11 @@ class FactoryRun(OnPipeline):
         if review.verdict != "request_changes":
             return Step.MERGE
         if state.review_round >= self.policy.max_review_rounds + self.extra_rounds:
-            await self.park("fix_command", f"the review still requests changes after {state.review_round} rounds")
+            await self.park(
+                "fix_command",
+                f"the review still requests changes after {state.review_round} rounds",
+                or_when=self.feedback.ready,
+            )
             self.extra_rounds += 1
         work.fix_context = {"review": review.model_dump()}
         return Step.FIX
@@ -401,6 +448,8 @@ class FactoryRun(OnPipeline):
             )
         head = state.head_sha
         if not await self._unless_edited(wait_approval(self.ctx, head, force=state.verdict != "approve")):
+            if self.feedback.ready() and self.text.edited is None:
+                return await self._feedback_round(work)
             return Step.MERGE  # the issue was edited while the run waited: the loop parks
         await self._unpaused()  # paused while waiting for the approval: hold the merge too
         if await self.text.changed_on_github():
@@ -436,6 +485,16 @@ class FactoryRun(OnPipeline):
         await open_pr(self.ctx, fix, draft=True, salvage_note=note)
         raise Final("salvaged", left)
 
+    async def _feedback_round(self, work: Work) -> Step:
+        """A fix round for the feedback people gave while the run waited (a review's line comments
+        gathered first: one review, one round)."""
+        await self.feedback.gathered()
+        self.state.feedback_rounds += 1
+        who = ", ".join(dict.fromkeys(f"@{safe_login(i.author)}" for i in self.state.feedback))
+        self.progress.outcome(f"feedback from {who}: another fix round")
+        work.fix_context = {"feedback": self.feedback.take()}
+        return Step.FIX
+
     # -- helpers ---------------------------------------------------------------------------------
 
     def _goal_input(self, kind: GoalKind, **fields: Any) -> GoalInput:
@@ -457,14 +516,18 @@ class FactoryRun(OnPipeline):
 
     async def _unless_edited(self, wait: Coroutine[Any, Any, Any]) -> bool:
         """Run `wait` (for people); False, with `wait` cancelled, as soon as an edit of the issue
-        after work started is confirmed: the run must park instead of asking for more."""
+        after work started is confirmed (the run must park instead of asking for more) or people's
+        feedback came (a fix round takes it)."""
         if not self.text.enabled:
             await wait
             return True
         task = asyncio.ensure_future(wait)
         # Never cancel a progress upsert half-way: its failure is swallowed, so the cancel would be too.
         await workflow.wait_condition(
-            lambda: task.done() or (self.text.edited is not None and not self.progress.updating())
+            lambda: (
+                task.done()
+                or ((self.text.edited is not None or self.feedback.ready()) and not self.progress.updating())
+            )
         )
         if task.done():
             task.result()

@@ -20,6 +20,25 @@ PipelineStage = Literal["waiting", "triage", "policy", "setup", "fix", "ci", "re
 PipelineResult = Literal["", "merged", "salvaged", "failed", "cancelled", "parked", "closed"]
 
 
+# What people's feedback on a run's pull request was: a writer's changes_requested review (its
+# body), a writer's line comment on the run's own pull request, a writer's `/shopfloor fix <text>`.
+FeedbackKind = Literal["review", "line_comment", "instructions"]
+
+
+class FeedbackItem(BaseModel):
+    """One writer's feedback for the next fix round: a reference to its snapshotted text (the goal
+    activity reads and quotes it), never the text itself."""
+
+    kind: FeedbackKind
+    author: str
+    digest: str  # TextSnapshot.digest of the review, comment or command comment
+    preview: str = ""  # the start of the visible text (what the progress and status show)
+    path: str | None = None  # line comments: the file and line
+    line: int | None = None
+    review_id: int | None = None
+    comment_id: int | None = None
+
+
 class HeadSeen(BaseModel):
     """A pull request head and the time it was the head by at the latest (approvals name heads)."""
 
@@ -54,6 +73,8 @@ class FactoryState(BaseModel):
     tokens: int = 0
     cost_usd: float = 0.0
     children: list[str] = Field(default_factory=list)  # agent run workflow ids, in order
+    feedback: list[FeedbackItem] = Field(default_factory=list)  # people's, for the next fix round (bounded)
+    feedback_rounds: int = 0  # fix rounds people's feedback started
     running_agent: str | None = None  # the child among them running now (its controls go there)
 
 
@@ -93,6 +114,7 @@ class GoalInput(BaseModel):
     ci_summary: str = ""  # review: "CI passed: ci"
     test_command: str | None = None
     author: str | None = None  # pr_review: who opened the pull request
+    feedback: list[FeedbackItem] = Field(default_factory=list)  # triage/fix: what writers asked for
 
 
 class GoalOutput(BaseModel):
