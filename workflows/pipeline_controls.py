@@ -268,7 +268,11 @@ class PipelineControls:
         except ControlRefused as refused:
             await self._control_reply(e, name, f"did nothing: {refused}")
             return f"command {name} refused: {refused}"[:200]
-        await self._control_reply(e, name, said)
+        run = self.controlled()
+        if name not in ("pause", "resume") or (run is not None and run.state.started):
+            # An inbox with no pipeline (yet) has nothing to hold: its progress comment, once there
+            # is one, says it waits for a resume.
+            await self._control_reply(e, name, said)
         return f"command {name} accepted"
 
     async def _steer_from_comment(self, sender: str, args: str) -> str:
