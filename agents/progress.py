@@ -15,6 +15,7 @@ shopfloor strips from text elsewhere.)
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Literal
 
@@ -211,7 +212,9 @@ def waiting_call_lines(view: ProgressView) -> list[str]:
     return lines
 
 
-def render_progress(view: ProgressView) -> str:
+def render_progress(view: ProgressView, live: Sequence[str] = ()) -> str:
+    """The comment's markdown; `live`: the running agent's checklist (agents/live_checklist.py),
+    shown under the timeline while the run is not final."""
     label = "waiting" if view.state == "running" and view.waiting_calls else _LABELS[view.state]
     lines = [f"### shopfloor · {view.repo}#{view.number} · {label}", "", status_sentence(view), ""]
     if view.problems and view.state in ("parked", "waiting"):
@@ -228,6 +231,8 @@ def render_progress(view: ProgressView) -> str:
                 f"| {e.stage} | {_when(e.started_at)} | {_when(e.ended_at)} | {e.steps} | ${e.cost_usd:.2f} | {outcome} |"
             )
         lines.append("")
+    if live and not view.final:
+        lines += [*live, ""]
     unpriced = ""
     if view.unpriced_models:
         unpriced = (
@@ -246,3 +251,22 @@ def render_progress(view: ProgressView) -> str:
     lines.append(f"<sub>Workflow `{view.workflow_id}` · updated {_when(view.updated_at)}</sub>")
     lines += ["", comment_marker(view.workflow_id, "progress")]
     return "\n".join(lines)
+
+
+class ProgressBase(BaseModel):
+    """The comment as its run renders it (what a live edit adds its checklist to): the view, the
+    issue text section, and how many upserts the run has made (a new one means the run rewrote the
+    comment, without the checklist)."""
+
+    view: ProgressView
+    text_section: str = ""
+    upserts: int = 0
+
+
+def progress_body(view: ProgressView, text_section: str = "", live: Sequence[str] = ()) -> str:
+    """The whole comment: `render_progress`, then the issue text section, then the marker last."""
+    body = render_progress(view, live)
+    if not text_section:
+        return body
+    marker = comment_marker(view.workflow_id, "progress")  # render_progress ends with it
+    return f"{body.removesuffix(marker).rstrip()}\n\n{text_section}\n\n{marker}"
