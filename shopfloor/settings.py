@@ -63,6 +63,9 @@ class Settings(BaseSettings):
     # How long a model call may go without a heartbeat before Temporal retries it elsewhere: how
     # soon a crashed worker's in-flight call is noticed (factory agent runs).
     model_heartbeat_seconds: float = Field(default=30.0, ge=5, le=600)
+    # The progress comment shows the running agent's steps, edited at most this often (GitHub's
+    # secondary rate limits count edits as content creation); 0 turns the live checklist off.
+    progress_edit_seconds: float = Field(default=5.0, ge=0, le=3600)
     sandbox: Literal["auto", "bwrap", "none"] = "auto"  # how agents' commands are contained
     # With `auto` and no usable bubblewrap, commands are refused unless the operator allows them
     # to run without a sandbox.

@@ -23,6 +23,7 @@ from shopfloor.activities.github.alert_issues import AlertIssueActivities
 from shopfloor.activities.github.clients import GitHubClients
 from shopfloor.activities.github.deliveries import DeliveryActivities
 from shopfloor.activities.github.operations import GitHubActivities
+from shopfloor.activities.live_progress import LiveProgressActivities
 from shopfloor.activities.model_step import ModelStepActivities
 from shopfloor.activities.providers.base import ModelProvider
 from shopfloor.activities.providers.registry import open_provider
@@ -169,6 +170,8 @@ def worker_activities(
         *activities_for(settings, blobs, providers, github),
         *reconciler_activities(client, settings, blobs, github),
         *alert_activities(client, settings, blobs, github),
+        # The progress comment's live checklist reads the agent runs through this worker's client.
+        *LiveProgressActivities(client, github, edit_s=settings.progress_edit_seconds).all(),
     ]
 
 

@@ -30,6 +30,7 @@ from typing import Any, Generic, TypeVar
 from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ApplicationError
+from temporalio.workflow import ActivityCancellationType
 
 with workflow.unsafe.imports_passed_through():
     from shopfloor.agents.policy import PolicyLoad
@@ -89,6 +90,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from shopfloor.models.github_reads import PolicyInput, SimilarIssuesInput, SimilarIssuesOutput
     from shopfloor.models.inbox import IssueState, IssueText, IssueTextInput
+    from shopfloor.models.live_progress import LiveProgressInput, LiveProgressOutput
     from shopfloor.models.pull_request_review import PullChange, PullChangeInput, PullInfo, PullInput
     from shopfloor.models.reconcile import (
         AppRedeliverInput,
@@ -272,6 +274,20 @@ BEFORE_SUBMIT_HOOKS = ActivityEntry(
     heartbeat=timedelta(seconds=60),
 )
 
+# -- the progress comment, live (activities/live_progress.py) ------------------------------------
+# Runs as long as the agent run beside it (cancelled when it ends) and heartbeats every second or
+# so: a dead worker's live view moves to another worker after the heartbeat timeout. A view, so a
+# few attempts only; an agent run that outlasts them goes on without it.
+LIVE_PROGRESS_RETRY = RetryPolicy(initial_interval=timedelta(seconds=5), maximum_attempts=3)
+LIVE_PROGRESS = ActivityEntry(
+    "live_progress",
+    LiveProgressInput,
+    LiveProgressOutput,
+    timedelta(hours=12),
+    LIVE_PROGRESS_RETRY,
+    heartbeat=timedelta(seconds=10),
+)
+
 # -- the alert flow (activities/github/alert_issues.py, activities/alert_goal.py) ----------------
 ALERT_GOAL = ActivityEntry("alert_goal", AlertGoalInput, GoalOutput, GITHUB_CALL, SHORT_RETRY)
 GITHUB_FILE_ALERT_ISSUE = ActivityEntry(
@@ -335,9 +351,11 @@ async def call(
     heartbeat: timedelta | None = None,
     retry: RetryPolicy | None = None,
     schedule_to_close: timedelta | None = None,
+    cancellation_type: ActivityCancellationType = ActivityCancellationType.TRY_CANCEL,
 ) -> Out:
     """Run `activity` with `arg` (None for an activity without input) and return its result, as
-    the entry's output type. The keyword overrides replace the entry's values for this call."""
+    the entry's output type. The keyword overrides replace the entry's values for this call
+    (`cancellation_type`: what cancelling the call waits for; the SDK's default)."""
     result: Out = await workflow.execute_activity(
         activity.name,
         args=[] if arg is None else [arg],
@@ -347,6 +365,7 @@ async def call(
         heartbeat_timeout=heartbeat or activity.heartbeat,
         retry_policy=retry or activity.retry,
         summary=summary[:200] if summary else None,
+        cancellation_type=cancellation_type,
     )
     return result
 

@@ -48,6 +48,7 @@ with workflow.unsafe.imports_passed_through():
         GITHUB_SUBMIT_REVIEW,
         call,
     )
+    from shopfloor.workflows.live_progress import with_live_progress
     from shopfloor.workflows.pipeline import PipelineContext
     from shopfloor.workflows.repo_profile import test_command_note
 
@@ -123,7 +124,8 @@ async def run_agent(
     await progress.show("running")
     state.children.append(child_id)
     state.running_agent = child_id  # the pipeline's controls forward to it (workflows/pipeline_controls.py)
-    result: AgentResult = await workflow.execute_child_workflow(
+    # While it runs, the comment shows its steps (edited by an activity, not from here).
+    child = workflow.execute_child_workflow(
         "AgentWorkflow",
         AgentInput(
             agent=agent,
@@ -144,6 +146,7 @@ async def run_agent(
         result_type=AgentResult,
         static_summary=f"{agent} for {ctx.repo}#{ctx.number} (round {round_}) with {model}",
     )
+    result: AgentResult = await with_live_progress(progress, child_id, child)
     state.running_agent = None
     state.steps += result.steps
     state.tokens += result.usage.input_tokens + result.usage.output_tokens

@@ -23,9 +23,15 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
-    from shopfloor.agents.progress import ProgressLinks, ProgressView, TimelineEntry, render_progress
+    from shopfloor.agents.progress import (
+        ProgressBase,
+        ProgressLinks,
+        ProgressView,
+        TimelineEntry,
+        progress_body,
+    )
     from shopfloor.models.factory_run import FactoryState
-    from shopfloor.models.github_ops import UpsertCommentInput, comment_marker
+    from shopfloor.models.github_ops import UpsertCommentInput
     from shopfloor.models.inbox import IssueText
     from shopfloor.search_attributes import SHOPFLOOR_AGENT, SHOPFLOOR_STAGE
     from shopfloor.workflows.activity_catalogue import COMMENT_RETRY, GITHUB_UPSERT_COMMENT, call
@@ -54,6 +60,7 @@ class ProgressComment:
         self.view = ProgressView(workflow_id=workflow_id, repo=repo, number=number)
         self.comment_id: int | None = None
         self.text_section = ""  # the issue text the agents work from (show_text)
+        self.upserts = 0  # upserts made: a live edit (activities/live_progress.py) sees the run rewrote it
         self._upserting = asyncio.Lock()
 
     def links(self, **links: Any) -> None:
@@ -111,6 +118,7 @@ class ProgressComment:
                     retry=COMMENT_RETRY,
                 )
                 self.comment_id = out.id
+                self.upserts += 1
             except ActivityError as exc:
                 workflow.logger.warning("progress comment not updated: %s", exc)
         if self.on_change is not None:
@@ -121,11 +129,11 @@ class ProgressComment:
         return self._upserting.locked()
 
     def body(self) -> str:
-        body = render_progress(self.view)
-        if not self.text_section:
-            return body
-        marker = comment_marker(self.view.workflow_id, "progress")  # render_progress ends with it
-        return f"{body.removesuffix(marker).rstrip()}\n\n{self.text_section}\n\n{marker}"
+        return progress_body(self.view, self.text_section)
+
+    def base(self) -> ProgressBase:
+        """What a live edit of the comment renders its checklist into (workflows/live_progress.py)."""
+        return ProgressBase(view=self.view, text_section=self.text_section, upserts=self.upserts)
 
     def show_text(self, text: IssueText, *, edited: IssueText | None = None, link: str | None = None) -> None:
         """The issue text the agents work from, and (`edited`) GitHub's newer text, in the next upsert.
