@@ -30,6 +30,7 @@ from temporalio.api.enums.v1 import EventType, PendingActivityState
 from temporalio.api.workflow.v1 import PendingActivityInfo
 from temporalio.api.workflowservice.v1 import GetWorkflowExecutionHistoryReverseRequest
 from temporalio.client import Client, WorkflowExecutionDescription, WorkflowExecutionStatus
+from temporalio.converter import PayloadConverter
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError
 
@@ -43,6 +44,7 @@ from shopfloor.models import failure_types
 from shopfloor.models.agent_run import AgentStatus
 from shopfloor.models.github_ops import UpsertCommentInput
 from shopfloor.models.live_progress import PROGRESS_BASE_QUERY, LiveProgressInput, LiveProgressOutput
+from shopfloor.models.model_progress import ModelProgress
 
 log = structlog.get_logger(__name__)
 
@@ -84,10 +86,21 @@ class LiveProgressActivities:
         """The agent run's activities in flight, as checklist entries (tool calls by their summary)."""
         pending = [p for p in desc.raw_description.pending_activities if _kind(p.activity_type.name) is not None]
         run_id = desc.run_id or ""
-        unknown = {p.activity_id for p in pending if (run_id, p.activity_id) not in self._summaries}
+        unknown = {
+            p.activity_id
+            for p in pending
+            if _kind(p.activity_type.name) != "model" and (run_id, p.activity_id) not in self._summaries
+        }
         if unknown:
             await self._learn_summaries(desc.id, run_id, unknown)
-        return [_running(p, self._summaries.get((run_id, p.activity_id), p.activity_type.name)) for p in pending]
+        return [
+            _running(
+                p,
+                self._summaries.get((run_id, p.activity_id), p.activity_type.name),
+                text_tail(p, self._client.data_converter.payload_converter),
+            )
+            for p in pending
+        ]
 
     async def _learn_summaries(self, workflow_id: str, run_id: str, wanted: set[str]) -> None:
         """The summaries the agent run gave its calls in flight (Temporal keeps them with the
@@ -209,7 +222,20 @@ def _kind(activity_type: str) -> str | None:
     return "tool" if activity_type in TOOLS else None
 
 
-def _running(p: PendingActivityInfo, summary: str) -> RunningCall:
+def text_tail(p: PendingActivityInfo, converter: PayloadConverter) -> str | None:
+    """What a streaming model call has written so far (its heartbeat details), this attempt's."""
+    if _kind(p.activity_type.name) != "model" or not p.heartbeat_details.payloads:
+        return None
+    try:
+        (progress,) = converter.from_payloads(list(p.heartbeat_details.payloads)[:1], [ModelProgress])
+    except Exception:  # noqa: BLE001 - details of another shape (a plain string): no text to show
+        return None
+    if not isinstance(progress, ModelProgress) or progress.attempt != p.attempt:
+        return None
+    return progress.text or None
+
+
+def _running(p: PendingActivityInfo, summary: str, text_tail: str | None = None) -> RunningCall:
     kind = _kind(p.activity_type.name) or "tool"
     failure = p.last_failure.message if p.HasField("last_failure") else None
     waiting = p.state == PendingActivityState.PENDING_ACTIVITY_STATE_SCHEDULED
@@ -223,11 +249,13 @@ def _running(p: PendingActivityInfo, summary: str) -> RunningCall:
         last_error=failure.splitlines()[0] if failure else None,
         next_attempt_at=next_at if waiting and p.attempt > 1 else None,
         since=None if waiting else started,
+        text_tail=text_tail,
     )
 
 
 def _state(desc: WorkflowExecutionDescription) -> tuple[Any, ...]:
     """What changes when a run moves on: its history, and its calls in flight with their attempts."""
     raw = desc.raw_description
-    calls = tuple((p.activity_id, p.attempt, p.state) for p in raw.pending_activities)
+    # A streaming model call's heartbeat grows with its text: a change to show (at the edit interval).
+    calls = tuple((p.activity_id, p.attempt, p.state, p.heartbeat_details.ByteSize()) for p in raw.pending_activities)
     return (desc.run_id, raw.workflow_execution_info.history_length, calls)

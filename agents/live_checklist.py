@@ -26,6 +26,7 @@ MAX_RUNNING = 5  # calls shown as running at once (a reply's read-only calls run
 SUMMARY_CHARS = 120
 ERROR_CHARS = 160
 TAIL_CHARS = 160
+HOOKS_PREFIX = "before-submit hooks for "
 
 
 class RunningCall(BaseModel):
@@ -107,7 +108,8 @@ def _running_line(call: RunningCall, step: int) -> str:
     if call.kind == "model":
         what = f"step {step} · model call"
     elif call.kind == "hooks":
-        what = f"before-submit hooks for {untrusted(call.summary, SUMMARY_CHARS)}"
+        # Its activity's summary already says "before-submit hooks for <the submit>".
+        what = f"before-submit hooks for {untrusted(call.summary.removeprefix(HOOKS_PREFIX), SUMMARY_CHARS)}"
     else:
         what = untrusted(call.summary, SUMMARY_CHARS)
     if not call.retrying:

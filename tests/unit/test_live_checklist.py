@@ -14,7 +14,7 @@ from temporalio.api.enums.v1 import PendingActivityState
 from temporalio.api.failure.v1 import Failure
 from temporalio.api.workflow.v1 import PendingActivityInfo
 
-from shopfloor.activities.live_progress import _running
+from shopfloor.activities.live_progress import _running, text_tail
 from shopfloor.agents.live_checklist import (
     MAX_DONE,
     MAX_RUNNING,
@@ -84,7 +84,7 @@ def test_the_call_running_now_is_shown_with_when_it_started():
     assert lines[-1] == '- ⏳ ` run_command {"command": "pytest -q"} ` running since 12:00:05 UTC'
     model = checklist_lines(live_checklist(status(STEPS), [RunningCall(kind="model", since=T0)]))
     assert model[-1] == "- ⏳ step 3 · model call running since 12:00:05 UTC"
-    hooks = RunningCall(kind="hooks", summary="submit FixResult")
+    hooks = RunningCall(kind="hooks", summary="before-submit hooks for submit FixResult")
     assert checklist_lines(live_checklist(status([]), [hooks]))[-1] == (
         "- ⏳ before-submit hooks for ` submit FixResult ` running"
     )
@@ -207,3 +207,23 @@ def test_a_pending_tool_call_under_way_is_shown_by_its_summary_since_it_started(
         kind="tool", summary="run_command pytest", attempt=1, max_attempts=3, since=T0
     )
     assert isinstance(live_checklist(status([]), [_running(p, "x")]), LiveChecklist)
+
+
+def test_a_streaming_model_calls_text_so_far_is_read_from_its_heartbeat_for_this_attempt_only():
+    from temporalio.api.common.v1 import Payloads
+    from temporalio.contrib.pydantic import pydantic_data_converter
+
+    from shopfloor.models.model_progress import ModelProgress
+
+    converter = pydantic_data_converter.payload_converter
+
+    def beat(progress: object, attempt: int = 1, type_: str = "model_step") -> PendingActivityInfo:
+        details = Payloads(payloads=converter.to_payloads([progress]))
+        return _pending(type=type_, attempt=attempt, heartbeat_details=details)
+
+    writing = ModelProgress(detail="openai:x step 3", attempt=2, text="Now I edit calc/ops.py", chars=900)
+    assert text_tail(beat(writing, attempt=2), converter) == "Now I edit calc/ops.py"
+    assert text_tail(beat(writing, attempt=3), converter) is None  # an earlier attempt's text
+    assert text_tail(beat("openai:x step 3"), converter) is None  # a plain detail, no text yet
+    assert text_tail(beat(writing, attempt=2, type_="run_command"), converter) is None
+    assert text_tail(_pending(attempt=1), converter) is None
