@@ -13,79 +13,11 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
-from agent_runs import call, write_cassette
-from factory_runs import APPROVE, FIX, TEST_CMD, TRIAGE_TURNS, Factory, approve_and_finish, assert_merged, factory
-from harness_runs import with_fake
+from factory_runs import Factory, approve_and_finish, assert_merged, factory
+from live_progress_runs import EDIT, READ, HeldScript, body_when, fix_on_fake, models_for
 from temporalio.api.enums.v1 import EventType
-from waiting import DEADLINE_S
-
-from shopfloor.testing import FakeModelServer, ScriptTurn
-
-FIX_SCRIPT = [
-    ScriptTurn.tool("read_file", path="calc/ops.py"),
-    ScriptTurn.tool("edit_file", path="calc/ops.py", old="return a - b", new="return a + b"),
-    ScriptTurn.tool("run_command", command=TEST_CMD),
-    ScriptTurn.tool("submit", **FIX),
-]
-READ, EDIT = "read_file calc/ops.py", 'edit_file {"new": "return a + b", "old": "return a - b", "path": "calc/ops.py"}'
-
-
-class HeldScript:
-    """The fix agent's script; the turns in `held` wait until the test releases them (blocking
-    the fake server, whose only client is the fix agent's model call)."""
-
-    def __init__(self, *held: int) -> None:
-        self.gates = {turn: threading.Event() for turn in held}
-
-    def __call__(self, turn: int, body: dict[str, Any]) -> ScriptTurn:
-        gate = self.gates.get(turn)
-        if gate is not None:
-            gate.wait(DEADLINE_S)
-        return FIX_SCRIPT[turn]
-
-    def release(self, turn: int) -> None:
-        self.gates[turn].set()
-
-    def release_all(self) -> None:
-        for gate in self.gates.values():
-            gate.set()
-
-
-@contextmanager
-def fix_on_fake(script: HeldScript) -> Iterator[FakeModelServer]:
-    with FakeModelServer(script) as fake:
-        try:
-            yield fake
-        finally:
-            script.release_all()  # a failed test must not leave the server blocked
-
-
-def models_for(tmp_path, settings, fake: FakeModelServer, **extra: Any) -> dict[str, Any]:
-    """Worker settings: triage and review on cassettes, fix on the fake server."""
-    agent_models = {
-        "triage": write_cassette(tmp_path / "triage.json", TRIAGE_TURNS),
-        "review": write_cassette(tmp_path / "review.json", [{"tool_calls": [call("submit", **APPROVE)]}]),
-        "fix": "openai:fix-model",
-    }
-    s = with_fake(settings, fake)
-    return {"openai_base_url": s.openai_base_url, "openai_api_key": None, "agent_models": agent_models, **extra}
-
-
-async def body_when(f: Factory, number: int, *texts: str) -> str:
-    """The progress comment once it holds every one of `texts`."""
-    deadline = asyncio.get_running_loop().time() + DEADLINE_S
-    while True:
-        comments = f.progress_comments(number)
-        body = comments[0]["body"] if comments else ""
-        if all(t in body for t in texts):
-            return body
-        assert asyncio.get_running_loop().time() < deadline, f"the progress comment never showed {texts}: {body}"
-        await asyncio.sleep(0.1)
 
 
 def comment_edits(f: Factory, comment_id: int) -> list[dict[str, Any]]:
