@@ -11,10 +11,12 @@ the simulator.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 
 import pytest
 from agent_runs import call, write_cassette
+from cli_runs import cli_env, invoke_cli
 from harness_runs import code_input, git_repo
 from pydantic import SecretStr
 from simulator_runs import BOT_TOKEN, SimulatorHandle
@@ -24,8 +26,18 @@ from temporalio.exceptions import ApplicationError
 from waiting import query_until
 
 from shopfloor.models.agent_run import AgentStatus, ApprovalDecision, LimitsRaise, ModelSwitch
+from shopfloor.models.alert_issue import AlertRunInput
 from shopfloor.models.call_waits import CALL_WAIT_SIGNAL, CallWait, CallWaitNotice
-from shopfloor.models.inbox import GITHUB_EVENT_SIGNAL, ISSUE_WORKFLOW, RepoEvent, issue_workflow_id
+from shopfloor.models.inbox import (
+    ALERT_SIGNAL,
+    ALERT_WORKFLOW,
+    GITHUB_EVENT_SIGNAL,
+    ISSUE_WORKFLOW,
+    Alert,
+    RepoEvent,
+    alert_workflow_id,
+    issue_workflow_id,
+)
 from shopfloor.models.inbox_state import IssueInboxInput, IssueOutcome
 from shopfloor.models.pipeline_status import PipelineStatus
 from shopfloor.settings import Settings
@@ -151,3 +163,35 @@ async def test_an_issue_runs_controls(temporal_client, gh_settings, running_work
     assert refused_call == ["rejected: no new dependencies (the call was not run)"]  # what the model read
     assert after.pending == []  # each answered wait left the run's list
     assert outcome.state == "stopped" and outcome.stopped_by == "operator (command line)"
+
+
+async def test_an_alert_runs_status(temporal_client, settings, running_worker):
+    """An alert run answers `status` (the one control that applies to it): here its alert has no
+    routed repository, so it ends `unrouted` having started no agent run."""
+    fingerprint = uuid.uuid4().hex[:10]
+    alert = Alert(source="generic", fingerprint=fingerprint, status="firing", summary="disk full", delivery_id="a-1")
+    async with running_worker():
+        handle = await temporal_client.start_workflow(
+            ALERT_WORKFLOW,
+            AlertRunInput(source="generic", fingerprint=fingerprint),
+            id=alert_workflow_id("generic", fingerprint),
+            task_queue=settings.task_queue,
+            start_signal=ALERT_SIGNAL,
+            start_signal_args=[alert],
+        )
+        await handle.result()
+        st = await handle.query("status", result_type=PipelineStatus)
+        env = cli_env(
+            SHOPFLOOR_TEMPORAL_ADDRESS=settings.temporal_address,
+            SHOPFLOOR_TASK_QUEUE=settings.task_queue,
+            SHOPFLOOR_DATA_DIR=str(settings.data_dir),
+        )
+        shown = await asyncio.to_thread(invoke_cli, ["status", handle.id], env)
+        transcript = await asyncio.to_thread(invoke_cli, ["transcript", handle.id], env)
+    assert (st.kind, st.stage, st.agent_runs, st.running_agent, st.number) == ("alert", "unrouted", [], None, None)
+    assert st.workflow_id == handle.id and st.reason and "unrouted" in st.reason
+    assert shown.returncode == 0 and "run       alert\n" in shown.stdout and "phase     unrouted" in shown.stdout, shown
+    assert transcript.returncode == 1, transcript
+    assert (
+        transcript.stderr.strip() == f"shopfloor: {handle.id} has started no agent run yet, so there is no transcript"
+    )
