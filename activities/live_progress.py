@@ -154,7 +154,7 @@ class _LiveView:
                 parent = await self.parent.describe()
             except RPCError as exc:  # not started yet, or Temporal briefly away: look again
                 self.log.debug("live progress: describe failed", error=str(exc)[:200])
-                await asyncio.sleep(self.acts.poll_s)
+                await self._pause()
                 continue
             if desc.status not in _GOING or parent.status not in _GOING:
                 return LiveProgressOutput(ended="agent_ended", edits=self.edits)
@@ -166,7 +166,16 @@ class _LiveView:
                     return LiveProgressOutput(ended="waiting", edits=self.edits)
                 # Not shown (a query or the edit failed): again after the interval, changed or not.
                 seen = state if shown == "shown" else None
-            await asyncio.sleep(self.acts.poll_s)
+            await self._pause()
+
+    async def _pause(self) -> None:
+        """Wait for the next poll; a worker told to stop hands the view on at once instead of
+        holding its shutdown for the grace period (the retry starts it on another worker)."""
+        try:
+            await asyncio.wait_for(activity.wait_for_worker_shutdown(), self.acts.poll_s)
+        except TimeoutError:
+            return
+        raise ApplicationError("the worker is shutting down: the live view goes on on another worker")
 
     async def _show(self, desc: WorkflowExecutionDescription) -> str:
         """Render the comment and upsert it if it changed: "shown" (or nothing to show), "retry",

@@ -276,9 +276,10 @@ BEFORE_SUBMIT_HOOKS = ActivityEntry(
 
 # -- the progress comment, live (activities/live_progress.py) ------------------------------------
 # Runs as long as the agent run beside it (cancelled when it ends) and heartbeats every second or
-# so: a dead worker's live view moves to another worker after the heartbeat timeout. A view, so a
-# few attempts only; an agent run that outlasts them goes on without it.
-LIVE_PROGRESS_RETRY = RetryPolicy(initial_interval=timedelta(seconds=5), maximum_attempts=3)
+# so: a dead worker's live view moves to another worker after the heartbeat timeout, a stopping
+# worker's at once (an attempt each). A view: bounded; an agent run that outlasts them goes on
+# without it.
+LIVE_PROGRESS_RETRY = RetryPolicy(initial_interval=timedelta(seconds=5), maximum_attempts=10)
 LIVE_PROGRESS = ActivityEntry(
     "live_progress",
     LiveProgressInput,
