@@ -121,9 +121,9 @@ class FactoryActivities:
                 doc = await get_json(self._blobs, item.digest)
             except (BlobNotFound, ValueError):  # gone or not JSON: say so, the round still runs
                 doc = None
-            text = feedback_text(item, doc)[: min(FEEDBACK_ITEM_CHARS, left)]
-            left -= len(text)
-            parts.append(f"{feedback_heading(item)}\n{quoted(text, FEEDBACK_ITEM_CHARS)}")
+            text, limit = feedback_text(item, doc), min(FEEDBACK_ITEM_CHARS, left)
+            left -= min(len(text), limit)
+            parts.append(f"{feedback_heading(item)}\n{quoted(text, limit)}")  # a cut one says so
         return "\n\n".join(parts)
 
     def _ci_output(self, repo: str, sha: str) -> str:
