@@ -5,6 +5,7 @@ The goals are read from the agent runs' inputs in Temporal's history."""
 
 from __future__ import annotations
 
+from agent_runs import record_history
 from factory_runs import approve_and_finish, factory
 from feedback_runs import agent_goal, feedback_models, feedback_refusals, line_comment, review
 
@@ -35,6 +36,7 @@ async def test_a_maintainers_review_with_two_line_comments_is_a_second_fix_round
         outcome = await approve_and_finish(f, number)
         wid = f.handle.id
         goal = await agent_goal(temporal_client, f"{wid}/fix-2")
+        await record_history(f.handle, "issue-feedback-fix-round")
 
     assert outcome.state == "done" and outcome.factory is not None and outcome.factory.result == "merged", outcome
     factory_state = outcome.factory
@@ -76,6 +78,7 @@ async def test_a_non_members_line_comment_starts_nothing_and_gets_one_reply(
         # started a round, its new head would have left this approval naming a stale one.
         outcome = await approve_and_finish(f, number)
         wid = f.handle.id
+        await record_history(f.handle, "issue-feedback-refused")
 
     assert outcome.factory is not None and outcome.factory.result == "merged", outcome
     assert outcome.factory.children == [f"{wid}/triage", f"{wid}/fix-1", f"{wid}/review-1"]
