@@ -15,6 +15,7 @@ import asyncio
 import json
 from typing import Any
 
+from agent_runs import record_history
 from factory_runs import Factory, approve_and_finish, assert_merged, factory
 from live_progress_runs import EDIT, READ, HeldScript, body_when, fix_on_fake, models_for
 from temporalio.api.enums.v1 import EventType
@@ -82,6 +83,7 @@ async def test_the_comment_shows_the_fix_agents_steps_live_and_a_model_call_bein
 
             script.release(2)
             outcome = await approve_and_finish(f, number)
+            await record_history(f.handle, "issue-live-progress")
 
         assert_merged(f, number, outcome)
         final = f.progress(number)
