@@ -2,7 +2,9 @@
 progress comment shows its steps as a checklist (✓ per finished call, what runs now), a model call
 the provider answers 503 is shown being retried with its attempt and error while it happens, a
 secondary rate limit on an edit does not fail the run, and the edits over a run are bounded by
-the edit interval (counted on the simulator, not timed); the final comment has no checklist.
+the edit interval (counted on the simulator, not timed); the final comment has no checklist. While
+a call waits for an operator no live view runs (the run's own comment shows the wait); once it is
+answered a new one shows the agent going on.
 
 The fix agent talks to a FakeModelServer whose script holds chosen turns until the test has seen
 what it looks for, so each mid-run state is observed for certain; triage and review replay
@@ -17,8 +19,12 @@ from typing import Any
 
 from agent_runs import record_history
 from factory_runs import Factory, approve_and_finish, assert_merged, factory
-from live_progress_runs import EDIT, READ, HeldScript, body_when, fix_on_fake, models_for
+from live_progress_runs import EDIT, FIX_SCRIPT, READ, HeldScript, body_when, fix_on_fake, models_for
 from temporalio.api.enums.v1 import EventType
+
+from shopfloor.agents.call_waits import answer_id
+from shopfloor.models.call_waits import WAITING_CALLS_QUERY, CallWait
+from shopfloor.testing import ScriptTurn
 
 
 def comment_edits(f: Factory, comment_id: int) -> list[dict[str, Any]]:
@@ -122,3 +128,33 @@ async def test_edits_are_bounded_by_the_interval_one_live_view_per_agent_run(
         own_edits = sum(1 for _, out in own if out and out.get("action") == "updated")
         assert 1 <= len(edits) - own_edits <= len(live), (len(edits), own_edits)
         assert "**Now:" not in comment["body"]
+
+
+async def test_the_live_view_stops_while_a_call_waits_for_an_operator_and_comes_back_once_answered(
+    simulator, settings, running_worker, temporal_client, tmp_path
+):
+    install = "pip install requests"
+    read, edit, test, submit = FIX_SCRIPT
+    script = HeldScript(2, script=[read, ScriptTurn.tool("run_command", command=install), edit, test, submit])
+    with fix_on_fake(script) as fake:
+        extra = models_for(tmp_path, settings, fake, progress_edit_seconds=0.2)
+        async with factory(simulator, settings, running_worker, temporal_client, tmp_path, {}, **extra) as f:
+            number = f.open_issue("add() subtracts", "add(2, 3) returns -1, expected 5.")
+            await body_when(f, number, "approve-call")  # the run's own comment shows the wait
+            (wait,) = await f.handle.query(WAITING_CALLS_QUERY, result_type=list[CallWait])
+            f.comment(number, f"/shopfloor approve-call {answer_id(wait.call_id)}", "maria")
+
+            # Answered: a new live view shows the approval and the agent going on.
+            body = await body_when(f, number, "**Now: the fix agent**", "approved: run_command", "model call running")
+            assert "approve-call" not in body
+            script.release(2)
+            outcome = await approve_and_finish(f, number)
+            activities = await activity_calls(f)
+
+        assert_merged(f, number, outcome)
+        fix_views = [
+            out for name, inp, out in activities if name == "live_progress" and inp["agent_run_id"] == wait.workflow_id
+        ]
+        # One live view until the wait (it stopped on its own, or was stopped), one after the answer.
+        assert len(fix_views) == 2, fix_views
+        assert fix_views[0] is None or fix_views[0]["ended"] == "waiting"  # None: cancelled, no result
