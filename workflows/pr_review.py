@@ -306,6 +306,10 @@ class PullRequestReview(OnPipeline):
             res = await run_agent(
                 ctx, "review", f"review-{state.review_round}", "review", goal, workspace, state.review_round
             )
+            if self.pull_request_workflow.carry.state != "received":
+                # Stopped or cancelled while the agent ran: the agent ended with it (the cancel this
+                # task got went to the child), so the run ends here too.
+                raise asyncio.CancelledError
             if res.state != "completed" or res.output is None:
                 await ctx.progress.show(
                     "waiting",

@@ -11,6 +11,7 @@ and exit 1. No output ever holds SDK wording ("handler") or a traceback.
 from __future__ import annotations
 
 import asyncio
+import base64
 import uuid
 
 import pytest
@@ -30,6 +31,7 @@ from shopfloor.models.inbox import (
     Alert,
     RepoEvent,
     issue_workflow_id,
+    pr_workflow_id,
 )
 from shopfloor.models.inbox_state import IssueInboxInput, IssueOutcome
 from shopfloor.models.pipeline_status import PipelineStatus
@@ -326,3 +328,44 @@ async def test_a_control_on_an_alert_run_says_it_does_not_apply(temporal_client,
         await handle.terminate("test over")
     assert line.startswith(f"shopfloor: {command[0]} does not apply to an alert run ({wid}): it runs no pipeline"), line
     assert after == before
+
+
+def open_person_pr(f, author: str, branch: str) -> tuple[int, str]:
+    """`author` pushes `branch` with calc/ops.py fixed and opens a pull request; (number, head sha)."""
+    gh = f.gh(author)
+    main = f.get("/branches/main")["commit"]["sha"]
+    assert gh.post(f"/repos/{f.repo}/git/refs", json={"ref": f"refs/heads/{branch}", "sha": main}).status_code == 201
+    old = f.get("/contents/calc/ops.py", ref=branch)["sha"]
+    content = base64.b64encode(b"def add(a, b):\n    return a + b\n").decode()
+    put = {"message": "fix add", "content": content, "sha": old, "branch": branch}
+    assert gh.put(f"/repos/{f.repo}/contents/calc/ops.py", json=put).status_code in (200, 201)
+    pr = {"title": "Make add() add", "head": branch, "base": "main", "body": "add(2, 3) returned -1."}
+    resp = gh.post(f"/repos/{f.repo}/pulls", json=pr)
+    assert resp.status_code == 201, resp.text
+    return resp.json()["number"], resp.json()["head"]["sha"]
+
+
+async def test_status_and_cancel_on_a_pull_request_run_reach_its_review_agent(
+    simulator, settings, running_worker, temporal_client, tmp_path
+):
+    review = [{"tool_calls": [call("run_command", command=INSTALLS[0])]}, {"content": "never reached"}]
+    policy = POLICY + "pull_requests:\n  review: members\n"
+    async with factory(simulator, settings, running_worker, temporal_client, tmp_path, {"review": review}, policy) as f:
+        env = env_for(settings)
+        owner, name = f.repo.split("/")
+        simulator.set_permission(owner, name, "carol", "write")
+        number, head = open_person_pr(f, "carol", "carol/fix-add")
+        wid = pr_workflow_id(f.repo, number)
+        review_run = f"{wid}/review-1"
+        await waiting_at(temporal_client, review_run, 1)
+
+        shown = await ok(env, "status", wid)
+        assert f"run       pull request #{number} of {f.repo}" in shown and "stage     review" in shown
+        assert f"agent run {review_run} (running)" in shown and f"pr        #{number} · head {head[:12]}" in shown
+        assert (await ok(env, "cancel", wid)).strip() == "cancel requested"
+        handle = temporal_client.get_workflow_handle(wid)
+        outcome = await asyncio.wait_for(handle.result(), DEADLINE_S)
+        review_status = await temporal_client.get_workflow_handle(review_run).query("status", result_type=AgentStatus)
+
+    assert outcome["state"] == "stopped" and outcome["factory"]["result"] == "cancelled", outcome
+    assert review_status.state == "cancelled"
