@@ -62,13 +62,11 @@ class LiveProgressActivities:
         *,
         edit_s: float,
         poll_s: float = 1.0,
-        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._client = client
         self._github = github
         self.edit_s = edit_s
         self.poll_s = max(0.05, min(poll_s, edit_s)) if edit_s > 0 else poll_s
-        self._clock = clock
         self._summaries: dict[tuple[str, str], str] = {}  # (run id, activity id) -> call summary
 
     @activity.defn(name="live_progress")
@@ -158,7 +156,7 @@ class _LiveView:
                 continue
             if desc.status not in _GOING or parent.status not in _GOING:
                 return LiveProgressOutput(ended="agent_ended", edits=self.edits)
-            now = self.acts._clock()
+            now = time.monotonic()
             state = (_state(desc), _state(parent))
             if state != seen and now >= self.next_edit:
                 shown = await self._show(desc)
@@ -190,7 +188,7 @@ class _LiveView:
             base = await self.parent.query(PROGRESS_BASE_QUERY, result_type=ProgressBase)
         except Exception as exc:  # noqa: BLE001 - a failed query (Temporal away, a handler missing) skips this edit
             self.log.info("live progress: query failed", error=f"{type(exc).__name__}: {str(exc)[:200]}")
-            self.next_edit = self.acts._clock() + self.acts.edit_s
+            self.next_edit = time.monotonic() + self.acts.edit_s
             return "retry"
         if base.view.final:
             return "shown"
@@ -207,7 +205,7 @@ class _LiveView:
         request = UpsertCommentInput(
             repo=inp.repo, issue_number=inp.number, workflow_id=inp.workflow_id, kind="progress", body=body
         )
-        self.next_edit = self.acts._clock() + self.acts.edit_s
+        self.next_edit = time.monotonic() + self.acts.edit_s
         try:
             await write_github(self.acts._github, inp.repo, issues.upsert_comment, request)
         except ApplicationError as exc:
@@ -215,7 +213,7 @@ class _LiveView:
             self.last_body = None
             delay = exc.next_retry_delay.total_seconds() if exc.next_retry_delay else 0.0
             if exc.type == failure_types.GITHUB_RATE_LIMITED:
-                self.next_edit = self.acts._clock() + max(delay, self.acts.edit_s)
+                self.next_edit = time.monotonic() + max(delay, self.acts.edit_s)
             self.log.warning("live progress: comment not edited", error=exc.message[:300], wait_s=delay)
             return False
         self.edits += 1
