@@ -11,19 +11,28 @@ import sys
 from typing import Any
 
 import typer
-from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError, WorkflowHandle
+from pydantic import ValidationError
+from temporalio.client import (
+    Client,
+    WorkflowExecutionStatus,
+    WorkflowFailureError,
+    WorkflowHandle,
+    WorkflowQueryFailedError,
+)
 from temporalio.exceptions import TemporalError
 from temporalio.service import RPCError
 
 from shopfloor.cli.common import AGENT_WORKFLOW, EXIT_FAILURE, command, fail, load_settings
 from shopfloor.cli.live import PendingCall, pending_calls, retry_line
 from shopfloor.models.agent_run import AgentResult, AgentStatus, StepEvent
+from shopfloor.models.factory_run import FactoryState
 from shopfloor.models.model_progress import TEXT_TAIL_CHARS
 from shopfloor.temporal import connect
 from shopfloor.workflows.agent import AgentWorkflow
 
 POLL_S = 0.5
 TEXT_INDENT = "    "
+FACTORY_QUERY = "factory"  # an issue's or a pull request's run: its FactoryState
 PREVIEW_CHARS = 160  # a step event keeps this much of the step's text (spaces collapsed) as its preview
 
 
@@ -181,25 +190,33 @@ async def _follow_agent(client: Client, workflow_id: str) -> bool:
     return False
 
 
-async def _running_agent(handle: WorkflowHandle[Any, Any], done: set[str]) -> str | None:
-    """The id of an agent run the pipeline runs now and that was not followed yet."""
+async def _agent_runs(handle: WorkflowHandle[Any, Any]) -> tuple[list[str], set[str]]:
+    """The pipeline's agent runs in the order it started them (its `factory` query; an alert's
+    run, which has none, gives its running ones), and those running now."""
     description = await handle.describe()
-    for child in description.raw_description.pending_children:
-        if child.workflow_type_name == AGENT_WORKFLOW and child.workflow_id not in done:
-            return child.workflow_id
-    return None
+    running = [
+        c.workflow_id for c in description.raw_description.pending_children if c.workflow_type_name == AGENT_WORKFLOW
+    ]
+    try:
+        state = await handle.query(FACTORY_QUERY, result_type=FactoryState)
+    except (WorkflowQueryFailedError, RPCError, ValidationError):
+        return running, set(running)
+    return [*state.children, *(c for c in running if c not in state.children)], set(running)
 
 
 async def _follow_pipeline(client: Client, handle: WorkflowHandle[Any, Any], kind: str) -> bool:
-    """Follow a pipeline's agent runs one after another until the pipeline ends."""
-    followed: set[str] = set()
+    """Follow a pipeline's agent runs, the one running now and each one after it (also one that
+    ended between two looks), until the pipeline ends."""
+    children, running = await _agent_runs(handle)
+    followed = {c for c in children if c not in running}  # what ended before we came
     typer.echo(f"{kind} {handle.id}: following its agent runs")
     while True:
-        child = await _running_agent(handle, followed)
-        if child is not None:
-            followed.add(child)
-            typer.echo(f"\nfollowing agent run {child}")
-            await _follow_agent(client, child)
+        children, _ = await _agent_runs(handle)
+        new = [c for c in children if c not in followed]
+        if new:
+            followed.add(new[0])
+            typer.echo(f"\nfollowing agent run {new[0]}")
+            await _follow_agent(client, new[0])
             continue
         status = (await handle.describe()).status
         if status not in (None, WorkflowExecutionStatus.RUNNING):
