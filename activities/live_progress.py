@@ -30,7 +30,7 @@ from temporalio.api.enums.v1 import EventType, PendingActivityState
 from temporalio.api.workflow.v1 import PendingActivityInfo
 from temporalio.api.workflowservice.v1 import GetWorkflowExecutionHistoryReverseRequest
 from temporalio.client import Client, WorkflowExecutionDescription, WorkflowExecutionStatus
-from temporalio.converter import PayloadConverter
+from temporalio.converter import DataConverter
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError
 
@@ -91,11 +91,10 @@ class LiveProgressActivities:
         }
         if unknown:
             await self._learn_summaries(desc.id, run_id, unknown)
+        converter = self._client.data_converter
         return [
             _running(
-                p,
-                self._summaries.get((run_id, p.activity_id), p.activity_type.name),
-                text_tail(p, self._client.data_converter.payload_converter),
+                p, self._summaries.get((run_id, p.activity_id), p.activity_type.name), await text_tail(p, converter)
             )
             for p in pending
         ]
@@ -113,14 +112,14 @@ class LiveProgressActivities:
         except RPCError as exc:
             log.info("live progress: no history for call summaries", workflow_id=workflow_id, error=str(exc)[:200])
             return
-        converter = self._client.data_converter.payload_converter
+        converter = self._client.data_converter  # its codec too, if the deployment has one
         for event in page.history.events:
             if event.event_type != EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
                 continue
             activity_id = event.activity_task_scheduled_event_attributes.activity_id
             if activity_id in wanted and event.user_metadata.HasField("summary"):
                 try:
-                    summary = converter.from_payload(event.user_metadata.summary, str)
+                    (summary,) = await converter.decode([event.user_metadata.summary], [str])
                 except Exception:  # noqa: BLE001 - a summary we cannot read: the activity's name stands in
                     continue
                 self._summaries[(run_id, activity_id)] = str(summary)
@@ -229,12 +228,12 @@ def _kind(activity_type: str) -> str | None:
     return "tool" if activity_type in TOOLS else None
 
 
-def text_tail(p: PendingActivityInfo, converter: PayloadConverter) -> str | None:
+async def text_tail(p: PendingActivityInfo, converter: DataConverter) -> str | None:
     """What a streaming model call has written so far (its heartbeat details), this attempt's."""
     if _kind(p.activity_type.name) != "model" or not p.heartbeat_details.payloads:
         return None
     try:
-        (progress,) = converter.from_payloads(list(p.heartbeat_details.payloads)[:1], [ModelProgress])
+        (progress,) = await converter.decode(list(p.heartbeat_details.payloads)[:1], [ModelProgress])
     except Exception:  # noqa: BLE001 - details of another shape (a plain string): no text to show
         return None
     if not isinstance(progress, ModelProgress) or progress.attempt != p.attempt:

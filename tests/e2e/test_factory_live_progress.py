@@ -158,3 +158,26 @@ async def test_the_live_view_stops_while_a_call_waits_for_an_operator_and_comes_
         # One live view until the wait (it stopped on its own, or was stopped), one after the answer.
         assert len(fix_views) == 2, fix_views
         assert fix_views[0] is None or fix_views[0]["ended"] == "waiting"  # None: cancelled, no result
+
+
+async def test_a_tool_call_under_way_is_shown_by_its_summary(
+    simulator, settings, running_worker, temporal_client, tmp_path
+):
+    gate = tmp_path / "gate"
+    gate.mkdir()
+    wait = f"until [ -e {gate}/open ]; do sleep 0.1; done"  # runs until the test opens the gate
+    read, edit, test, submit = FIX_SCRIPT
+    script = HeldScript(script=[read, edit, ScriptTurn.tool("run_command", command=wait), test, submit])
+    with fix_on_fake(script) as fake:
+        # The gate's directory is one the sandbox lets commands read (read-only, as the host sees it).
+        extra = models_for(tmp_path, settings, fake, progress_edit_seconds=0.2, sandbox_readonly_paths=[str(gate)])
+        async with factory(simulator, settings, running_worker, temporal_client, tmp_path, {}, **extra) as f:
+            number = f.open_issue("add() subtracts", "add(2, 3) returns -1, expected 5.")
+            body = await body_when(f, number, "- ⏳ ` run_command {", "` running since ")
+            line = next(x for x in body.splitlines() if x.startswith("- ⏳"))
+            assert "until [ -e" in line, line  # the call's own summary, not just the tool's name
+            assert f"- ✓ ` {EDIT} `" in body
+            (gate / "open").touch()
+            outcome = await approve_and_finish(f, number)
+
+        assert_merged(f, number, outcome)

@@ -209,21 +209,19 @@ def test_a_pending_tool_call_under_way_is_shown_by_its_summary_since_it_started(
     assert isinstance(live_checklist(status([]), [_running(p, "x")]), LiveChecklist)
 
 
-def test_a_streaming_model_calls_text_so_far_is_read_from_its_heartbeat_for_this_attempt_only():
+async def test_a_streaming_model_calls_text_so_far_is_read_from_its_heartbeat_for_this_attempt_only():
     from temporalio.api.common.v1 import Payloads
-    from temporalio.contrib.pydantic import pydantic_data_converter
+    from temporalio.contrib.pydantic import pydantic_data_converter as converter
 
     from shopfloor.models.model_progress import ModelProgress
 
-    converter = pydantic_data_converter.payload_converter
-
     def beat(progress: object, attempt: int = 1, type_: str = "model_step") -> PendingActivityInfo:
-        details = Payloads(payloads=converter.to_payloads([progress]))
+        details = Payloads(payloads=converter.payload_converter.to_payloads([progress]))
         return _pending(type=type_, attempt=attempt, heartbeat_details=details)
 
     writing = ModelProgress(detail="openai:x step 3", attempt=2, text="Now I edit calc/ops.py", chars=900)
-    assert text_tail(beat(writing, attempt=2), converter) == "Now I edit calc/ops.py"
-    assert text_tail(beat(writing, attempt=3), converter) is None  # an earlier attempt's text
-    assert text_tail(beat("openai:x step 3"), converter) is None  # a plain detail, no text yet
-    assert text_tail(beat(writing, attempt=2, type_="run_command"), converter) is None
-    assert text_tail(_pending(attempt=1), converter) is None
+    assert await text_tail(beat(writing, attempt=2), converter) == "Now I edit calc/ops.py"
+    assert await text_tail(beat(writing, attempt=3), converter) is None  # an earlier attempt's text
+    assert await text_tail(beat("openai:x step 3"), converter) is None  # a plain detail, no text yet
+    assert await text_tail(beat(writing, attempt=2, type_="run_command"), converter) is None
+    assert await text_tail(_pending(attempt=1), converter) is None
