@@ -4,6 +4,8 @@ One progress comment per run (marker kind `progress`), re-rendered and upserted 
 change and every wait, always ending in an explicit final state; the ShopfloorStage and
 ShopfloorAgent search attributes; and the `set_current_details` markdown the Temporal UI shows.
 A failed upsert is logged and skipped: the comment is a view, never a reason to fail the run.
+While an agent runs, its steps are added to the comment by the live_progress activity
+(workflows/live_progress.py), which renders `base()` (the `progress_base` query) with them.
 
 The comment also shows the issue text the agents work from (`show_text`): when and why it was
 read from GitHub, and the text itself in a collapsed, fenced block (inert: no markup, links or
