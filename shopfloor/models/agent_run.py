@@ -86,34 +86,6 @@ class PermissionRules(BaseModel):
     protected_paths: list[str] | None = None
 
 
-class AgentInput(BaseModel):
-    agent: str
-    model: str  # "provider:model"; never credentials
-    goal: str
-    workspace: WorkspaceRef
-    limits: Limits = Field(default_factory=Limits)
-    timeouts: Timeouts = Field(default_factory=Timeouts)
-    stage: str = "agent"
-    issue: int | None = None
-    commands: CommandPolicy = Field(default_factory=CommandPolicy)
-    permissions: PermissionRules = Field(default_factory=PermissionRules)
-    text_actions: bool = False  # the model has no native tool calling: it writes `Action: tool(...)`
-    approval_timeout_s: float = 3600.0  # an unanswered approval is rejected after this
-    compaction_budget_tokens: int | None = None  # None: the agent's own
-    # Continue as new past this many history events (None: when Temporal suggests it).
-    max_history_events: int | None = None
-    # The repository's test command (e.g. "python -m pytest -q"): for an agent with
-    # submit_requires_command, submit is refused until a call ran it after the last edit.
-    required_command: str | None = None
-    # Blob digest of the repository's instructions (AGENTS.md, CLAUDE.md, copilot-instructions)
-    # read from the default branch: they go into the system prompt (None: none).
-    instructions: str | None = None
-    carry: dict[str, Any] | None = None  # AgentCarry (shopfloor.agents.run_state) across continue-as-new
-    # Set: this run goes on from another run's conversation and workspace (`workspace` is that
-    # checkpoint); its limits count its own steps, its step numbers go on from the other run's.
-    start_from: StartFrom | None = None
-
-
 class ToolResult(BaseModel):
     """What a tool call came to. The full output lives in the blob store under `output_digest`;
     a short error produced without running anything (unknown tool) has no digest."""
@@ -150,6 +122,34 @@ class StartFrom(BaseModel):
         if self.how == "forked":
             return f"forked from {self.run_id} at step {self.steps + 1}"
         return f"continued from {self.run_id}"
+
+
+class AgentInput(BaseModel):
+    agent: str
+    model: str  # "provider:model"; never credentials
+    goal: str
+    workspace: WorkspaceRef
+    limits: Limits = Field(default_factory=Limits)
+    timeouts: Timeouts = Field(default_factory=Timeouts)
+    stage: str = "agent"
+    issue: int | None = None
+    commands: CommandPolicy = Field(default_factory=CommandPolicy)
+    permissions: PermissionRules = Field(default_factory=PermissionRules)
+    text_actions: bool = False  # the model has no native tool calling: it writes `Action: tool(...)`
+    approval_timeout_s: float = 3600.0  # an unanswered approval is rejected after this
+    compaction_budget_tokens: int | None = None  # None: the agent's own
+    # Continue as new past this many history events (None: when Temporal suggests it).
+    max_history_events: int | None = None
+    # The repository's test command (e.g. "python -m pytest -q"): for an agent with
+    # submit_requires_command, submit is refused until a call ran it after the last edit.
+    required_command: str | None = None
+    # Blob digest of the repository's instructions (AGENTS.md, CLAUDE.md, copilot-instructions)
+    # read from the default branch: they go into the system prompt (None: none).
+    instructions: str | None = None
+    carry: dict[str, Any] | None = None  # AgentCarry (shopfloor.agents.run_state) across continue-as-new
+    # Set: this run goes on from another run's conversation and workspace (`workspace` is that
+    # checkpoint); its limits count its own steps, its step numbers go on from the other run's.
+    start_from: StartFrom | None = None
 
 
 class ModelStepInput(BaseModel):
