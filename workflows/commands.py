@@ -8,7 +8,9 @@ otherwise anyone able to comment could halt a maintainer's run. Permissions come
 `github_permission` activity and are cached per (repo, login) for PERMISSION_TTL of workflow
 time, so a burst of comments costs one call. A refused command gets one reply on the issue/PR
 (an upserted marker comment per comment id, so a retry or a second delivery never posts twice);
-the reply quotes the command name only, never the user's text.
+the reply quotes the command name only, never the user's text. People's feedback on a pull
+request (workflows/feedback.py) from anyone without write access gets the same kind of reply,
+one per review (its line comments share it), which never quotes it either.
 
 A command from a pull request counts only on the run that owns that pull request: its own run,
 or the issue run that opened it (the number it recorded when it found or created the PR by its
