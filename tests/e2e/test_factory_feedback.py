@@ -5,8 +5,8 @@ The goals are read from the agent runs' inputs in Temporal's history."""
 
 from __future__ import annotations
 
-from agent_runs import record_history
-from factory_runs import approve_and_finish, factory
+from agent_runs import call, record_history
+from factory_runs import POLICY, approve_and_finish, factory
 from feedback_runs import agent_goal, feedback_models, feedback_refusals, line_comment, review
 
 
@@ -112,3 +112,27 @@ async def test_fix_with_instructions_puts_them_in_the_triage_and_fix_goals(
         assert "@maria (a maintainer) asked:\n> please also handle negative numbers" in goal
     assert "/shopfloor" not in triage.split("(a maintainer) asked:")[1].split("\n\n")[0]  # the instructions only
     assert outcome.commands_accepted == 2  # the fix and the approval
+
+
+async def test_a_run_parked_after_its_rounds_ran_out_is_resumed_by_a_maintainers_line_comment(
+    simulator, settings, running_worker, temporal_client, tmp_path
+):
+    models = feedback_models()
+    changes = {"verdict": "request_changes", "summary": "Cover negative numbers.", "comments": []}
+    models["review"] = [{"tool_calls": [call("submit", **changes)]}]
+    policy = POLICY + "max_review_rounds: 1\n"
+    async with factory(simulator, settings, running_worker, temporal_client, tmp_path, models, policy) as f:
+        number = f.open_issue("add() subtracts", "add(2, 3) returns -1, expected 5.")
+        parked = await f.state_when(lambda s: s.result == "parked", "the review's rounds to run out")
+        assert parked.reason == "the review still requests changes after 1 rounds" and parked.pr_number
+        line_comment(f, parked.pr_number, "maria", "tests/test_ops.py", 5, "Add add(-1, -1) here.")
+        outcome = await approve_and_finish(f, number)
+        wid = f.handle.id
+        goal = await agent_goal(temporal_client, f"{wid}/fix-2")
+
+    assert outcome.factory is not None and outcome.factory.result == "merged", outcome
+    assert (outcome.factory.fix_round, outcome.factory.review_round) == (2, 2)
+    # The round the maintainer's comment granted takes both the review's request and the comment.
+    assert "the review requested changes (quoted):\n> Cover negative numbers." in goal
+    assert "@maria commented on `tests/test_ops.py:5`:\n> Add add(-1, -1) here." in goal
+    assert "add(-1, -1) == -2" in f.file("tests/test_ops.py")
