@@ -8,9 +8,10 @@ APPROVED reviews are recorded) and the pipeline waits on conditions over what th
 People's feedback (workflows/feedback.py: a writer's changes_requested review, a writer's line
 comment on the run's pull request, `/shopfloor fix <instructions>`) is quoted in the next goal:
 the triage's and the first fix's when it came before, else it starts a fix round while the run
-waits for CI, for approval, or parked (rounds ran out, a refused merge), after the line comments
-of one review are gathered; it waits for the next round while one runs. A round a writer asked
-for runs even after the rounds ran out: each counts as a round the maintainer granted.
+waits for CI, for approval, or parked (rounds ran out, a merge refused for protected paths),
+after the line comments of one review are gathered; it waits for the next round while one runs.
+A round a writer asked for runs even after the rounds ran out: each counts as a round the
+maintainer granted.
 Every way out ends with an explicit final state in the progress comment: merged, salvaged
 (limits hit with work to keep: pushed, draft PR), failed (why), cancelled (issue closed,
 `/shopfloor stop`), or parked (waiting for a human, and for what — resumed by the command named).
@@ -112,6 +113,7 @@ class FactoryRun(OnPipeline):
         self.triages = 0
         self.base_ws = WorkspaceRef(repo=self.repo)
         self.feedback = PeopleFeedback(issue_workflow, state)
+        self.refused_for_paths = False  # the last refused merge was for protected paths
 
     # -- what the inbox tells us ---------------------------------------------------------------
 
@@ -226,8 +228,9 @@ class FactoryRun(OnPipeline):
             try:
                 await self._fix_review_loop(work, step)
             except Final as f:
-                # A refused merge parks the run with its pull request open: feedback resumes it.
-                if f.result != "parked" or not self.feedback.enabled():
+                # A merge refused for protected paths parks the run with its pull request open:
+                # feedback resumes it.
+                if f.result != "parked" or not self.refused_for_paths or not self.feedback.enabled():
                     raise
                 await self._final(f.result, f.reason, f.waiting_for)
                 await workflow.wait_condition(self.feedback.ready)
@@ -458,7 +461,10 @@ class FactoryRun(OnPipeline):
         match await update_and_merge(self.ctx, work.workspace, head, fix.pr_title, message):
             case Merged():
                 raise Final("merged", f"merged as {state.merged_sha}")
-            case ProtectedPathsChanged(reason) | MergeRefused(reason):
+            case ProtectedPathsChanged(reason) | MergeRefused(reason) as refused:
+                # A fix round can take protected files out of the change; it cannot push over a
+                # branch someone else moved, so only the first kind of refusal waits for feedback.
+                self.refused_for_paths = isinstance(refused, ProtectedPathsChanged)
                 raise Final(
                     "parked",
                     f"the merge was refused: {reason}",
