@@ -126,8 +126,7 @@ class FakeModelServer:
         self._thread: threading.Thread | None = None
         self.chunk_delay_s = 0.0  # between a streamed answer's chunks; read on every chunk
         self.stream_usage = True  # False: ignore stream_options.include_usage, as some servers do
-        self._released = threading.Event()
-        self._released.set()
+        self._releases = 0  # release() calls so far: what is held waits for the next one
         self._stream_hold: int | None = None  # hold streamed answers after this many chunks
 
     @property
@@ -163,11 +162,10 @@ class FakeModelServer:
     ) -> None:
         """The next `times` requests (either API) get this error in that API's error format.
         `body` replaces the whole error JSON, or only its message when it is {"message": ...}.
-        `hold`: each waits, unanswered, until `release()` (a test watches the client meanwhile)."""
+        `hold`: each waits, unanswered, until the next `release()` after it arrived (a test
+        watches the client meanwhile)."""
         with self._lock:
             self._faults.extend(_Fault(status, retry_after, body, hold) for _ in range(times))
-            if hold:
-                self._released.clear()
 
     def fail_midway_next(self, status: int = 529, times: int = 1) -> None:
         """The next `times` streamed answers send half their chunks, then an error event in the
@@ -186,19 +184,21 @@ class FakeModelServer:
         (the connection stays open, as a model still writing keeps it)."""
         with self._lock:
             self._stream_hold = after_chunks
-            self._released.clear()
 
     def release(self) -> None:
-        """Let everything held go on, and hold nothing more."""
+        """Let everything held now go on, and stop holding streams (a failing request queued with
+        `hold` is still held when it comes)."""
         with self._lock:
             self._stream_hold = None
-            self._released.set()
+            self._releases += 1
 
     async def _held(self, logged: LoggedRequest, gone: asyncio.Event) -> bool:
         """Wait while held; False when the client left meanwhile."""
         logged.held = True
+        with self._lock:
+            releases = self._releases
         try:
-            while not self._released.is_set():
+            while self._releases == releases:
                 if gone.is_set():
                     return False
                 await asyncio.sleep(0.02)
