@@ -384,7 +384,13 @@ def _retry_after_header(fault: _Fault) -> dict[str, str]:
     return {"retry-after": str(int(seconds)) if seconds == int(seconds) else str(seconds)}
 
 
+MAX_PIECES = 256  # per text or arguments: a megabyte is streamed in pieces of 4 KB, not of 12 bytes
+
+
 def _pieces(text: str, size: int = 12) -> Iterator[str]:
+    # A real model writes a megabyte over many minutes; sent at once in token-sized pieces it
+    # would be a CPU load no server makes, so long texts go in at most MAX_PIECES pieces.
+    size = max(size, -(-len(text) // MAX_PIECES))
     for i in range(0, len(text), size):
         yield text[i : i + size]
 
