@@ -221,7 +221,9 @@ class StreamedMessage:
                 opened["json"].append(delta.partial_json)
         elif kind == "message_delta":
             self.stop_reason = event.delta.stop_reason or self.stop_reason
-            usage = event.usage
+            usage = getattr(event, "usage", None)  # a compatible server may leave it out
+            if usage is None:
+                return ""
             # Counts on message_delta are cumulative: they replace message_start's when present.
             self.output_tokens = usage.output_tokens or self.output_tokens
             if self.usage is not None:
