@@ -169,7 +169,9 @@ class CommandHandling(CallWaits):
             name = e.command.name if e.command else ""
             cmd = f"`/shopfloor {name}`"
             if permission == "unknown":
-                body = f"@{who} {cmd} was not run: shopfloor could not check your access to {self.repo}. Try again later."
+                body = (
+                    f"@{who} {cmd} was not run: shopfloor could not check your access to {self.repo}. Try again later."
+                )
             else:
                 body = f"@{who} {cmd} needs write access to {self.repo} (you have: {permission}). Ask a maintainer."
             summary = f"refuse /shopfloor {name} from {who}"
