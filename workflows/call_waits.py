@@ -13,7 +13,7 @@ twice) and does nothing else.
 from __future__ import annotations
 
 from temporalio import workflow
-from temporalio.exceptions import ActivityError, FailureError
+from temporalio.exceptions import FailureError
 
 with workflow.unsafe.imports_passed_through():
     from shopfloor.agents.call_waits import answer_id, parse_answer
@@ -28,10 +28,9 @@ with workflow.unsafe.imports_passed_through():
         CallWaitNotice,
         EndedWait,
     )
-    from shopfloor.models.github_ops import UpsertCommentInput
     from shopfloor.models.inbox import RepoEvent
     from shopfloor.models.inbox_state import InboxCarry
-    from shopfloor.workflows.activity_catalogue import GITHUB_UPSERT_COMMENT, call
+    from shopfloor.workflows.comment_replies import reply_on_github
     from shopfloor.workflows.progress import ProgressComment
 
 ENDED_KEPT = 50
@@ -145,17 +144,10 @@ class CallWaits:
 
     async def _reply(self, e: RepoEvent, name: str, text: str) -> None:
         who = safe_login(e.sender)
-        try:
-            await call(
-                GITHUB_UPSERT_COMMENT,
-                UpsertCommentInput(
-                    repo=self.repo,
-                    issue_number=self.number,
-                    workflow_id=workflow.info().workflow_id,
-                    kind=f"call-answer-{reply_ref(e.comment_id, e.delivery_id)}",
-                    body=f"@{who} `/shopfloor {name}` did nothing: {text}",
-                ),
-                summary=f"reply to /shopfloor {name} from {who}",
-            )
-        except ActivityError:
-            pass  # the answer is recorded either way; the reply is a courtesy
+        await reply_on_github(
+            self.repo,
+            self.number,
+            kind=f"call-answer-{reply_ref(e.comment_id, e.delivery_id)}",
+            body=f"@{who} `/shopfloor {name}` did nothing: {text}",
+            summary=f"reply to /shopfloor {name} from {who}",
+        )

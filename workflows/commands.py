@@ -28,11 +28,12 @@ from temporalio.exceptions import ActivityError, ApplicationError
 with workflow.unsafe.imports_passed_through():
     from shopfloor.agents.github_text import reply_ref, safe_login
     from shopfloor.models import failure_types
-    from shopfloor.models.github_ops import PermissionInput, UpsertCommentInput
+    from shopfloor.models.github_ops import PermissionInput
     from shopfloor.models.inbox import RepoEvent
     from shopfloor.models.inbox_state import CachedPermission, CommandRecord, InboxCarry
-    from shopfloor.workflows.activity_catalogue import GITHUB_PERMISSION, GITHUB_UPSERT_COMMENT, call
+    from shopfloor.workflows.activity_catalogue import GITHUB_PERMISSION, call
     from shopfloor.workflows.call_waits import CallWaits
+    from shopfloor.workflows.comment_replies import reply_on_github
 
 PERMISSION_TTL = timedelta(minutes=5)
 WRITE_LEVELS = frozenset({"write", "maintain", "admin"})
@@ -175,18 +176,5 @@ class CommandHandling(CallWaits):
             else:
                 body = f"@{who} {cmd} needs write access to {self.repo} (you have: {permission}). Ask a maintainer."
             summary = f"refuse /shopfloor {name} from {who}"
-        try:
-            await call(
-                GITHUB_UPSERT_COMMENT,
-                UpsertCommentInput(
-                    repo=self.repo,
-                    issue_number=self.number,
-                    workflow_id=workflow.info().workflow_id,
-                    kind=_marker_kind(e),
-                    body=body,
-                ),
-                summary=summary,
-            )
-        except ActivityError:
-            return False  # the refusal is recorded either way; the reply is a courtesy
-        return True
+        # The refusal is recorded either way; the reply is a courtesy.
+        return await reply_on_github(self.repo, self.number, kind=_marker_kind(e), body=body, summary=summary)

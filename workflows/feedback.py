@@ -22,15 +22,13 @@ from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from temporalio import workflow
-from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
     from shopfloor.agents.github_text import reply_ref, safe_login
     from shopfloor.models.factory_run import FactoryState, FeedbackItem, FeedbackKind
-    from shopfloor.models.github_ops import UpsertCommentInput
     from shopfloor.models.inbox import RepoEvent
-    from shopfloor.workflows.activity_catalogue import GITHUB_UPSERT_COMMENT, call
     from shopfloor.workflows.commands import WRITE_LEVELS
+    from shopfloor.workflows.comment_replies import reply_on_github
 
 if TYPE_CHECKING:
     from shopfloor.workflows.issue import IssueWorkflow
@@ -143,17 +141,10 @@ class PeopleFeedback:
             f"@{who} this shopfloor run is finished ({self.state.result}), so it does not act on feedback "
             "any more. Open an issue (or reopen this one) for more work."
         )
-        try:
-            await call(
-                GITHUB_UPSERT_COMMENT,
-                UpsertCommentInput(
-                    repo=self.issue_workflow.repo,
-                    issue_number=self.issue_workflow.number,
-                    workflow_id=workflow.info().workflow_id,
-                    kind=f"finished-{ref}",
-                    body=body,
-                ),
-                summary=f"tell {who} the run is finished",
-            )
-        except ActivityError as exc:
-            workflow.logger.warning("finished-run reply to %s not posted: %s", who, exc)
+        await reply_on_github(
+            self.issue_workflow.repo,
+            self.issue_workflow.number,
+            kind=f"finished-{ref}",
+            body=body,
+            summary=f"tell {who} the run is finished",
+        )

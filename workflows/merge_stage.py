@@ -15,7 +15,6 @@ anything but the current head is refused with a reply that asks for `/shopfloor 
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Literal
@@ -25,7 +24,7 @@ from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from shopfloor.agents.approvals import SHORT_SHA, decide
-    from shopfloor.agents.github_text import safe_login
+    from shopfloor.agents.github_text import reply_ref, safe_login
     from shopfloor.agents.policy import RepoPolicy
     from shopfloor.models import failure_types
     from shopfloor.models.agent_run import WorkspaceRef
@@ -35,7 +34,6 @@ with workflow.unsafe.imports_passed_through():
         CloseIssueInput,
         DeleteBranchInput,
         MergePrInput,
-        UpsertCommentInput,
     )
     from shopfloor.models.inbox import RepoEvent
     from shopfloor.workflows.activity_catalogue import (
@@ -45,11 +43,11 @@ with workflow.unsafe.imports_passed_through():
         GITHUB_CLOSE_ISSUE,
         GITHUB_DELETE_BRANCH,
         GITHUB_MERGE_PR,
-        GITHUB_UPSERT_COMMENT,
         call,
         failure_message,
         failure_type,
     )
+    from shopfloor.workflows.comment_replies import reply_on_github
     from shopfloor.workflows.pipeline import (
         BaseConflicts,
         BaseMergedIn,
@@ -124,22 +122,15 @@ async def approved_head(ctx: PipelineContext, e: RepoEvent) -> str | None:
 
 
 async def _refuse_approval(ctx: PipelineContext, e: RepoEvent, reason: str) -> None:
-    ref = str(e.comment_id) if e.comment_id is not None else re.sub(r"[^A-Za-z0-9_.-]", "", e.delivery_id)[:64]
     body = f"@{safe_login(e.sender)} `/shopfloor approve` was not applied: {reason} Nothing was merged."
-    try:
-        await call(
-            GITHUB_UPSERT_COMMENT,
-            UpsertCommentInput(
-                repo=ctx.repo,
-                issue_number=e.number or ctx.number,
-                workflow_id=workflow.info().workflow_id,
-                kind=f"approval-{ref}",
-                body=body,
-            ),
-            summary=f"refuse an approval by {safe_login(e.sender)}",
-        )
-    except ActivityError as exc:  # the refusal stands either way; the reply is a courtesy
-        workflow.logger.warning("approval refusal not posted: %s", exc)
+    # The refusal stands either way; the reply is a courtesy.
+    await reply_on_github(
+        ctx.repo,
+        e.number or ctx.number,
+        kind=f"approval-{reply_ref(e.comment_id, e.delivery_id)}",
+        body=body,
+        summary=f"refuse an approval by {safe_login(e.sender)}",
+    )
 
 
 async def wait_approval(

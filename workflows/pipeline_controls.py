@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from temporalio import workflow
-from temporalio.exceptions import ActivityError, ApplicationError, FailureError
+from temporalio.exceptions import ApplicationError, FailureError
 
 with workflow.unsafe.imports_passed_through():
     from shopfloor.agents.call_waits import answer_id
@@ -31,12 +31,11 @@ with workflow.unsafe.imports_passed_through():
     from shopfloor.models.agent_run import ApprovalDecision, LimitsRaise, ModelSwitch
     from shopfloor.models.alert_issue import AlertWatch
     from shopfloor.models.call_waits import ANSWER_CALL_SIGNAL, CallAnswer, CallWait, EndedWait
-    from shopfloor.models.github_ops import UpsertCommentInput
     from shopfloor.models.inbox import RepoEvent
     from shopfloor.models.inbox_state import InboxCarry
     from shopfloor.models.model_spec import ModelSpec
     from shopfloor.models.pipeline_status import STATUS_QUERY, PipelineKind, PipelineStatus
-    from shopfloor.workflows.activity_catalogue import GITHUB_UPSERT_COMMENT, call
+    from shopfloor.workflows.comment_replies import reply_on_github
     from shopfloor.workflows.pipeline import OnPipeline
 
 # The agent run's signal forms of its raise_limits and switch_model updates (workflows/controls.py).
@@ -315,20 +314,13 @@ class PipelineControls:
 
     async def _control_reply(self, e: RepoEvent, name: str, text: str) -> None:
         who = safe_login(e.sender)
-        try:
-            await call(
-                GITHUB_UPSERT_COMMENT,
-                UpsertCommentInput(
-                    repo=self.repo,
-                    issue_number=self.number,
-                    workflow_id=workflow.info().workflow_id,
-                    kind=f"control-{reply_ref(e.comment_id, e.delivery_id)}",
-                    body=f"@{who} `/shopfloor {name}`: {text}",
-                ),
-                summary=f"reply to /shopfloor {name} from {who}",
-            )
-        except ActivityError:
-            pass  # the command took effect either way; the reply is a courtesy
+        await reply_on_github(
+            self.repo,
+            self.number,
+            kind=f"control-{reply_ref(e.comment_id, e.delivery_id)}",
+            body=f"@{who} `/shopfloor {name}`: {text}",
+            summary=f"reply to /shopfloor {name} from {who}",
+        )
 
 
 def alert_status(watch: AlertWatch) -> PipelineStatus:
