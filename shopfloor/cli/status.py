@@ -10,7 +10,7 @@ from typing import Any
 
 import typer
 from pydantic import ValidationError
-from temporalio.client import WorkflowQueryFailedError
+from temporalio.client import Client, WorkflowQueryFailedError
 from temporalio.service import RPCError
 
 from shopfloor.agents.call_waits import status_lines
@@ -39,8 +39,9 @@ def register(app: typer.Typer) -> None:
         client = await connect(settings)
         run = await resolve_run(client, workflow_id, "status")
         if run.kind != "agent":
-            await _print_pipeline_status(run, settings, as_json)
+            await _print_pipeline_status(client, run, settings, as_json)
             return
+        retrying = await retry_lines(client, await run.handle.describe())  # a model call failing now
         st: AgentStatus | None = None
         try:
             st = await run.handle.query(AgentWorkflow.status)
@@ -54,6 +55,7 @@ def register(app: typer.Typer) -> None:
             }
             if st is not None:
                 data |= st.model_dump(mode="json")
+            data["retrying"] = retrying
             typer.echo(json.dumps(data, indent=2))
             return
         typer.echo(f"workflow  {workflow_id}")
@@ -64,7 +66,7 @@ def register(app: typer.Typer) -> None:
             _print_status(st, workflow_id)
             for line in status_lines([_as_wait(workflow_id, st.agent, p) for p in st.pending]):
                 typer.echo(line)
-        for line in await retry_lines(client, await run.handle.describe()):  # a model call failing now
+        for line in retrying:
             typer.echo(f"retrying  {line}")
         typer.echo(f"ui        {settings.workflow_url(workflow_id)}")
 
@@ -72,10 +74,17 @@ def register(app: typer.Typer) -> None:
 NO_ANSWER = "no worker answered: the run has ended and no worker replays it, or no worker serves its task queue"
 
 
-async def _print_pipeline_status(run: Run, settings: Settings, as_json: bool) -> None:
+async def _print_pipeline_status(client: Client, run: Run, settings: Settings, as_json: bool) -> None:
     """An issue's, a pull request's or an alert's run: where its pipeline stands, what it waits
-    for, its pull request, cost and agent runs, and the tool calls its agent runs wait on."""
+    for, its pull request, cost and agent runs, the tool calls its agent runs wait on, and a model
+    call of its running agent that is failing and being retried."""
     st = await pipeline_status(run)
+    retrying: list[str] = []
+    if st is not None and st.running_agent:
+        try:
+            retrying = await retry_lines(client, await client.get_workflow_handle(st.running_agent).describe())
+        except RPCError:
+            pass  # the agent run ended between the two looks
     if as_json:
         data: dict[str, Any] = {
             "workflow_id": run.workflow_id,
@@ -85,6 +94,7 @@ async def _print_pipeline_status(run: Run, settings: Settings, as_json: bool) ->
         if st is not None:
             data |= st.model_dump(mode="json")
             data["waiting_calls"] = data["pending"]  # the name this output had before
+        data["retrying"] = retrying
         typer.echo(json.dumps(data, indent=2))
         return
     typer.echo(f"workflow  {run.workflow_id}")
@@ -94,6 +104,8 @@ async def _print_pipeline_status(run: Run, settings: Settings, as_json: bool) ->
     else:
         for line in pipeline_lines(st):
             typer.echo(line)
+    for line in retrying:
+        typer.echo(f"retrying  {line}")
     typer.echo(f"ui        {settings.workflow_url(run.workflow_id)}")
 
 
@@ -145,6 +157,8 @@ def _print_status(st: AgentStatus, workflow_id: str) -> None:
     typer.echo(f"state     {st.state}" + (" · paused" if st.paused and st.state == "running" else ""))
     typer.echo(f"agent     {st.agent} · {st.model}")
     typer.echo(f"repo      {st.repo}")
+    if st.started_from:
+        typer.echo(f"from      {st.started_from}")
     typer.echo(f"stage     {st.stage} · step {st.step}/{st.max_steps}")
     typer.echo(f"tokens    in {st.usage.input_tokens} / out {st.usage.output_tokens}")
     typer.echo(f"cost      ${st.cost_usd:.4f}")

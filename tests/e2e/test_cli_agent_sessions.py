@@ -255,6 +255,8 @@ async def test_continue_gives_a_finished_run_another_turn(worker, temporal_clien
     shown = await arun_cli(["status", new_id, "--json"], env)
     assert shown.returncode == 0, str(shown)
     assert json.loads(shown.stdout)["started_from"] == f"continued from {old_id}"
+    human = await arun_cli(["status", new_id], env)
+    assert f"from      continued from {old_id}" in human.stdout.splitlines(), str(human)
     assert (status.state, status.step) == ("completed", 4)
 
     # An unknown id gets one line.

@@ -264,6 +264,12 @@ async def test_follow_a_pipeline_follows_its_agent_runs_one_after_another(
                     return shown and len(fake.requests) == 2 and fake.requests[1].held
 
                 await wait_until(retry_shown, 60, "`shopfloor follow` to show the retry", interval_s=0.2)
+                # The issue's own status shows its running agent's failing call while it is retried.
+                status = await asyncio.to_thread(invoke_cli, ["status", f.handle.id], env)
+                assert status.returncode == 0, str(status)
+                retrying = [line for line in status.stdout.splitlines() if line.startswith("retrying")]
+                assert retrying and "model call retrying: attempt 2" in retrying[0], str(status)
+                assert f"agent run {f.handle.id}/fix-1 (running)" in status.stdout, str(status)
                 fake.release()
                 outcome = await approve_and_finish(f, number)
                 result = await asyncio.to_thread(follow.wait, 120)
