@@ -31,7 +31,7 @@ from temporalio.api.workflow.v1 import PendingActivityInfo
 from temporalio.api.workflowservice.v1 import GetWorkflowExecutionHistoryReverseRequest
 from temporalio.client import Client, WorkflowExecutionDescription, WorkflowExecutionStatus
 from temporalio.converter import DataConverter
-from temporalio.exceptions import ApplicationError
+from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 from temporalio.service import RPCError
 
 from shopfloor.activities.github import issues
@@ -172,7 +172,12 @@ class _LiveView:
             await asyncio.wait_for(activity.wait_for_worker_shutdown(), self.acts.poll_s)
         except TimeoutError:
             return
-        raise ApplicationError("the worker is shutting down: the live view goes on on another worker")
+        # BENIGN: an expected hand-over, which the SDK then logs at debug level, not as a warning
+        # with a traceback in the log of every worker that stops while an agent runs.
+        raise ApplicationError(
+            "the worker is shutting down: the live view goes on on another worker",
+            category=ApplicationErrorCategory.BENIGN,
+        )
 
     async def _show(self, desc: WorkflowExecutionDescription) -> str:
         """Render the comment and upsert it if it changed: "shown" (or nothing to show), "retry",
