@@ -25,7 +25,8 @@ async def query_until(
     what: str,
     timeout_s: float = DEADLINE_S,
 ) -> T:
-    """`handle`'s `query` once `ok` holds for it; a workflow not started yet counts as "not yet"."""
+    """`handle`'s `query` once `ok` holds for it; a workflow not started yet, or a query not answered
+    in time, counts as "not yet"."""
     deadline = asyncio.get_running_loop().time() + timeout_s
     last: T | None = None
     while True:
@@ -34,7 +35,9 @@ async def query_until(
             if ok(last):
                 return last
         except RPCError as exc:
-            if exc.status != RPCStatusCode.NOT_FOUND:
+            # Not started yet, or a query the worker did not answer in time (with no workflow
+            # cache every query replays the whole history, which a loaded machine can make slow).
+            if exc.status not in (RPCStatusCode.NOT_FOUND, RPCStatusCode.CANCELLED, RPCStatusCode.DEADLINE_EXCEEDED):
                 raise
         assert asyncio.get_running_loop().time() < deadline, f"timed out waiting for {what}; last {query}: {last!r}"
         await asyncio.sleep(0.25)
