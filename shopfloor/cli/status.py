@@ -48,7 +48,7 @@ def register(app: typer.Typer) -> None:
         except (WorkflowQueryFailedError, RPCError, ValidationError):
             pass  # a closed run with no worker to replay it
         if as_json:
-            data = {
+            data: dict[str, Any] = {
                 "workflow_id": workflow_id,
                 "temporal_status": run.status,
                 "url": settings.workflow_url(workflow_id),
