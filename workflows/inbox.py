@@ -15,6 +15,7 @@ deliveries, carrying the dedupe window, snapshot, commands and state (InboxCarry
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from datetime import timedelta
 from typing import ClassVar
@@ -75,6 +76,7 @@ class GitHubInbox(CommandHandling):
         self._queue: list[RepoEvent] = list(self.carry.pending)
         self.carry.pending = []
         self._handled_this_run = 0
+        self._watched_work: asyncio.Task[None] | None = None  # the work beside the inbox (watch_work)
 
     # -- what the edge sends -------------------------------------------------------------------
 
@@ -144,6 +146,7 @@ class GitHubInbox(CommandHandling):
             c.last_activity = workflow.now().timestamp()
         self.publish()
         while c.state == "received":
+            self._raise_if_work_broke()
             if self.waits_changed:  # an agent run's tool call started or stopped waiting for an operator
                 await self.show_waits()
                 continue
@@ -174,8 +177,30 @@ class GitHubInbox(CommandHandling):
         self.publish()
 
     def _wakes(self) -> bool:
-        """What the loop waits for: an event, the inbox ending, or waits to show."""
-        return bool(self._queue) or self.carry.state != "received" or self.waits_changed
+        """What the loop waits for: an event, the inbox ending, waits to show, or the work beside
+        the inbox broken."""
+        return (
+            bool(self._queue) or self.carry.state != "received" or self.waits_changed or self._work_error() is not None
+        )
+
+    def watch_work(self, task: asyncio.Task[None]) -> None:
+        """`task` runs the work beside the inbox (a pipeline). It handles the failures it expects
+        (activities, children, refusals); anything else is a bug in shopfloor's code, which
+        `serve` raises so that it fails the workflow task: Temporal shows it and retries the task,
+        and once the code is fixed the run goes on. Unwatched, the run would wait for work that
+        died, with nothing to see."""
+        self._watched_work = task
+
+    def _work_error(self) -> BaseException | None:
+        task = self._watched_work
+        if task is None or not task.done() or task.cancelled():
+            return None
+        return task.exception()
+
+    def _raise_if_work_broke(self) -> None:
+        error = self._work_error()
+        if error is not None:
+            raise error
 
     async def _handle(self, e: RepoEvent) -> None:
         c = self.carry

@@ -63,6 +63,7 @@ class IssueWorkflow(PipelineControls, GitHubInbox):
         if workflow.patched(PIPELINE_PATCH):
             self.factory = FactoryRun(self)
             pipeline = asyncio.create_task(self.factory.run_when_triggered())
+            self.watch_work(pipeline)
         await self.serve(inp.continue_after_events, lambda carry: inp.model_copy(update={"carry": carry}))
         if pipeline is not None:
             if not pipeline.done():

@@ -45,6 +45,7 @@ class PullRequestWorkflow(PipelineControls, GitHubInbox):
         if workflow.patched(REVIEW_PATCH):
             self.review = PullRequestReview(self, self._review_carry)
             task = asyncio.create_task(self.review.run_when_asked())
+            self.watch_work(task)
         await self.serve(inp.continue_after_events, self._next_input(inp))
         if task is not None:
             if not task.done():
