@@ -16,12 +16,8 @@ from urllib.parse import quote
 import pytest
 import pytest_asyncio
 from agent_runs import call, sample_repo, write_cassette
-from cli_runs import StreamedRun, arun_cli, cli_env, invoke_cli, one_line, wait_until
-from temporalio.api.enums.v1 import TaskQueueType
-from temporalio.api.taskqueue.v1 import TaskQueue
-from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
+from cli_runs import StreamedRun, arun_cli, cli_env, invoke_cli, one_line, polling_worker, wait_until
 from temporalio.client import WorkflowExecutionStatus
-from worker_process import WorkerProcess
 
 from shopfloor.devserver import free_port
 from shopfloor.testing import FakeModelServer, ScriptTurn
@@ -85,25 +81,8 @@ def env(cli) -> dict[str, str]:
 
 @pytest_asyncio.fixture(scope="module")
 async def worker(temporal_client, cli, env):
-    proc = WorkerProcess(env | {"SHOPFLOOR_MAX_CACHED_WORKFLOWS": "0"}, cli["dir"] / "worker.log")
-    try:
-
-        async def polling() -> bool:
-            if proc.proc.poll() is not None:
-                raise AssertionError(f"the worker exited: {proc.log.read_text()}")
-            resp = await temporal_client.workflow_service.describe_task_queue(
-                DescribeTaskQueueRequest(
-                    namespace="default",
-                    task_queue=TaskQueue(name=cli["queue"]),
-                    task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
-                )
-            )
-            return bool(resp.pollers)
-
-        await wait_until(polling, 60, "the worker to poll its task queue")
+    async with polling_worker(temporal_client, env, cli["dir"] / "worker.log", cli["queue"]) as proc:
         yield proc
-    finally:
-        proc.stop()
 
 
 @pytest.fixture

@@ -17,12 +17,8 @@ from typing import Any
 import pytest
 import pytest_asyncio
 from agent_runs import record_history, sample_repo
-from cli_runs import arun_cli, cli_env, one_line, wait_until
-from temporalio.api.enums.v1 import TaskQueueType
-from temporalio.api.taskqueue.v1 import TaskQueue
-from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
+from cli_runs import arun_cli, cli_env, one_line, polling_worker, wait_until
 from temporalio.client import WorkflowUpdateFailedError
-from worker_process import WorkerProcess
 
 from shopfloor.agents.registry import AGENTS
 from shopfloor.cli.agent import SUBCOMMANDS
@@ -138,25 +134,8 @@ def cli(tmp_path_factory, temporal_server, fake_model):
 
 @pytest_asyncio.fixture(scope="module")
 async def worker(temporal_client, cli):
-    proc = WorkerProcess(cli["env"] | {"SHOPFLOOR_MAX_CACHED_WORKFLOWS": "0"}, cli["dir"] / "worker.log")
-    try:
-
-        async def polling() -> bool:
-            if proc.proc.poll() is not None:
-                raise AssertionError(f"the worker exited: {proc.log.read_text()}")
-            resp = await temporal_client.workflow_service.describe_task_queue(
-                DescribeTaskQueueRequest(
-                    namespace="default",
-                    task_queue=TaskQueue(name=cli["queue"]),
-                    task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
-                )
-            )
-            return bool(resp.pollers)
-
-        await wait_until(polling, 60, "the worker to poll its task queue")
+    async with polling_worker(temporal_client, cli["env"], cli["dir"] / "worker.log", cli["queue"]) as proc:
         yield proc
-    finally:
-        proc.stop()
 
 
 def git(repo: Path, *args: str) -> str:

@@ -13,13 +13,9 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 from agent_runs import call, sample_repo, write_cassette
-from cli_runs import LongRunning, StreamedRun, arun_cli, cli_env, invoke_cli, one_line, wait_until
+from cli_runs import LongRunning, StreamedRun, arun_cli, cli_env, invoke_cli, one_line, polling_worker, wait_until
 from factory_runs import APPROVE, TRIAGE_TURNS, approve_and_finish, factory, fix_turns
 from pydantic import SecretStr
-from temporalio.api.enums.v1 import TaskQueueType
-from temporalio.api.taskqueue.v1 import TaskQueue
-from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
-from worker_process import WorkerProcess
 
 from shopfloor.testing import FakeModelServer, ScriptTurn
 
@@ -65,25 +61,8 @@ def cli(tmp_path_factory, temporal_server, fake_model):
 
 @pytest_asyncio.fixture(scope="module")
 async def worker(temporal_client, cli):
-    proc = WorkerProcess(cli["env"] | {"SHOPFLOOR_MAX_CACHED_WORKFLOWS": "0"}, cli["dir"] / "worker.log")
-    try:
-
-        async def polling() -> bool:
-            if proc.proc.poll() is not None:
-                raise AssertionError(f"the worker exited: {proc.log.read_text()}")
-            resp = await temporal_client.workflow_service.describe_task_queue(
-                DescribeTaskQueueRequest(
-                    namespace="default",
-                    task_queue=TaskQueue(name=cli["queue"]),
-                    task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
-                )
-            )
-            return bool(resp.pollers)
-
-        await wait_until(polling, 60, "the worker to poll its task queue")
+    async with polling_worker(temporal_client, cli["env"], cli["dir"] / "worker.log", cli["queue"]) as proc:
         yield proc
-    finally:
-        proc.stop()
 
 
 @pytest.fixture

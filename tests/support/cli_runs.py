@@ -18,13 +18,16 @@ import socket
 import subprocess
 import threading
 import time
-from collections.abc import Awaitable, Callable, Sequence
-from contextlib import suppress
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
-from worker_process import SHOPFLOOR, worker_env
+from temporalio.api.enums.v1 import TaskQueueType
+from temporalio.api.taskqueue.v1 import TaskQueue
+from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
+from worker_process import SHOPFLOOR, WorkerProcess, worker_env
 
 T = TypeVar("T")
 
@@ -42,6 +45,7 @@ __all__ = [
     "wait_until",
     "one_line",
     "StreamedRun",
+    "polling_worker",
 ]
 
 
@@ -320,3 +324,28 @@ class StreamedRun:
             if fragment in line:
                 return at
         raise AssertionError(f"no line with {fragment!r} in:\n" + "\n".join(line for _, line in self.lines))
+
+
+@asynccontextmanager
+async def polling_worker(client: Any, env: dict[str, str], log: Path, queue: str) -> AsyncIterator[WorkerProcess]:
+    """A `shopfloor worker` process with no workflow cache (every task replays), yielded once it
+    polls `queue`, and stopped afterwards."""
+    proc = WorkerProcess(env | {"SHOPFLOOR_MAX_CACHED_WORKFLOWS": "0"}, log)
+    try:
+
+        async def polling() -> bool:
+            if proc.proc.poll() is not None:
+                raise AssertionError(f"the worker exited: {proc.log.read_text()}")
+            resp = await client.workflow_service.describe_task_queue(
+                DescribeTaskQueueRequest(
+                    namespace="default",
+                    task_queue=TaskQueue(name=queue),
+                    task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
+                )
+            )
+            return bool(resp.pollers)
+
+        await wait_until(polling, 60, "the worker to poll its task queue")
+        yield proc
+    finally:
+        proc.stop()
