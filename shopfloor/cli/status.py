@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import typer
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 from temporalio.client import Client, WorkflowQueryFailedError
 from temporalio.service import RPCError
 
@@ -48,15 +48,7 @@ def register(app: typer.Typer) -> None:
         except (WorkflowQueryFailedError, RPCError, ValidationError):
             pass  # a closed run with no worker to replay it
         if as_json:
-            data: dict[str, Any] = {
-                "workflow_id": workflow_id,
-                "temporal_status": run.status,
-                "url": settings.workflow_url(workflow_id),
-            }
-            if st is not None:
-                data |= st.model_dump(mode="json")
-            data["retrying"] = retrying
-            typer.echo(json.dumps(data, indent=2))
+            typer.echo(json.dumps(_as_json(run, settings, st, retrying), indent=2))
             return
         typer.echo(f"workflow  {workflow_id}")
         typer.echo(f"temporal  {run.status}")
@@ -86,15 +78,9 @@ async def _print_pipeline_status(client: Client, run: Run, settings: Settings, a
         except RPCError:
             pass  # the agent run ended between the two looks
     if as_json:
-        data: dict[str, Any] = {
-            "workflow_id": run.workflow_id,
-            "temporal_status": run.status,
-            "url": settings.workflow_url(run.workflow_id),
-        }
+        data = _as_json(run, settings, st, retrying)
         if st is not None:
-            data |= st.model_dump(mode="json")
             data["waiting_calls"] = data["pending"]  # the name this output had before
-        data["retrying"] = retrying
         typer.echo(json.dumps(data, indent=2))
         return
     typer.echo(f"workflow  {run.workflow_id}")
@@ -137,6 +123,20 @@ def pipeline_lines(st: PipelineStatus) -> list[str]:
         lines.append(f"agent run {agent}" + (" (running)" if agent == st.running_agent else ""))
     lines += status_lines(st.pending)
     return lines
+
+
+def _as_json(run: Run, settings: Settings, st: BaseModel | None, retrying: list[str]) -> dict[str, Any]:
+    """A run's status as `--json` prints it: where to find the run, its status query's answer
+    (when a worker gave one) and a model call being retried."""
+    data: dict[str, Any] = {
+        "workflow_id": run.workflow_id,
+        "temporal_status": run.status,
+        "url": settings.workflow_url(run.workflow_id),
+    }
+    if st is not None:
+        data |= st.model_dump(mode="json")
+    data["retrying"] = retrying
+    return data
 
 
 def _as_wait(workflow_id: str, agent: str, p: PendingApproval) -> CallWait:
