@@ -66,7 +66,11 @@ class WorkerProcess:
             self._out.close()
 
     def log_tail(self, chars: int = 3000) -> str:
-        return self.log.read_text(errors="replace")[-chars:] if self.log.exists() else ""
+        """The last `chars` characters of the log; all of it when `chars` is negative."""
+        if not self.log.exists():
+            return ""
+        text = self.log.read_text(errors="replace")
+        return text if chars < 0 else text[-chars:]
 
     async def polling(self, client: Client, task_queue: str, kind: TaskQueueType.ValueType) -> bool:
         """Whether this process polls `task_queue` for tasks of `kind` (workflow or activity)."""
