@@ -40,9 +40,11 @@ from shopfloor.agents.definition import AgentDefinition
 from shopfloor.agents.doom_loop import observe
 from shopfloor.agents.hooks import checks_submit, hooks_key
 from shopfloor.agents.run_state import AgentCarry
+from shopfloor.agents.tools import TOOLS
 from shopfloor.models.agent_run import (
     AgentInput,
     AgentResult,
+    CommandPolicy,
     CompactInput,
     CompactOutput,
     ModelStepInput,
@@ -434,7 +436,8 @@ class AgentLoop:
             call_id=call.id,
             name=call.name,
             run_id=self.run_id,
-            commands=self.inp.commands,
+            # Only a tool that runs commands (or hooks) reads the policy; the rest go without it.
+            commands=self.inp.commands if _runs_commands(call.name) else CommandPolicy(),
             readable=c.readable_outputs if call.name == "read_output" else [],
         )
 
@@ -495,6 +498,13 @@ class AgentLoop:
             elif signal == "stuck":
                 return text
         return None
+
+
+def _runs_commands(tool: str) -> bool:
+    """Whether `tool` runs commands (its own, or the repository's hooks after an edit or before
+    a submit): every tool but the read-only ones. An unknown name is refused before it runs."""
+    known = TOOLS.get(tool)
+    return known is None or known.risk != "read"
 
 
 # --- a host for runs outside Temporal -------------------------------------------------------------

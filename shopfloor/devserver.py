@@ -21,6 +21,9 @@ from pathlib import Path
 from shopfloor.errors import ShopfloorError, UsageError
 from shopfloor.search_attributes import ALL_KEYS
 
+# The server's switch for eager activity execution (dynamic config).
+EAGER_ACTIVITIES = "system.enableActivityEagerExecution"
+
 _TYPE_NAMES = {"KEYWORD": "Keyword", "INT": "Int", "TEXT": "Text", "BOOL": "Bool", "DOUBLE": "Double"}
 
 
@@ -107,6 +110,11 @@ class DevServer:
             self.namespace,
             "--log-level",
             "warn",
+            # A workflow task that schedules an activity hands it straight back to the worker that
+            # completed it, when that worker has a free slot (eager execution: no round trip through
+            # the task queue). Off by default in Temporal's server; docs/scaling.md tells operators.
+            "--dynamic-config-value",
+            f"{EAGER_ACTIVITIES}=true",
         ]
         if self.ui_port is None:
             cmd.append("--headless")

@@ -65,6 +65,7 @@ class ActivityModelStep:
         self.heartbeat = timedelta(seconds=inp.timeouts.model_heartbeat_s)
 
     async def step(self, request: ModelStepInput) -> ModelStepOutput:
+        request = request.model_copy(update={"append": [by_reference(r) for r in request.append]})
         return await self._call(MODEL_STEP, request, f"{request.model} step {request.step}")
 
     async def compact(self, request: CompactInput, *, summary: str) -> CompactOutput:
@@ -78,6 +79,21 @@ class ActivityModelStep:
             if too_long is None:
                 raise
             raise too_long from exc
+
+
+def by_reference(result: ToolResult) -> ToolResult:
+    """A tool result as the next model step is given it: model_step reads a stored output by its
+    digest, so its preview, checkpoint and warning (in history already, with the call's own
+    result) are left out. A result without a stored output (a refusal) goes whole."""
+    if result.output_digest is None:
+        return result
+    return ToolResult(
+        call_id=result.call_id,
+        name=result.name,
+        ok=result.ok,
+        output_digest=result.output_digest,
+        output_bytes=result.output_bytes,
+    )
 
 
 def _too_long(exc: ActivityError) -> ContextTooLong | None:

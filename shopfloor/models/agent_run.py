@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, SerializationInfo, SerializerFunctionWrapHandler, model_serializer
 
 from shopfloor.models.transcript import Risk, Usage
 
@@ -17,7 +17,24 @@ RunState = Literal["running", "completed", "limit_reached", "stuck", "cancelled"
 Decision = Literal["allow", "ask", "deny"]
 
 
-class WorkspaceRef(BaseModel):
+class Lean(BaseModel):
+    """A model that goes through history on every step: its JSON leaves out the fields that hold
+    their default. A field left out reads back as that default, so the value is the same, and JSON
+    with every field (older histories) reads as before. Python dumps (`model_dump()`) keep them."""
+
+    @model_serializer(mode="wrap")
+    def _without_defaults(self, handler: SerializerFunctionWrapHandler, info: SerializationInfo) -> Any:
+        data = handler(self)
+        if not info.mode_is_json() or not isinstance(data, dict):
+            return data
+        for name, field in type(self).model_fields.items():
+            if name in data and not field.is_required():
+                if getattr(self, name) == field.get_default(call_default_factory=True):
+                    del data[name]
+        return data
+
+
+class WorkspaceRef(Lean):
     """Where an agent works.
 
     Either `path`, a checkout on the worker's own machine that tools use in place (read-only
@@ -78,7 +95,7 @@ class Timeouts(BaseModel):
     tool_s: float = 120.0
 
 
-class PermissionRules(BaseModel):
+class PermissionRules(Lean):
     """Repository overrides of the permission defaults (None: keep the default)."""
 
     ask_commands: list[str] | None = None
@@ -86,7 +103,7 @@ class PermissionRules(BaseModel):
     protected_paths: list[str] | None = None
 
 
-class ToolResult(BaseModel):
+class ToolResult(Lean):
     """What a tool call came to. The full output lives in the blob store under `output_digest`;
     a short error produced without running anything (unknown tool) has no digest."""
 
@@ -152,7 +169,7 @@ class AgentInput(BaseModel):
     start_from: StartFrom | None = None
 
 
-class ModelStepInput(BaseModel):
+class ModelStepInput(Lean):
     agent: str
     model: str
     step: int
@@ -172,7 +189,7 @@ class ModelStepInput(BaseModel):
     continues: list[str] = Field(default_factory=list)
 
 
-class ToolCallRef(BaseModel):
+class ToolCallRef(Lean):
     id: str
     name: str
     summary: str = ""  # "grep 'Login' in src/": what the UI and CLI show
@@ -185,7 +202,7 @@ class ToolCallRef(BaseModel):
     submit_error: str | None = None  # a refused `submit`: the error the model reads
 
 
-class ModelStepOutput(BaseModel):
+class ModelStepOutput(Lean):
     transcript: str  # manifest digest including the reply
     reply_digest: str
     text_preview: str = ""
@@ -206,7 +223,7 @@ class ModelStepOutput(BaseModel):
     answer_digest: str | None = None
 
 
-class ToolInput(BaseModel):
+class ToolInput(Lean):
     workspace: WorkspaceRef
     reply_digest: str
     call_id: str
@@ -216,7 +233,7 @@ class ToolInput(BaseModel):
     readable: list[str] = Field(default_factory=list)  # read_output: the digests this run may page through
 
 
-class CompactInput(BaseModel):
+class CompactInput(Lean):
     agent: str
     model: str
     transcript: str
@@ -224,7 +241,7 @@ class CompactInput(BaseModel):
     force: bool = False  # the provider found the conversation too long: fold even if the estimate fits
 
 
-class CompactOutput(BaseModel):
+class CompactOutput(Lean):
     transcript: str
     folded: int = 0  # messages summarized (0: nothing to do)
     context_tokens: int = 0
