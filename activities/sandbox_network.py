@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import sys
 import tempfile
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -37,6 +36,7 @@ import structlog
 from shopfloor.activities.egress_destinations import Mirror, ProtectedHosts
 from shopfloor.activities.egress_proxy import EgressProxy
 from shopfloor.agents.host_patterns import PACKAGE_REGISTRIES, HostPattern, allow_list
+from shopfloor.child_python import python_command
 from shopfloor.errors import ToolError, UsageError
 from shopfloor.models.agent_run import CommandPolicy
 
@@ -190,9 +190,7 @@ def network_command(session: EgressSession | None, argv: list[str]) -> list[str]
     if session is None:
         return argv
     local = [a for m in session.local_mirrors for a in ("--local", m)]
-    return [
-        sys.executable,
-        "-I",
+    return python_command(
         "-S",
         "-c",
         _forwarder_source(),
@@ -200,4 +198,5 @@ def network_command(session: EgressSession | None, argv: list[str]) -> list[str]
         *local,
         "--",
         *argv,
-    ]
+        isolated=True,  # it starts inside the sandbox, in the repository's workspace
+    )

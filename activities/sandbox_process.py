@@ -18,7 +18,6 @@ import contextlib
 import os
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Callable
 from typing import Any
@@ -28,6 +27,7 @@ from pydantic import BaseModel
 
 from shopfloor.activities.sandbox_cgroups import CgroupError
 from shopfloor.activities.sandbox_limits import Confinement
+from shopfloor.child_python import python_command
 from shopfloor.errors import ToolError
 from shopfloor.models.agent_run import CommandPolicy
 
@@ -115,15 +115,14 @@ async def execute(
 ) -> CommandOutcome:
     started = time.monotonic()
     capture = _Capture(policy.output_cap_bytes)
-    first = [
-        sys.executable,
-        "-I",
+    first = python_command(
         "-m",
         "shopfloor.activities.sandbox_init",
         str(os.getpid()),
         str(confinement.limits.scratch_bytes),
         *argv,
-    ]
+        isolated=True,  # it starts in the repository's workspace: nothing imported from there
+    )
     transport, protocol = await asyncio.get_running_loop().subprocess_exec(
         lambda: _Protocol(capture),
         *first,

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -14,7 +14,11 @@ from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import Client
 
-# The console script's entry point, run by this very Python (no dependence on PATH).
+from shopfloor.child_python import python_command
+from shopfloor.errors import ShopfloorError
+
+# The console script's entry point, run by this very Python (no dependence on PATH) on the
+# installed shopfloor, whatever the working directory (python_command).
 _MAIN = "import sys; from shopfloor.cli.main import main; sys.argv[0] = 'shopfloor'; main()"
 
 
@@ -31,7 +35,7 @@ class WorkerProcess:
         self.log = log
         self._out = open(log, "ab")
         self.proc = subprocess.Popen(
-            [sys.executable, "-c", _MAIN, "worker"],
+            python_command("-c", _MAIN, "worker"),
             env=env,
             stdout=self._out,
             stderr=subprocess.STDOUT,
@@ -71,6 +75,22 @@ class WorkerProcess:
             return ""
         text = self.log.read_text(errors="replace")
         return text if chars < 0 else text[-chars:]
+
+    async def wait_polling(
+        self,
+        client: Client,
+        task_queue: str,
+        kind: TaskQueueType.ValueType = TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
+        timeout_s: float = 120,
+    ) -> None:
+        """Until it polls `task_queue`; ShopfloorError with its log if it exits or takes longer."""
+        deadline = time.monotonic() + timeout_s
+        while not await self.polling(client, task_queue, kind):
+            if not self.alive():
+                raise ShopfloorError(f"the bench's worker exited ({self.proc.returncode}):\n{self.log_tail()}")
+            if time.monotonic() > deadline:
+                raise ShopfloorError(f"the bench's worker did not poll within {timeout_s:.0f} s:\n{self.log_tail()}")
+            await asyncio.sleep(0.02)
 
     async def polling(self, client: Client, task_queue: str, kind: TaskQueueType.ValueType) -> bool:
         """Whether this process polls `task_queue` for tasks of `kind` (workflow or activity)."""
