@@ -41,6 +41,7 @@ from shopfloor.agents.budget import Price
 from shopfloor.blobs import BlobStore, open_blob_store
 from shopfloor.models.model_spec import ModelSpec
 from shopfloor.settings import Settings
+from shopfloor.sticky_reset import ResetStickyOnRetry
 from shopfloor.workflows.agent import AgentWorkflow
 from shopfloor.workflows.alert import AlertWorkflow
 from shopfloor.workflows.issue import IssueWorkflow
@@ -201,6 +202,8 @@ def build_worker(
         graceful_shutdown_timeout=graceful_shutdown,
         max_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
         default_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
+        # A retried activity's result is not offered to a dead worker's sticky queue first.
+        interceptors=[ResetStickyOnRetry(client)],
     )
 
 
