@@ -14,6 +14,7 @@ import time
 
 from pydantic import BaseModel
 
+from shopfloor.bench.breakdown import StepBreakdown
 from shopfloor.bench.workload import agent_bench
 
 
@@ -24,6 +25,18 @@ class LoopRow(BaseModel):
     memory_ms_per_step: float
     overhead_ms_per_step: float
     history_bytes_per_step: int
+    breakdown: StepBreakdown  # of the in-memory step; its temporal_ms is overhead_ms_per_step
+
+
+class LongRunRow(BaseModel):
+    """A long run in memory at 0 ms model latency, per step, beside the short one's figure: a
+    step's own cost should not grow with the transcript."""
+
+    steps: int
+    memory_ms_per_step: float
+    reference_steps: int
+    reference_ms_per_step: float  # the in-memory figure of the 0 ms row, from the same session
+    breakdown: StepBreakdown
 
 
 class ConcurrencyRow(BaseModel):
@@ -35,6 +48,7 @@ class ConcurrencyRow(BaseModel):
 
 class LoopReport(BaseModel):
     rows: list[LoopRow]
+    long_run: LongRunRow | None = None
     concurrency: ConcurrencyRow | None = None
 
     def markdown(self) -> str:
@@ -47,6 +61,15 @@ class LoopReport(BaseModel):
             f"| {r.overhead_ms_per_step:+.1f} | {r.history_bytes_per_step} |"
             for r in self.rows
         ]
+        if r := self.long_run:
+            lines += [
+                "",
+                f"in memory, 0 ms model latency: {r.steps} steps {r.memory_ms_per_step:.1f} ms/step against "
+                f"{r.reference_steps} steps {r.reference_ms_per_step:.1f} ms/step",
+            ]
+        lines += ["", *(f"- {r.model_latency_ms} ms: {r.breakdown.describe()}" for r in self.rows)]
+        if self.long_run:
+            lines.append(f"- {self.long_run.steps} steps: {self.long_run.breakdown.describe()}")
         if c := self.concurrency:
             lines += [
                 "",
@@ -57,9 +80,16 @@ class LoopReport(BaseModel):
         return "\n".join(lines)
 
 
-async def bench_loop(*, steps: int = 20, latencies_ms: tuple[int, ...] = (0, 500), concurrent: int = 50) -> LoopReport:
+async def bench_loop(
+    *, steps: int = 20, latencies_ms: tuple[int, ...] = (0, 500), concurrent: int = 50, long_steps: int = 0
+) -> LoopReport:
+    """`long_steps` (0: none): one more in-memory run that long at 0 ms model latency, against the
+    `steps` figure at 0 ms (a 0 is added to `latencies_ms` for it if missing)."""
     rows: list[LoopRow] = []
+    long_run: LongRunRow | None = None
     concurrency: ConcurrencyRow | None = None
+    if long_steps and 0 not in latencies_ms:
+        latencies_ms = (0, *latencies_ms)
     async with agent_bench() as bench:
         for latency in latencies_ms:
             bench.fake.latency_s = latency / 1000
@@ -67,17 +97,28 @@ async def bench_loop(*, steps: int = 20, latencies_ms: tuple[int, ...] = (0, 500
             await bench.durable(2, history=False)
             await bench.in_memory(2)
             durable = await bench.durable(steps)
-            memory_s = await bench.in_memory(steps)
+            memory = await bench.in_memory_breakdown(steps)
+            overhead = durable.seconds * 1000 / steps - memory.total_ms
             rows.append(
                 LoopRow(
                     model_latency_ms=latency,
                     steps=steps,
                     durable_ms_per_step=durable.seconds * 1000 / steps,
-                    memory_ms_per_step=memory_s * 1000 / steps,
-                    overhead_ms_per_step=(durable.seconds - memory_s) * 1000 / steps,
+                    memory_ms_per_step=memory.total_ms,
+                    overhead_ms_per_step=overhead,
                     history_bytes_per_step=durable.history.bytes // steps if durable.history else 0,
+                    breakdown=memory.model_copy(update={"temporal_ms": overhead}),
                 )
             )
+            if latency == 0 and long_steps:
+                long = await bench.in_memory_breakdown(long_steps)
+                long_run = LongRunRow(
+                    steps=long_steps,
+                    memory_ms_per_step=long.total_ms,
+                    reference_steps=steps,
+                    reference_ms_per_step=memory.total_ms,
+                    breakdown=long,
+                )
         if concurrent:
             bench.fake.latency_s = 0
             start = time.perf_counter()
@@ -93,4 +134,4 @@ async def bench_loop(*, steps: int = 20, latencies_ms: tuple[int, ...] = (0, 500
                 durable_steps_per_s=total / durable_s,
                 memory_steps_per_s=total / memory_s,
             )
-    return LoopReport(rows=rows, concurrency=concurrency)
+    return LoopReport(rows=rows, long_run=long_run, concurrency=concurrency)

@@ -24,7 +24,7 @@ import uuid
 from pathlib import Path
 
 from pydantic import BaseModel
-from temporalio.api.enums.v1 import TaskQueueType
+from temporalio.api.enums.v1 import TaskQueueKind, TaskQueueType, TimeoutType
 from temporalio.api.history.v1 import HistoryEvent
 
 from shopfloor.bench.spawn import WorkerProcess, worker_env
@@ -54,6 +54,10 @@ class ResumeReport(BaseModel):
     retried_call_s: float  # the model call arrives again at the model (from the new worker)
     call_completed_s: float  # its activity completed (history)
     resume_s: float  # the workflow task recording the step completed (history): the run moves on
+    # Where that workflow task was first offered: "normal" (any worker) or "sticky" (the dead
+    # worker's queue, waited out until the sticky timeout: sticky_timeouts counts those waits).
+    result_task_queue: str
+    sticky_timeouts: int
     model_calls_repeated: int  # model calls made twice: the one in flight at the kill, nothing else
     state: str
 
@@ -220,6 +224,14 @@ async def bench_resume(
         and e.activity_task_started_event_attributes.scheduled_event_id == target
     )
     recorded = next(e for e in events[done_i:] if e.HasField("workflow_task_completed_event_attributes"))
+    offered = next(e for e in events[done_i:] if e.HasField("workflow_task_scheduled_event_attributes"))
+    sticky = offered.workflow_task_scheduled_event_attributes.task_queue.kind == TaskQueueKind.TASK_QUEUE_KIND_STICKY
+    sticky_timeouts = sum(
+        1
+        for e in events
+        if e.HasField("workflow_task_timed_out_event_attributes")
+        and e.workflow_task_timed_out_event_attributes.timeout_type == TimeoutType.TIMEOUT_TYPE_SCHEDULE_TO_START
+    )
     retried = [r for r in requests if r.turn == kill_turn][1:]
     turns = [r.turn for r in requests]
     return ResumeReport(
@@ -239,6 +251,8 @@ async def bench_resume(
         retried_call_s=(retried[0].started - killed_at) if retried else float("nan"),
         call_completed_s=_at(events[done_i]) - killed_at,
         resume_s=_at(recorded) - killed_at,
+        result_task_queue="sticky" if sticky else "normal",
+        sticky_timeouts=sticky_timeouts,
         model_calls_repeated=len(turns) - len(set(turns)),
         state=result.state,
     )

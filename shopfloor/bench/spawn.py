@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from temporalio.api.enums.v1 import TaskQueueType
@@ -20,6 +21,35 @@ from shopfloor.errors import ShopfloorError
 # The console script's entry point, run by this very Python (no dependence on PATH) on the
 # installed shopfloor, whatever the working directory (python_command).
 _MAIN = "import sys; from shopfloor.cli.main import main; sys.argv[0] = 'shopfloor'; main()"
+# The same under cProfile, its statistics written to the path after the code when it exits.
+_PROFILED = (
+    "import cProfile, sys; out = sys.argv.pop(1); from shopfloor.cli.main import main; "
+    "sys.argv[0] = 'shopfloor'; cProfile.run('main()', out)"
+)
+
+
+@dataclass
+class ProcessUsage:
+    cpu_s: float  # user + system CPU seconds so far
+    peak_rss_bytes: int  # the most resident memory it has had (VmHWM)
+    rss_bytes: int  # resident memory now (VmRSS)
+
+
+def process_usage(pid: int) -> ProcessUsage | None:
+    """What process `pid` has used so far, from /proc (Linux); None where there is no /proc."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return None
+    fields = stat[stat.rindex(")") + 2 :].split()  # after "pid (comm) ": state is fields[0]
+    ticks = os.sysconf("SC_CLK_TCK")
+    kb = {line.split(":")[0]: int(line.split()[1]) * 1024 for line in status.splitlines() if line.startswith("Vm")}
+    return ProcessUsage(
+        cpu_s=(int(fields[11]) + int(fields[12])) / ticks,
+        peak_rss_bytes=kb.get("VmHWM", 0),
+        rss_bytes=kb.get("VmRSS", 0),
+    )
 
 
 def worker_env(**settings: str) -> dict[str, str]:
@@ -31,11 +61,13 @@ def worker_env(**settings: str) -> dict[str, str]:
 
 
 class WorkerProcess:
-    def __init__(self, env: dict[str, str], log: Path) -> None:
+    def __init__(self, env: dict[str, str], log: Path, *, profile: Path | None = None) -> None:
+        """`profile`: run under cProfile, its statistics written there when the worker stops (SIGTERM)."""
         self.log = log
         self._out = open(log, "ab")
+        code = ("-c", _MAIN) if profile is None else ("-c", _PROFILED, str(profile))
         self.proc = subprocess.Popen(
-            python_command("-c", _MAIN, "worker"),
+            python_command(*code, "worker"),
             env=env,
             stdout=self._out,
             stderr=subprocess.STDOUT,
@@ -48,6 +80,10 @@ class WorkerProcess:
 
     def alive(self) -> bool:
         return self.proc.poll() is None
+
+    def usage(self) -> ProcessUsage | None:
+        """Its CPU time and memory so far (None once it has exited, or without /proc)."""
+        return process_usage(self.proc.pid) if self.alive() else None
 
     def kill(self) -> float:
         """SIGKILL: no shutdown, no goodbye to the server, as a crashed machine would. Returns the

@@ -3,6 +3,7 @@
 | rows | measured | reference |
 |---|---|---|
 | agent loop, per step (bench.loop) | the durable loop (Temporal) | the same activities in memory |
+| long run, per step (bench.loop) | a long run in memory | the short run in memory |
 | history bytes per step (bench.history) | a run of N steps, all its executions | the shortest run, per step |
 | concurrent runs (bench.concurrency) | N runs at once, wall time | S × latency + one in-memory run |
 | webhook throughput (bench.webhooks) | the edge over HTTP, requests/s | a bare start_workflow loop |
@@ -18,6 +19,7 @@ import math
 import os
 import time
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -34,6 +36,7 @@ GROUPS = ("loop", "history", "concurrency", "webhooks", "resume")
 class SuiteParams(BaseModel):
     loop_steps: int = 20
     loop_latencies_ms: list[int] = Field(default_factory=lambda: [0, 500])
+    loop_long_steps: int = 500  # in memory, against the loop_steps figure (0 ms latency)
     history_steps: list[int] = Field(default_factory=lambda: [10, 100, 500])
     concurrent_runs: int = 100
     concurrent_steps: int = 20
@@ -49,6 +52,7 @@ class SuiteParams(BaseModel):
 # CI-sized: every row, in a minute or two on a small machine.
 QUICK = SuiteParams(
     loop_steps=3,
+    loop_long_steps=12,
     history_steps=[3, 6, 12],
     concurrent_runs=5,
     concurrent_steps=3,
@@ -123,7 +127,7 @@ class SuiteReport(BaseModel):
 
 
 def loop_rows(report: LoopReport) -> list[BenchRow]:
-    return [
+    rows = [
         BenchRow.of(
             key=f"loop_{r.model_latency_ms}ms",
             what=f"agent loop time per step, {r.model_latency_ms} ms model latency ({r.steps} steps)",
@@ -132,10 +136,24 @@ def loop_rows(report: LoopReport) -> list[BenchRow]:
             measured=r.durable_ms_per_step,
             reference_label="in memory",
             reference=r.memory_ms_per_step,
-            detail=f"history {r.history_bytes_per_step} bytes/step",
+            detail=f"{r.breakdown.describe()}; history {r.history_bytes_per_step} bytes/step",
         )
         for r in report.rows
     ]
+    if long := report.long_run:
+        rows.append(
+            BenchRow.of(
+                key=f"loop_memory_{long.steps}_steps",
+                what=f"agent step in memory, 0 ms model latency, {long.steps}-step run",
+                unit="ms/step",
+                measured_label=f"{long.steps} steps",
+                measured=long.memory_ms_per_step,
+                reference_label=f"{long.reference_steps} steps",
+                reference=long.reference_ms_per_step,
+                detail=long.breakdown.describe(),
+            )
+        )
+    return rows
 
 
 def history_rows(report: HistoryReport) -> list[BenchRow]:
@@ -174,7 +192,10 @@ def concurrency_rows(r: ConcurrencyReport) -> list[BenchRow]:
             detail=(
                 f"ideal = {r.steps} × {r.model_latency_ms} ms + {r.steps} × {r.memory_ms_per_step_0ms:.1f} ms "
                 f"(the in-memory step cost at 0 ms latency); mean run {r.mean_run_seconds:.1f} s, slowest "
-                f"{r.slowest_run_seconds:.1f} s; {r.steps_per_s:.1f} steps/s on one worker"
+                f"{r.slowest_run_seconds:.1f} s; {r.steps_per_s:.1f} steps/s on one worker process, which used "
+                f"{r.worker_cpu_s:.1f} CPU s ({r.worker_cpu_ms_per_step:.1f} ms/step) and peaked at "
+                f"{r.worker_peak_rss_mb:.0f} MB resident ({r.worker_rss_before_mb:.0f} MB before the runs); the "
+                f"bench's process (fake model server, load generator) used {r.bench_cpu_s:.1f} CPU s"
             ),
         )
     ]
@@ -226,8 +247,14 @@ def resume_rows(r: ResumeReport) -> list[BenchRow]:
                 f"worker's first model call), call done {r.call_completed_s:.2f} s, step recorded "
                 f"{r.resume_s:.2f} s; bound when the first retry succeeds: heartbeat {r.heartbeat_timeout_s:g} s "
                 f"+ retry interval {MODEL_RETRY_INTERVAL_S:g} s + one model call {r.model_latency_ms / 1000:g} s "
-                f"+ up to the sticky-queue timeout {r.sticky_timeout_s:g} s (the result's workflow task is first "
-                f"offered to the dead worker); model calls repeated: {r.model_calls_repeated}{only_that}"
+                f"+ the result's workflow task; that task was offered to the {r.result_task_queue} queue"
+                + (
+                    " (the retried call's worker took the run off the dead worker's sticky queue)"
+                    if r.result_task_queue == "normal"
+                    else f" (the dead worker's: up to the sticky timeout {r.sticky_timeout_s:g} s)"
+                )
+                + f", workflow tasks timed out waiting on a sticky queue: {r.sticky_timeouts}; model calls "
+                f"repeated: {r.model_calls_repeated}{only_that}"
             ),
         )
     ]
@@ -237,12 +264,16 @@ NOTES = [
     (
         "Agent rows run the explore agent against an OpenAI-wire fake model server (shopfloor.testing, in the "
         "bench's process) that reads a 10-line file slice a step and answers at the last step; both sides call "
-        "the same activities. Compaction is off, so a step is one model call and one tool call."
+        "the same activities. Compaction is off, so a step is one model call and one tool call. The in-memory "
+        "step is split into the model call (inside the provider's complete: request, HTTP, the fake model, the "
+        "reply), model_step's rest, the tool calls, blob I/O and the loop's own code; Temporal's share is the "
+        "durable step minus the in-memory one."
     ),
     (
-        "Durable rows use a Temporal dev server (in memory) and, except for resume, a worker in the bench's own "
-        "process; the resume row runs `shopfloor worker` processes, SIGKILLs the one holding the model call "
-        "and starts a replacement at once."
+        "Durable rows use a Temporal dev server (in memory). Loop and history run a worker in the bench's own "
+        "process; concurrent runs run one `shopfloor worker` process, so its CPU time and peak memory are its "
+        "own (the fake model server and the load generator stay in the bench's process); the resume row runs "
+        "`shopfloor worker` processes, SIGKILLs the one holding the model call and starts a replacement at once."
     ),
     (
         "History counts every execution of a run: AgentWorkflow continues as new when Temporal suggests it, so "
@@ -263,16 +294,20 @@ async def run_suite(
     quick: bool = False,
     only: tuple[str, ...] = GROUPS,
     progress: Callable[[str], None] = lambda _: None,
+    worker_profile: Path | None = None,
 ) -> SuiteReport:
+    """`worker_profile`: run the concurrent runs' worker under cProfile, its statistics written there."""
     unknown = sorted(set(only) - set(GROUPS))
     if unknown:
         raise ValueError(f"unknown benchmark {', '.join(unknown)}; choose from {', '.join(GROUPS)}")
     p = params
     jobs: dict[str, Callable[[], Awaitable[BaseModel]]] = {
-        "loop": lambda: bench_loop(steps=p.loop_steps, latencies_ms=tuple(p.loop_latencies_ms), concurrent=0),
+        "loop": lambda: bench_loop(
+            steps=p.loop_steps, latencies_ms=tuple(p.loop_latencies_ms), concurrent=0, long_steps=p.loop_long_steps
+        ),
         "history": lambda: bench_history(steps=tuple(p.history_steps)),
         "concurrency": lambda: bench_concurrency(
-            runs=p.concurrent_runs, steps=p.concurrent_steps, latency_ms=p.concurrent_latency_ms
+            runs=p.concurrent_runs, steps=p.concurrent_steps, latency_ms=p.concurrent_latency_ms, profile=worker_profile
         ),
         "webhooks": lambda: bench_webhooks(requests=p.webhook_requests, concurrency=p.webhook_concurrency),
         "resume": lambda: bench_resume(

@@ -33,6 +33,7 @@ from shopfloor.activities.workspace import Workspaces
 from shopfloor.agents.loop import AgentLoop, Completed, UnattendedHost
 from shopfloor.agents.registry import get_agent
 from shopfloor.agents.run_state import AgentCarry
+from shopfloor.bench.breakdown import StepBreakdown, StepClock, TimedBlobStore, TimedProviders
 from shopfloor.blobs import BlobStore, FileBlobStore
 from shopfloor.devserver import DevServer, free_port
 from shopfloor.models.agent_run import (
@@ -173,17 +174,24 @@ class AgentBench:
 
     async def in_memory(self, steps: int) -> float:
         """The workflow's own loop (agents/loop.py), minus Temporal: the same activities in the
-        same order, called directly."""
+        same order, called directly. Its seconds; `in_memory_breakdown` says where they went."""
+        return (await self.in_memory_breakdown(steps)).total_ms * steps / 1000
+
+    async def in_memory_breakdown(self, steps: int) -> StepBreakdown:
+        """`in_memory`, its time per step split into the model call, model_step's rest, the
+        tool calls, blob I/O and the loop's own code (shopfloor.bench.breakdown)."""
         env = ActivityEnvironment()
-        model = ModelStepActivities(TranscriptStore(self.blobs), self.providers)
-        tools = ToolActivities(self.blobs, Workspaces(Path(tempfile.mkdtemp(prefix="ws-", dir=self.base)), self.blobs))
+        blobs = TimedBlobStore(self.blobs)
+        clock = StepClock(blobs, TimedProviders(self.providers))
+        model = ModelStepActivities(TranscriptStore(blobs), clock.providers)
+        tools = ToolActivities(blobs, Workspaces(Path(tempfile.mkdtemp(prefix="ws-", dir=self.base)), blobs))
         inp = agent_input(self.workspace, steps)
         loop = AgentLoop(
             inp,
             get_agent(inp.agent),
             AgentCarry(workspace=inp.workspace, limits=inp.limits),
-            model=DirectModelStep(env, model),
-            tools=DirectToolRunner(env, tools),
+            model=DirectModelStep(env, model, clock),
+            tools=DirectToolRunner(env, tools, clock),
             host=UnattendedHost(clock=time.time),
             run_id=f"bench/memory-{uuid.uuid4().hex[:10]}",
         )
@@ -192,27 +200,30 @@ class AgentBench:
         elapsed = time.perf_counter() - start
         if not isinstance(outcome, Completed) or loop.carry.spent.steps != steps:
             raise RuntimeError(f"in-memory bench run ended {outcome} after {loop.carry.spent.steps} of {steps} steps")
-        return elapsed
+        return clock.breakdown(steps, elapsed)
 
 
 class DirectModelStep:
-    """The loop's ModelStep as plain calls of the model activities."""
+    """The loop's ModelStep as plain calls of the model activities, timed by `clock`."""
 
-    def __init__(self, env: ActivityEnvironment, activities: ModelStepActivities) -> None:
-        self.env, self.activities = env, activities
+    def __init__(self, env: ActivityEnvironment, activities: ModelStepActivities, clock: StepClock) -> None:
+        self.env, self.activities, self.clock = env, activities, clock
 
     async def step(self, request: ModelStepInput) -> ModelStepOutput:
-        return await self.env.run(self.activities.model_step, request)
+        output: ModelStepOutput = await self.clock.model(self.env.run(self.activities.model_step, request))
+        return output
 
     async def compact(self, request: CompactInput, *, summary: str) -> CompactOutput:
-        return await self.env.run(self.activities.compact_transcript, request)
+        output: CompactOutput = await self.clock.model(self.env.run(self.activities.compact_transcript, request))
+        return output
 
 
 class DirectToolRunner:
-    """The loop's ToolRunner as plain calls of the tool activities (the agent's are read-only)."""
+    """The loop's ToolRunner as plain calls of the tool activities (the agent's are read-only),
+    timed by `clock`."""
 
-    def __init__(self, env: ActivityEnvironment, activities: ToolActivities) -> None:
-        self.env = env
+    def __init__(self, env: ActivityEnvironment, activities: ToolActivities, clock: StepClock) -> None:
+        self.env, self.clock = env, clock
         self.by_name = {
             "read_file": activities.read_file,
             "list_dir": activities.list_dir,
@@ -222,7 +233,8 @@ class DirectToolRunner:
         }
 
     async def run(self, call: ToolCallRef, request: ToolInput) -> ToolResult:
-        return await self.env.run(self.by_name[call.name], request)
+        result: ToolResult = await self.clock.tool(self.env.run(self.by_name[call.name], request))
+        return result
 
 
 @asynccontextmanager

@@ -29,14 +29,19 @@ def register(app: typer.Typer) -> None:
             None, "--only", help="Comma-separated benchmarks to run: loop, history, concurrency, webhooks, resume."
         ),
         as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a markdown table."),
+        profile_worker: Path | None = typer.Option(
+            None,
+            "--profile-worker",
+            help="Run the concurrent runs' worker under cProfile and write its statistics to this file (python -m pstats FILE).",
+        ),
     ) -> None:
         """Without a command: every benchmark, one table, each figure beside its reference."""
         if ctx.invoked_subcommand is not None:
             return
-        _suite(quick=quick, only=only, as_json=as_json)
+        _suite(quick=quick, only=only, as_json=as_json, profile_worker=profile_worker)
 
     @command
-    async def _suite(*, quick: bool, only: str | None, as_json: bool) -> None:
+    async def _suite(*, quick: bool, only: str | None, as_json: bool, profile_worker: Path | None) -> None:
         from shopfloor.bench.suite import GROUPS, QUICK, SuiteParams, run_suite
         from shopfloor.errors import UsageError
 
@@ -50,6 +55,7 @@ def register(app: typer.Typer) -> None:
             quick=quick,
             only=chosen,
             progress=lambda line: typer.echo(f"bench: {line}", err=True),
+            worker_profile=profile_worker.resolve() if profile_worker else None,
         )
         typer.echo(report.model_dump_json(indent=2) if as_json else report.markdown())
         if report.errors:

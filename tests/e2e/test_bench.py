@@ -17,6 +17,16 @@ from worker_process import worker_env
 from shopfloor.bench.suite import SuiteReport
 
 
+def assert_breakdown(breakdown: dict, *, steps: int) -> None:
+    """An in-memory step's split: its parts add up to the step, and each step wrote blobs (a cache
+    may spare the reads)."""
+    assert breakdown["steps"] == steps
+    parts = ("model_call_ms", "model_step_rest_ms", "tool_ms", "blob_io_ms", "loop_ms")
+    assert abs(sum(breakdown[p] for p in parts) - breakdown["total_ms"]) < 1e-6 * max(1.0, breakdown["total_ms"])
+    assert breakdown["model_call_ms"] > 0 and breakdown["tool_ms"] > 0 and breakdown["blob_io_ms"] > 0, breakdown
+    assert breakdown["blob_writes"] > 0 and breakdown["blob_reads"] >= 0 and breakdown["blob_read_bytes"] >= 0
+
+
 def test_bench_runs_every_row_beside_its_reference_in_one_table(tmp_path):
     # run_cli: on a timeout the bench's process group gets SIGINT first, so it stops the Temporal
     # dev servers and workers it started instead of leaving them to load the machine.
@@ -34,6 +44,7 @@ def test_bench_runs_every_row_beside_its_reference_in_one_table(tmp_path):
     rows = {row["key"]: row for row in report["rows"]}
     assert list(rows) == [
         *(f"loop_{ms}ms" for ms in params["loop_latencies_ms"]),
+        f"loop_memory_{params['loop_long_steps']}_steps",
         *(f"history_{n}_steps" for n in params["history_steps"]),
         "concurrent_runs",
         "webhooks",
@@ -57,6 +68,8 @@ def test_bench_runs_every_row_beside_its_reference_in_one_table(tmp_path):
     assert resume["state"] == "completed" and resume["model_calls_repeated"] >= 1, resume
     assert resume["killed_after_s"] > 0, resume
     assert resume["call_completed_s"] <= resume["resume_s"], resume
+    # The retried call's result was not offered to the dead worker's sticky queue first.
+    assert resume["result_task_queue"] == "normal" and resume["sticky_timeouts"] == 0, resume
     # Every benchmark's own report travels along in the JSON.
     assert set(report["reports"]) == set(report["seconds"])
     assert report["reports"]["history"]["rows"][0]["runs"] >= 1
@@ -71,6 +84,30 @@ def test_bench_runs_every_row_beside_its_reference_in_one_table(tmp_path):
     # With 500 ms of model latency both sides wait at least that long per model call.
     slow = loop_rows[1]
     assert slow["memory_ms_per_step"] >= 500 and slow["durable_ms_per_step"] >= 500
+    # Each in-memory step is split into its parts, which add up to it; Temporal's share is the
+    # durable step minus it. The split is in the table's detail too.
+    for row in loop_rows:
+        assert_breakdown(row["breakdown"], steps=row["steps"])
+        assert row["breakdown"]["temporal_ms"] == row["overhead_ms_per_step"]
+        assert "model call" in rows[f"loop_{row['model_latency_ms']}ms"]["detail"]
+        assert "Temporal" in rows[f"loop_{row['model_latency_ms']}ms"]["detail"]
+    assert slow["breakdown"]["model_call_ms"] >= 500  # the fake model's latency is inside the provider call
+    # The long in-memory run, per step, beside the loop's own in-memory figure at 0 ms.
+    long_run = report["reports"]["loop"]["long_run"]
+    assert long_run["steps"] == params["loop_long_steps"] and long_run["reference_steps"] == params["loop_steps"]
+    long_row = rows[f"loop_memory_{params['loop_long_steps']}_steps"]
+    assert long_row["reference"] == loop_rows[0]["memory_ms_per_step"] == long_run["reference_ms_per_step"]
+    assert long_row["measured"] == long_run["memory_ms_per_step"]
+    assert_breakdown(long_run["breakdown"], steps=params["loop_long_steps"])
+
+    # Concurrent runs ran on a worker process of their own: its CPU time and peak memory are reported.
+    concurrency = report["reports"]["concurrency"]
+    assert concurrency["runs"] == params["concurrent_runs"]
+    assert concurrency["worker_cpu_s"] > 0 and concurrency["worker_cpu_ms_per_step"] > 0
+    assert concurrency["worker_peak_rss_mb"] >= concurrency["worker_rss_before_mb"] > 0
+    assert concurrency["bench_cpu_s"] > 0
+    assert_breakdown(concurrency["memory_breakdown"], steps=params["concurrent_steps"])
+    assert "peaked at" in rows["concurrent_runs"]["detail"] and "CPU s" in rows["concurrent_runs"]["detail"]
 
     # The webhook benchmark: the edge beside its ceiling (a bare start_workflow loop) and the
     # deliveries it rejects.
