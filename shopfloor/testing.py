@@ -19,6 +19,7 @@ the model: OpenAI's 400 `context_length_exceeded`, Anthropic's 400 "prompt is to
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import json
 import socket
@@ -66,8 +67,7 @@ WireApi = Literal["openai", "anthropic"]
 class LoggedRequest(BaseModel):
     api: WireApi
     turn: int  # assistant messages in the request: 0 for a conversation's first call
-    body: dict[str, Any]
-    key: str  # sha256 of the canonical JSON of the messages: equal conversations, equal keys
+    raw: bytes  # the body as it came; `body` is it parsed
     started: float  # time.time()
     completed: bool = False  # True once the whole response was written to a connected client
     status: int = 200
@@ -75,6 +75,20 @@ class LoggedRequest(BaseModel):
     headers: dict[str, str] = Field(default_factory=dict)  # lower-case names
     chunks_sent: list[float] = Field(default_factory=list)  # time.time() as each body chunk was sent
     held: bool = False  # the server is holding it now (hold_streams, fail_next(hold=True))
+
+    @functools.cached_property
+    def body(self) -> dict[str, Any]:
+        """The request's JSON, parsed when a test first asks: a server keeping every request it
+        answered parsed would hold the whole conversation again for each one, millions of objects
+        for the garbage collector to walk in a long run."""
+        parsed: dict[str, Any] = json.loads(self.raw)
+        return parsed
+
+    @functools.cached_property
+    def key(self) -> str:
+        """sha256 of the canonical JSON of the messages: equal conversations, equal keys. Worked
+        out when a test first asks, not while the server answers: it walks the whole request."""
+        return messages_key(self.body.get("messages") or [])
 
 
 @dataclass
@@ -207,7 +221,11 @@ class FakeModelServer:
         return not gone.is_set()
 
     def start(self) -> FakeModelServer:
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        # IPPROTO_TCP named, not left 0: connections accepted on it carry the listener's proto,
+        # and asyncio turns Nagle's algorithm off (TCP_NODELAY) only on sockets that say TCP. With
+        # it on, a streamed answer's last small write waited for the client's delayed ACK: 40 ms
+        # a call that no real server adds.
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((self.host, 0))  # our own socket: the port is known before serving, no race
         self.url = f"http://{self.host}:{sock.getsockname()[1]}"
@@ -260,20 +278,21 @@ class FakeModelServer:
         api = _ROUTES.get(scope["path"])
         if scope["method"] != "POST" or api is None:
             return await _send(send, 404, {"error": {"message": f"no route {scope['method']} {scope['path']}"}})
+        raw = b"".join(chunks) or b"{}"
         try:
-            body = json.loads(b"".join(chunks) or b"{}")
+            body = json.loads(raw)
         except json.JSONDecodeError as exc:
             return await _send(send, 400, {"error": {"message": f"body is not JSON: {exc}"}})
         headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
         gone = asyncio.Event()  # set when the client hangs up (a killed worker, a timeout)
         watcher = asyncio.create_task(_watch_disconnect(receive, gone))
         try:
-            await self._answer(api, body, headers, send, gone)
+            await self._answer(api, raw, body, headers, send, gone)
         finally:
             watcher.cancel()
 
     async def _answer(
-        self, api: WireApi, body: dict[str, Any], headers: dict[str, str], send: Any, gone: asyncio.Event
+        self, api: WireApi, raw: bytes, body: dict[str, Any], headers: dict[str, str], send: Any, gone: asyncio.Event
     ) -> None:
         messages = body.get("messages") or []
         turn = sum(1 for m in messages if isinstance(m, dict) and m.get("role") == "assistant")
@@ -281,8 +300,7 @@ class FakeModelServer:
         logged = LoggedRequest(
             api=api,
             turn=turn,
-            body=body,
-            key=messages_key(messages),
+            raw=raw,
             started=time.time(),
             stream=stream,
             headers=headers,
@@ -315,7 +333,7 @@ class FakeModelServer:
             render = _openai_frames if api == "openai" else _anthropic_frames
             if not self.stream_usage:
                 body = {k: v for k, v in body.items() if k != "stream_options"}
-            frames = list(render(script_turn, turn, body))
+            frames = list(render(script_turn, turn, body, prompt))
             kind = [(b"content-type", _SSE if stream else _JSON)]
             await send({"type": "http.response.start", "status": 200, "headers": kind})
             if fault is not None and fault.midway:  # half the chunks, then an error event
@@ -442,11 +460,12 @@ def context_too_long_body(api: WireApi, prompt: int, window: int) -> dict[str, A
     }
 
 
-def _usage(turn: ScriptTurn, request: dict[str, Any]) -> Usage:
+def _usage(turn: ScriptTurn, prompt: int) -> Usage:
+    """The turn's usage, or estimated: `prompt` (the request's prompt_tokens) in, characters / 4 out."""
     if turn.usage is not None:
         return turn.usage
     produced = turn.content + "".join(c.name + _arguments_text(c) for c in turn.tool_calls)
-    return Usage(input_tokens=prompt_tokens(request), output_tokens=max(1, len(produced) // 4))
+    return Usage(input_tokens=prompt, output_tokens=max(1, len(produced) // 4))
 
 
 def _sse(data: dict[str, Any], event: str | None = None) -> bytes:
@@ -454,8 +473,8 @@ def _sse(data: dict[str, Any], event: str | None = None) -> bytes:
     return f"{prefix}data: {json.dumps(data)}\n\n".encode()
 
 
-def _openai_frames(turn: ScriptTurn, n: int, request: dict[str, Any]) -> Iterator[bytes]:
-    usage = _usage(turn, request)
+def _openai_frames(turn: ScriptTurn, n: int, request: dict[str, Any], prompt: int) -> Iterator[bytes]:
+    usage = _usage(turn, prompt)
     finish = turn.finish_reason or ("tool_calls" if turn.tool_calls else "stop")
     calls = [(f"call_{n}_{i}", c.name, _arguments_text(c)) for i, c in enumerate(turn.tool_calls)]
     total = usage.input_tokens + usage.output_tokens
@@ -493,8 +512,8 @@ def _openai_frames(turn: ScriptTurn, n: int, request: dict[str, Any]) -> Iterato
     yield b"data: [DONE]\n\n"
 
 
-def _anthropic_frames(turn: ScriptTurn, n: int, request: dict[str, Any]) -> Iterator[bytes]:
-    usage = _usage(turn, request)
+def _anthropic_frames(turn: ScriptTurn, n: int, request: dict[str, Any], prompt: int) -> Iterator[bytes]:
+    usage = _usage(turn, prompt)
     stop = turn.finish_reason or ("tool_use" if turn.tool_calls else "end_turn")
     blocks: list[dict[str, Any]] = [{"type": "text", "text": turn.content}] if turn.content else []
     blocks += [
