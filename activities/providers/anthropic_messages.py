@@ -12,12 +12,13 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import anthropic
 import structlog
 
 from shopfloor.activities.providers.errors import to_model_call_error
+from shopfloor.activities.providers.wire import RenderCache, wire_array, wire_json, wire_object
 from shopfloor.errors import ModelCallError
 from shopfloor.models.transcript import (
     FinishReason,
@@ -30,6 +31,8 @@ from shopfloor.models.transcript import (
 )
 
 log = structlog.get_logger(__name__)
+
+T = TypeVar("T")
 
 ANTHROPIC_DEFAULT_BASE_URL = "https://api.anthropic.com"
 
@@ -57,21 +60,48 @@ class AnthropicMessagesProvider:
             timeout=timeout_s,
             max_retries=0,  # Temporal owns retries
         )
+        self._rendered = RenderCache(_encoded_blocks, lambda blocks: sum(map(len, blocks[1])))
 
-    async def complete(self, request: ModelRequest, on_text: Callable[[str], None] | None = None) -> ModelReply:
-        params: dict[str, Any] = {
-            "model": self.model,
+    def request_body(self, request: ModelRequest) -> dict[str, Any]:
+        """The Messages body for `request`, keys in the order `messages.create` writes them, so
+        the bytes sent are the SDK's own."""
+        return self._body(request, to_anthropic_messages(request.messages))
+
+    def request_bytes(self, request: ModelRequest) -> bytes:
+        """`wire_json(request_body(request))`, with each message's blocks encoded once while it lasts."""
+        encoded = [
+            b'{"role":' + wire_json(role) + b',"content":' + wire_array(blocks) + b"}"
+            for role, blocks in turns([self._rendered(m) for m in request.messages])
+        ]
+        return wire_object(self._body(request, None), messages=wire_array(encoded))
+
+    def _body(self, request: ModelRequest, messages: Any) -> dict[str, Any]:
+        body: dict[str, Any] = {
             "max_tokens": request.max_output_tokens,
-            "messages": to_anthropic_messages(request.messages),
+            "messages": messages,
+            "model": self.model,
             "stream": True,
         }
         if request.system:
-            params["system"] = request.system
+            body["system"] = request.system
         if request.tools:
-            params["tools"] = to_anthropic_tools(request.tools)
+            body["tools"] = to_anthropic_tools(request.tools)
+        return body
+
+    async def complete(self, request: ModelRequest, on_text: Callable[[str], None] | None = None) -> ModelReply:
         started = time.monotonic()
         try:
-            stream = await self._client.messages.create(**params)
+            # The SDK's own client (auth, errors, no retries, SSE events), but not its
+            # `messages.create`: that one copies the whole conversation in Python on every call
+            # (its request preparation), a cost that grows with the transcript. The body here is
+            # the bytes the SDK would send, each message encoded once (request_bytes).
+            stream = await self._client.post(
+                "/v1/messages",
+                cast_to=anthropic.types.Message,
+                content=self.request_bytes(request),
+                stream=True,
+                stream_cls=anthropic.AsyncStream[anthropic.types.RawMessageStreamEvent],
+            )
             message = StreamedMessage()
             async for event in stream:
                 text = message.add(event)
@@ -114,38 +144,53 @@ def to_anthropic_messages(messages: list[Message]) -> list[dict[str, Any]]:
     Tool results travel inside a user turn, so consecutive tool messages (and any user or
     mid-conversation system text right after them) merge into one user turn, results first.
     """
-    out: list[dict[str, Any]] = []
+    return [{"role": role, "content": blocks} for role, blocks in turns([to_anthropic_blocks(m) for m in messages])]
 
-    def add_user_block(block: dict[str, Any]) -> None:
-        if out and out[-1]["role"] == "user":
-            out[-1]["content"].append(block)
-        else:
-            out.append({"role": "user", "content": [block]})
 
-    for m in messages:
-        if m.role == "assistant":
-            blocks: list[dict[str, Any]] = []
-            if m.content:
-                blocks.append({"type": "text", "text": m.content})
-            for c in m.tool_calls:
-                blocks.append({"type": "tool_use", "id": c.id, "name": c.name, "input": c.arguments})
-            if not blocks:
-                # The API rejects empty assistant turns; keep the turn so the history stays true.
-                blocks.append({"type": "text", "text": "(no reply)"})
-            out.append({"role": "assistant", "content": blocks})
-        elif m.role == "tool":
-            add_user_block(
-                {
-                    "type": "tool_result",
-                    "tool_use_id": m.tool_call_id or "",
-                    "content": m.content or "(no output)",
-                    "is_error": m.is_error,
-                }
-            )
-        elif m.content:
-            # user text, or a system note injected mid-run (the API has only a top-level system)
-            add_user_block({"type": "text", "text": m.content})
+Blocks = tuple[str, list[T]]  # a message's turn role and its content blocks
+
+
+def to_anthropic_blocks(m: Message) -> Blocks[dict[str, Any]]:
+    """The role of the turn `m` belongs in, and the content blocks it adds there."""
+    if m.role == "assistant":
+        blocks: list[dict[str, Any]] = []
+        if m.content:
+            blocks.append({"type": "text", "text": m.content})
+        for c in m.tool_calls:
+            blocks.append({"type": "tool_use", "id": c.id, "name": c.name, "input": c.arguments})
+        if not blocks:
+            # The API rejects empty assistant turns; keep the turn so the history stays true.
+            blocks.append({"type": "text", "text": "(no reply)"})
+        return "assistant", blocks
+    if m.role == "tool":
+        result = {
+            "type": "tool_result",
+            "tool_use_id": m.tool_call_id or "",
+            "content": m.content or "(no output)",
+            "is_error": m.is_error,
+        }
+        return "user", [result]
+    # user text, or a system note injected mid-run (the API has only a top-level system)
+    return "user", [{"type": "text", "text": m.content}] if m.content else []
+
+
+def turns(messages: list[Blocks[T]]) -> list[tuple[str, list[T]]]:
+    """The turns the messages' blocks make: each assistant message its own turn, user blocks
+    joining the user turn before them."""
+    out: list[tuple[str, list[T]]] = []
+    for role, blocks in messages:
+        if role == "assistant":
+            out.append((role, list(blocks)))
+        elif blocks and out and out[-1][0] == "user":
+            out[-1][1].extend(blocks)
+        elif blocks:
+            out.append((role, list(blocks)))
     return out
+
+
+def _encoded_blocks(m: Message) -> Blocks[bytes]:
+    role, blocks = to_anthropic_blocks(m)
+    return role, [wire_json(b) for b in blocks]
 
 
 def parse_anthropic_response(response: Any) -> ModelReply:

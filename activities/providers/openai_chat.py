@@ -17,8 +17,10 @@ from typing import Any
 
 import openai
 import structlog
+from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
 from shopfloor.activities.providers.errors import to_model_call_error
+from shopfloor.activities.providers.wire import RenderCache, wire_array, wire_json, wire_object
 from shopfloor.errors import ModelCallError
 from shopfloor.models.transcript import (
     FinishReason,
@@ -31,6 +33,9 @@ from shopfloor.models.transcript import (
 )
 
 log = structlog.get_logger(__name__)
+
+# What `chat.completions.create` passes the client besides the body: bearer auth only.
+_CREATE_OPTIONS: openai.RequestOptions = {"security": {"bearer_auth": True}}
 
 OPENAI_DEFAULT_BASE_URL = "https://api.openai.com/v1"
 # Local OpenAI-compatible servers ignore the key, but the SDK insists on having one.
@@ -63,21 +68,43 @@ class OpenAIChatProvider:
             timeout=timeout_s,
             max_retries=0,  # Temporal owns retries
         )
+        self._rendered = RenderCache(lambda m: wire_json(to_openai_message(m)), len)
+
+    def request_body(self, request: ModelRequest) -> dict[str, Any]:
+        """The Chat Completions body for `request`, keys in the order `chat.completions.create`
+        writes them, so the bytes sent are the SDK's own."""
+        return self._body(request, to_openai_messages(request.system, request.messages))
+
+    def request_bytes(self, request: ModelRequest) -> bytes:
+        """`wire_json(request_body(request))`, with each message encoded once while it lasts."""
+        head = [wire_json({"role": "system", "content": request.system})] if request.system else []
+        messages = wire_array([*head, *(self._rendered(m) for m in request.messages)])
+        return wire_object(self._body(request, None), messages=messages)
+
+    def _body(self, request: ModelRequest, messages: Any) -> dict[str, Any]:
+        body: dict[str, Any] = {"model": self.model, "stream": True, "messages": messages}
+        # OpenAI's own newer models reject max_tokens; compatible servers may not know the new name.
+        body["max_completion_tokens" if self._official else "max_tokens"] = request.max_output_tokens
+        body["stream_options"] = {"include_usage": True}
+        if request.tools:
+            body["tools"] = to_openai_tools(request.tools)
+        return body
 
     async def complete(self, request: ModelRequest, on_text: Callable[[str], None] | None = None) -> ModelReply:
-        params: dict[str, Any] = {
-            "model": self.model,
-            "messages": to_openai_messages(request.system, request.messages),
-            "stream": True,
-            "stream_options": {"include_usage": True},
-        }
-        if request.tools:
-            params["tools"] = to_openai_tools(request.tools)
-        # OpenAI's own newer models reject max_tokens; compatible servers may not know the new name.
-        params["max_completion_tokens" if self._official else "max_tokens"] = request.max_output_tokens
         started = time.monotonic()
         try:
-            stream = await self._client.chat.completions.create(**params)
+            # The SDK's own client (auth, errors, no retries, SSE parsing), but not its
+            # `chat.completions.create`: that one walks the whole conversation in Python on every
+            # call (its request transform), a cost that grows with the transcript. The body here
+            # is the bytes the SDK would send, each message encoded once (request_bytes).
+            stream = await self._client.post(
+                "/chat/completions",
+                cast_to=ChatCompletion,
+                content=self.request_bytes(request),
+                options=_CREATE_OPTIONS,
+                stream=True,
+                stream_cls=openai.AsyncStream[ChatCompletionChunk],
+            )
             reply = StreamedReply()
             async for chunk in stream:
                 text = reply.add(chunk)
@@ -117,30 +144,29 @@ def to_openai_tools(tools: list[ToolSpec]) -> list[dict[str, Any]]:
 
 
 def to_openai_messages(system: str, messages: list[Message]) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
-    if system:
-        out.append({"role": "system", "content": system})
-    for m in messages:
-        if m.role == "tool":
-            # Chat Completions has no error flag on tool results: the content says it.
-            out.append({"role": "tool", "tool_call_id": m.tool_call_id or "", "content": m.content})
-        elif m.role == "assistant":
-            entry: dict[str, Any] = {"role": "assistant", "content": m.content}
-            if m.tool_calls:
-                # null content is the documented shape of a tool-call-only assistant turn.
-                entry["content"] = m.content or None
-                entry["tool_calls"] = [
-                    {
-                        "id": c.id,
-                        "type": "function",
-                        "function": {"name": c.name, "arguments": json.dumps(c.arguments)},
-                    }
-                    for c in m.tool_calls
-                ]
-            out.append(entry)
-        else:
-            out.append({"role": m.role, "content": m.content})
-    return out
+    head = [{"role": "system", "content": system}] if system else []
+    return [*head, *(to_openai_message(m) for m in messages)]
+
+
+def to_openai_message(m: Message) -> dict[str, Any]:
+    if m.role == "tool":
+        # Chat Completions has no error flag on tool results: the content says it.
+        return {"role": "tool", "tool_call_id": m.tool_call_id or "", "content": m.content}
+    if m.role == "assistant":
+        entry: dict[str, Any] = {"role": "assistant", "content": m.content}
+        if m.tool_calls:
+            # null content is the documented shape of a tool-call-only assistant turn.
+            entry["content"] = m.content or None
+            entry["tool_calls"] = [
+                {
+                    "id": c.id,
+                    "type": "function",
+                    "function": {"name": c.name, "arguments": json.dumps(c.arguments)},
+                }
+                for c in m.tool_calls
+            ]
+        return entry
+    return {"role": m.role, "content": m.content}
 
 
 def parse_tool_arguments(raw: str | None) -> tuple[dict[str, Any], str | None]:
