@@ -3,6 +3,7 @@ Pure data; the loop that runs an agent is agents/loop.py."""
 
 from __future__ import annotations
 
+import functools
 from importlib import resources
 
 from pydantic import BaseModel, Field
@@ -36,12 +37,26 @@ class AgentDefinition(BaseModel):
             raise ValueError(f"agent {self.name}: unknown output model {self.output_model!r}")
 
     def system_prompt(self) -> str:
-        return resources.files("shopfloor.agents").joinpath(self.prompt_file).read_text(encoding="utf-8")
+        return _prompt(self.prompt_file)
 
     def tool_names(self) -> list[str]:
         """What the model may call: the tools, plus `submit` when there is an output model."""
         return [*self.tools, SUBMIT] if self.output_model else list(self.tools)
 
     def tool_specs(self) -> list[ToolSpec]:
-        specs = [TOOLS[name].spec() for name in self.tools]
-        return [*specs, submit_spec(self.output_model)] if self.output_model else specs
+        """What the model is told about its tools. The specs are built once per tool set and
+        shared: read them, never change them."""
+        return list(_tool_specs(tuple(self.tools), self.output_model))
+
+
+# A step asks for both every time; JSON schemas cost pydantic real work to generate, and prompts
+# are package files that do not change while the process runs.
+@functools.lru_cache(maxsize=64)
+def _prompt(prompt_file: str) -> str:
+    return resources.files("shopfloor.agents").joinpath(prompt_file).read_text(encoding="utf-8")
+
+
+@functools.lru_cache(maxsize=64)
+def _tool_specs(tools: tuple[str, ...], output_model: str | None) -> tuple[ToolSpec, ...]:
+    specs = [TOOLS[name].spec() for name in tools]
+    return (*specs, submit_spec(output_model)) if output_model else tuple(specs)
