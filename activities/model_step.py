@@ -27,6 +27,7 @@ from shopfloor.agents.budget import Price, cost_usd, price_table
 from shopfloor.agents.compaction import (
     compaction_message,
     compaction_prompt,
+    estimate_tokens,
     folded_model_turns,
     message_meta,
     plan_compaction,
@@ -37,7 +38,7 @@ from shopfloor.agents.permissions import PermissionPolicy
 from shopfloor.agents.registry import get_agent
 from shopfloor.agents.repo_instructions import RepoInstructions, touched_paths
 from shopfloor.agents.repo_instructions import render as render_instructions
-from shopfloor.agents.step import conversation_tokens, judge_reply, step_request, to_permit
+from shopfloor.agents.step import judge_reply, step_request, to_permit
 from shopfloor.agents.summaries import args_preview
 from shopfloor.agents.text_actions import parse_text_actions
 from shopfloor.blobs import get_json, put_json
@@ -161,7 +162,8 @@ class ModelStepActivities:
             finish_reason=reply.finish_reason,
             usage=reply.usage,
             model_label=label,
-            context_tokens=conversation_tokens([*messages, message], request.system),
+            # The messages' estimates are kept per message: summing them does not walk the transcript.
+            context_tokens=await self._transcripts.tokens(manifest.messages) + estimate_tokens(request.system),
             priced=True,
             cost_usd=cost_usd(inp.model, reply.usage, self._prices),
             output=output,
@@ -231,7 +233,7 @@ class ModelStepActivities:
         messages = await ts.messages(manifest)
         plan = plan_compaction([message_meta(m) for m in messages], budget_tokens=inp.budget_tokens, force=inp.force)
         if plan is None:
-            return CompactOutput(transcript=inp.transcript, context_tokens=conversation_tokens(messages))
+            return CompactOutput(transcript=inp.transcript, context_tokens=await ts.tokens(manifest.messages))
         spec = ModelSpec.parse(inp.model)
         folded = "\n\n".join(_render(messages[i]) for i in plan.summarize)
         request = ModelRequest(
@@ -247,11 +249,10 @@ class ModelStepActivities:
         new_messages = [kept[0], await ts.store(summary), *kept[1:]]
         transcript = await ts.save(manifest.model_copy(update={"messages": new_messages}))
         log.info("transcript compacted", folded=len(plan.summarize), kept=len(kept))
-        new = [messages[plan.keep[0]], summary, *(messages[i] for i in plan.keep[1:])]
         return CompactOutput(
             transcript=transcript,
             folded=len(plan.summarize),
-            context_tokens=conversation_tokens(new),
+            context_tokens=await ts.tokens(new_messages),
             usage=reply.usage,
             priced=True,
             cost_usd=cost_usd(inp.model, reply.usage, self._prices),

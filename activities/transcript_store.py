@@ -1,51 +1,149 @@
-"""Transcripts in the blob store: one blob per message, a manifest blob listing their digests."""
+"""Transcripts in the blob store: one blob per message, a manifest blob listing their digests.
+
+Blobs are content-addressed, so a parsed message or manifest can never go stale: the store keeps
+the ones it has read or written (least recently used first out, bounded by their size in bytes),
+and a step reads only the blobs it has not seen yet. Only what was parsed from bytes that hash to
+their digest is kept; a digest that names no blob fails to load as it always did.
+"""
 
 from __future__ import annotations
 
 import asyncio
 from collections import OrderedDict
+from typing import Any, cast
 
-from shopfloor.blobs import BlobStore, canonical_json, get_json, put_json
+from shopfloor.agents.compaction import message_meta
+from shopfloor.blobs import BlobCorrupted, BlobStore, canonical_json, digest_of
 from shopfloor.models.agent_run import ToolResult
 from shopfloor.models.transcript import Manifest, Message
 
+CACHE_BYTES = 32 * 1024 * 1024  # of blob bytes a worker keeps parsed (messages and manifests)
+_OVERHEAD_BYTES = 200  # an entry's own bookkeeping, so tiny blobs count for something too
+
+
+class _Parsed:
+    """One parsed blob: what it was parsed as, the value, its size and (a message) its tokens."""
+
+    __slots__ = ("kind", "value", "size", "tokens")
+
+    def __init__(self, kind: str, value: Any, blob_bytes: int, tokens: int = 0) -> None:
+        self.kind, self.value, self.size, self.tokens = kind, value, blob_bytes + _OVERHEAD_BYTES, tokens
+
+
+class ParsedBlobCache:
+    """Parsed blobs by digest, least recently used out first once over `max_bytes`. A digest
+    names one byte string, parsed as one kind ("message", "manifest"): asked for as another
+    kind, it is a miss."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self.bytes = 0
+        self._entries: OrderedDict[str, _Parsed] = OrderedDict()
+
+    def get(self, kind: str, digest: str) -> _Parsed | None:
+        return self.get_many(kind, [digest])[0]
+
+    def get_many(self, kind: str, digests: list[str]) -> list[_Parsed | None]:
+        # One call for a whole transcript: this runs for every message on every step.
+        entries, touch = self._entries, self._entries.move_to_end
+        found: list[_Parsed | None] = []
+        for digest in digests:
+            entry = entries.get(digest)
+            if entry is not None and entry.kind == kind:
+                touch(digest)
+                found.append(entry)
+            else:
+                found.append(None)
+        return found
+
+    def put(self, digest: str, entry: _Parsed) -> None:
+        if entry.size > self.max_bytes:
+            return  # one blob bigger than the whole cache: never kept
+        old = self._entries.pop(digest, None)
+        if old is not None:
+            self.bytes -= old.size
+        self._entries[digest] = entry
+        self.bytes += entry.size
+        while self.bytes > self.max_bytes:
+            _, dropped = self._entries.popitem(last=False)
+            self.bytes -= dropped.size
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
 
 class TranscriptStore:
-    def __init__(self, blobs: BlobStore, *, cache_size: int = 4096) -> None:
+    def __init__(self, blobs: BlobStore, *, cache_bytes: int = CACHE_BYTES) -> None:
         self.blobs = blobs
-        # Messages are content-addressed, so a cached one can never be stale.
-        self._cache: OrderedDict[str, Message] = OrderedDict()
-        self._cache_size = cache_size
+        self.cache = ParsedBlobCache(cache_bytes)
 
     async def load(self, digest: str) -> Message:
-        if digest in self._cache:
-            self._cache.move_to_end(digest)
-            return self._cache[digest]
-        message = Message.model_validate(await get_json(self.blobs, digest))
-        self._remember(digest, message)
-        return message
+        entry = self.cache.get("message", digest) or await self._read_message(digest)
+        return entry.value
 
-    def _remember(self, digest: str, message: Message) -> None:
-        self._cache[digest] = message
-        if len(self._cache) > self._cache_size:
-            self._cache.popitem(last=False)
+    async def _read_message(self, digest: str) -> _Parsed:
+        data = await self._read(digest)
+        return self._remember_message(digest, data, Message.model_validate_json(data))
+
+    def _remember_message(self, digest: str, data: bytes, message: Message) -> _Parsed:
+        entry = _Parsed("message", message, len(data), message_meta(message).tokens)
+        self.cache.put(digest, entry)
+        return entry
+
+    async def _read(self, digest: str) -> bytes:
+        """The blob's bytes, checked against the digest here too: whatever store is behind, what
+        gets parsed (and kept) is what the digest names."""
+        data = await self.blobs.get(digest)
+        if digest_of(data) != digest:
+            raise BlobCorrupted(f"blob {digest} is corrupted: its {len(data)} bytes hash to {digest_of(data)}")
+        return data
+
+    async def _write(self, data: bytes) -> str:
+        digest = await self.blobs.put(data)
+        if digest != digest_of(data):
+            raise BlobCorrupted(f"the blob store filed {len(data)} bytes under {digest}, which is not their digest")
+        return digest
 
     async def store(self, message: Message) -> str:
         data = canonical_json(message)
-        digest = await self.blobs.put(data)
+        digest = await self._write(data)
         # Remember the stored (canonical, key-sorted) form: every worker then sends the model
         # byte-identical requests, whether it wrote the message or loaded it.
-        self._remember(digest, Message.model_validate_json(data))
+        self._remember_message(digest, data, Message.model_validate_json(data))
         return digest
 
     async def manifest(self, digest: str | None) -> Manifest:
-        return Manifest() if digest is None else Manifest.model_validate(await get_json(self.blobs, digest))
+        if digest is None:
+            return Manifest()
+        entry = self.cache.get("manifest", digest)
+        if entry is None:
+            data = await self._read(digest)
+            entry = _Parsed("manifest", tuple(Manifest.model_validate_json(data).messages), len(data))
+            self.cache.put(digest, entry)
+        return Manifest(messages=list(entry.value))  # the caller's to change
 
     async def save(self, manifest: Manifest) -> str:
-        return await put_json(self.blobs, manifest)
+        data = canonical_json(manifest)
+        digest = await self._write(data)
+        self.cache.put(digest, _Parsed("manifest", tuple(manifest.messages), len(data)))
+        return digest
 
     async def messages(self, manifest: Manifest) -> list[Message]:
-        return list(await asyncio.gather(*(self.load(d) for d in manifest.messages)))
+        return [entry.value for entry in await self._entries(manifest.messages)]
+
+    async def tokens(self, digests: list[str]) -> int:
+        """The estimated tokens of these messages (agents/compaction.py's estimate), each message
+        estimated once: what `conversation_tokens` sums, without walking every message each step."""
+        return sum(entry.tokens for entry in await self._entries(digests))
+
+    async def _entries(self, digests: list[str]) -> list[_Parsed]:
+        found = self.cache.get_many("message", digests)
+        if None not in found:
+            return cast(list[_Parsed], found)
+        # Only the blobs not seen yet are read (all of them after a worker restart), at once.
+        missing = {d for d, entry in zip(digests, found) if entry is None}
+        read = dict(zip(missing, await asyncio.gather(*(self._read_message(d) for d in missing))))
+        return [entry or read[d] for d, entry in zip(digests, found)]
 
     async def tool_message(self, result: ToolResult, cap_chars: int) -> Message:
         """The tool result as the model reads it: cut past `cap_chars`, saying where the rest is."""
