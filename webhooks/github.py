@@ -72,7 +72,8 @@ def _ignored_sender(event: EventBase, bot_login: str) -> bool:
     return not ci_fact and (ours or is_bot_sender(event.sender_login, event.sender.type if event.sender else None))
 
 
-def _start(target: Target, event: RepoEvent) -> SignalWithStart:
+def start_for(target: Target, event: RepoEvent) -> SignalWithStart:
+    """The signal-with-start that hands `event` to `target` (the one RPC a delivery makes)."""
     build = issue_workflow_start if target.workflow == ISSUE_WORKFLOW else pull_request_workflow_start
     started_by = f"{event.event}.{event.action or ''} from @{event.sender}"
     return build(event, target.number, restart_closed=target.restart_closed, started_by=started_by)
@@ -146,7 +147,7 @@ def github_router(deps: EdgeDeps) -> APIRouter:
                 try:
                     results.append(
                         await deps.starter.signal_with_start(
-                            _start(target, signal_arg),
+                            start_for(target, signal_arg),
                             # The body, not the delivery id: a redelivery and a replay are both this body.
                             dedupe_key=f"github:{digest}:{target.workflow_id}",
                         )

@@ -29,7 +29,7 @@ from shopfloor.models.github_events import (
     StatusEvent,
     WorkflowRunEvent,
 )
-from shopfloor.models.inbox import CommentCommand, RepoEvent, TextSnapshot
+from shopfloor.models.inbox import CommentCommand, TextSnapshot
 
 PREVIEW_CHARS = 200
 TITLE_CHARS = 256
@@ -214,12 +214,3 @@ async def workflow_run_fields(event: WorkflowRunEvent, blobs: BlobStore) -> Even
 
 async def status_fields(event: StatusEvent, blobs: BlobStore) -> EventFields:
     return EventFields(head_sha=event.sha, state=event.state, check_name=event.context)
-
-
-async def repo_event(event: EventBase, raw: object, delivery_id: str, blobs: BlobStore) -> RepoEvent:
-    """The old entry point, kept for `shopfloor bench webhooks` (`raw` is no longer read): the edge
-    calls github_event_kinds.to_repo_event."""
-    # Imported here: the table imports this module's per-kind functions.
-    from shopfloor.webhooks.github_event_kinds import to_repo_event
-
-    return await to_repo_event(event, delivery_id, blobs)
