@@ -12,6 +12,7 @@ from temporalio.client import Client
 from shopfloor.blobs import BlobStore
 from shopfloor.settings import Settings
 from shopfloor.webhooks.alerts import alerts_router
+from shopfloor.webhooks.delivered_bodies import BodyMemory
 from shopfloor.webhooks.deps import EdgeDeps
 from shopfloor.webhooks.github import github_router
 from shopfloor.webhooks.metrics import EdgeMetrics
@@ -31,6 +32,7 @@ def create_app(
         starter=Starter(get_client, settings.task_queue, rpc_timeout_s=temporal_timeout_s),
         metrics=EdgeMetrics(),
         blobs=blobs,
+        bodies=BodyMemory(blobs),
     )
     app.state.deps = deps
 

@@ -9,10 +9,17 @@ directory, or S3 for many replicas). A marker is written only after Temporal acc
 delivery: a delivery answered 503 is not remembered, and its redelivery goes through. Markers are
 a few dozen bytes and never expire here; an operator who expires blobs (an S3 lifecycle rule)
 shortens how far back a replay is caught at the edge (the workflows refuse it too).
+
+`BodyMemory` writes a marker after the delivery's answer, a few at a time: each write fsyncs in a
+thread of the event loop's default executor, which the requests' own store calls (the dedupe check,
+the text snapshot) share, so unbounded marker writes would queue every request behind them. Until
+its marker is stored, a replay is caught by this process's Starter (the same body and workflow) and
+by the workflows anywhere. When writes lag far behind, an answer waits for its own marker again.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 
 import structlog
@@ -49,3 +56,34 @@ async def remember_accepted(blobs: BlobStore, digest: str) -> None:
         await blobs.put(_marker(digest))
     except Exception as exc:  # noqa: BLE001 - the delivery is accepted already; only the memory is lost
         log.warning("delivery body not remembered", body_digest=digest, error=f"{type(exc).__name__}: {exc}")
+
+
+WRITERS = 2  # marker writes at a time: most of the default executor's threads stay free for requests
+BACKLOG = 1_000  # marker writes waiting their turn; past it an answer waits for its own write
+
+
+class BodyMemory:
+    """The edge's memory of accepted bodies in `blobs`, with marker writes held to a few at a time."""
+
+    def __init__(self, blobs: BlobStore, *, writers: int = WRITERS, backlog: int = BACKLOG) -> None:
+        self.blobs = blobs
+        self._writers = asyncio.Semaphore(writers)
+        self._backlog = backlog
+        self.pending = 0  # writes asked for and not yet done
+
+    async def was_accepted(self, digest: str) -> bool:
+        return await was_accepted(self.blobs, digest)
+
+    async def remember(self, digest: str) -> None:
+        """Store the marker of an accepted body, when a writer is free (never raises)."""
+        self.pending += 1
+        try:
+            async with self._writers:
+                await remember_accepted(self.blobs, digest)
+        finally:
+            self.pending -= 1
+
+    @property
+    def backlogged(self) -> bool:
+        """Whether so many writes wait that the next answer should wait for its own."""
+        return self.pending >= self._backlog

@@ -1,4 +1,5 @@
-"""What the edge's routers share: settings, the Temporal starter, metrics and the blob store."""
+"""What the edge's routers share: settings, the Temporal starter, metrics, the blob store and the
+memory of accepted bodies."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from dataclasses import dataclass
 
 from shopfloor.blobs import BlobStore
 from shopfloor.settings import Settings
+from shopfloor.webhooks.delivered_bodies import BodyMemory
 from shopfloor.webhooks.metrics import EdgeMetrics
 from shopfloor.webhooks.starting import Starter
 
@@ -16,3 +18,4 @@ class EdgeDeps:
     starter: Starter
     metrics: EdgeMetrics
     blobs: BlobStore
+    bodies: BodyMemory

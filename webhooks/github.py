@@ -10,12 +10,14 @@ type; 503 no secret configured or Temporal unavailable (the sender retries; noth
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Any
 
 import structlog
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
+from starlette.background import BackgroundTask
 
 from shopfloor.github_signature import verify
 from shopfloor.models.github_events import (
@@ -28,7 +30,7 @@ from shopfloor.models.github_events import (
 )
 from shopfloor.models.inbox import ISSUE_WORKFLOW, RepoEvent
 from shopfloor.temporal import SignalWithStart, issue_workflow_start, pull_request_workflow_start
-from shopfloor.webhooks.delivered_bodies import body_digest, remember_accepted, was_accepted
+from shopfloor.webhooks.delivered_bodies import body_digest
 from shopfloor.webhooks.deps import EdgeDeps
 from shopfloor.webhooks.github_body import MEDIA_TYPES, decode_payload, delivery_headers
 from shopfloor.webhooks.github_event_kinds import route, to_repo_event
@@ -87,7 +89,7 @@ def github_router(deps: EdgeDeps) -> APIRouter:
         started_at = time.monotonic()
         info: dict[str, Any] = {"event": None, "delivery": None, "action": None, "repo": None}
 
-        def answer(status: int, outcome: str, **body: Any) -> JSONResponse:
+        def answer(status: int, outcome: str, *, background: BackgroundTask | None = None, **body: Any) -> JSONResponse:
             seconds = time.monotonic() - started_at
             deps.metrics.observe(source="github", event=info["event"] or "unknown", outcome=outcome, seconds=seconds)
             log.info(
@@ -102,7 +104,7 @@ def github_router(deps: EdgeDeps) -> APIRouter:
                 reason=body.get("reason") or body.get("detail"),
                 latency_ms=round(seconds * 1000, 1),
             )
-            return JSONResponse({"outcome": outcome, **body}, status_code=status)
+            return JSONResponse({"outcome": outcome, **body}, status_code=status, background=background)
 
         try:
             settings = deps.settings
@@ -134,11 +136,17 @@ def github_router(deps: EdgeDeps) -> APIRouter:
             return answer(202, "ignored", reason=plan.ignored)
 
         # A replay is the same signed bytes under a new delivery id: known bodies are duplicates.
+        # The check and the signal's snapshot each wait on the blob store: side by side, not in turn
+        # (a duplicate's snapshot is content-addressed, already stored, so nothing new is written).
         digest = body_digest(body)
-        if await was_accepted(deps.blobs, digest):
-            extra = {"workflow_ids": [t.workflow_id for t in plan.targets]} if len(plan.targets) > 1 else {}
+        accepted, signal_arg = await asyncio.gather(
+            deps.bodies.was_accepted(digest), to_repo_event(event, info["delivery"], deps.blobs)
+        )
+        if accepted:
+            extra: dict[str, Any] = (
+                {"workflow_ids": [t.workflow_id for t in plan.targets]} if len(plan.targets) > 1 else {}
+            )
             return answer(202, "duplicate", workflow_id=plan.targets[0].workflow_id, **extra)
-        signal_arg = await to_repo_event(event, info["delivery"], deps.blobs)
         signal_arg = signal_arg.model_copy(update={"body_digest": digest})
         results: list[Delivered] = []
         closed: list[str] = []
@@ -156,13 +164,17 @@ def github_router(deps: EdgeDeps) -> APIRouter:
                     closed.append(exc.workflow_id)
         except TemporalUnavailable as exc:
             return answer(503, "unavailable", detail=f"{exc}; deliver again later"[:500])
-        await remember_accepted(deps.blobs, digest)
+        # Temporal has the delivery: the sender's answer need not wait for the edge's memory of the
+        # body, written after the answer (webhooks/delivered_bodies.py) unless writes lag far behind.
+        remember: BackgroundTask | None = BackgroundTask(deps.bodies.remember, digest)
+        if deps.bodies.backlogged:
+            await deps.bodies.remember(digest)
+            remember = None
         if not results:
-            return answer(
-                202, "ignored", reason=f"workflow already finished: {', '.join(closed)}", workflow_id=closed[0]
-            )
+            reason = f"workflow already finished: {', '.join(closed)}"
+            return answer(202, "ignored", background=remember, reason=reason, workflow_id=closed[0])
         first = results[0]
-        extra = {"workflow_ids": [r.workflow_id for r in results]} if len(plan.targets) > 1 else {}
-        return answer(202, first.outcome, workflow_id=first.workflow_id, **extra)
+        ids: dict[str, Any] = {"workflow_ids": [r.workflow_id for r in results]} if len(plan.targets) > 1 else {}
+        return answer(202, first.outcome, background=remember, workflow_id=first.workflow_id, **ids)
 
     return router

@@ -122,15 +122,15 @@ class Starter:
             self._in_flight.pop(dedupe_key, None)
 
     async def _send(self, start: SignalWithStart) -> Delivered:
+        # asyncio.timeout, not wait_for: the same bounds without a task per await.
         try:
-            client = await asyncio.wait_for(self._get_client(), timeout=self._rpc_timeout_s)
-            started = await asyncio.wait_for(
-                send_signal_with_start(
+            async with asyncio.timeout(self._rpc_timeout_s):
+                client = await self._get_client()
+            # The SDK retries unavailable servers internally; bound the whole attempt.
+            async with asyncio.timeout(self._rpc_timeout_s * 1.5):
+                started = await send_signal_with_start(
                     client, self.task_queue, start, rpc_timeout=timedelta(seconds=self._rpc_timeout_s)
-                ),
-                # The SDK retries unavailable servers internally; bound the whole attempt.
-                timeout=self._rpc_timeout_s * 1.5,
-            )
+                )
         except WorkflowAlreadyStartedError as exc:
             raise WorkflowClosed(start.workflow_id) from exc
         except RPCError as exc:
