@@ -13,7 +13,8 @@ and a summary for the Temporal UI; the result's type comes from the entry:
 A call that needs other values than the entry's passes them (`timeout=`, `heartbeat=`,
 `retry=`, `schedule_to_close=`) and says why; the agent's model and tool calls take their
 timeouts from the run's input (`Timeouts`), so their entries hold only the defaults. An agent's
-tool call goes through `tool_activity(name)`.
+tool call goes through `tool_activity(name)`; its read-only ones run as local activities
+(`call_local`).
 
 Entry names are the registered names, upper-cased. A registered name is never renamed: recorded
 histories replay by it. `tests/unit/test_activity_catalogue.py` checks the catalogue against what
@@ -367,6 +368,26 @@ async def call(
         retry_policy=retry or activity.retry,
         summary=summary[:200] if summary else None,
         cancellation_type=cancellation_type,
+    )
+    return result
+
+
+async def call_local(
+    activity: ActivityEntry[In, Out], arg: In, *, summary: str | None, timeout: timedelta | None = None
+) -> Out:
+    """Run `activity` with `arg` as a local activity: on the worker that runs this workflow task,
+    within it, its result recorded as a marker when the task completes; no activity task of its
+    own goes through the server, and no workflow task follows it. For short read-only calls only:
+    it cannot heartbeat, a query waits while it runs, and (Temporal's guarantee) it runs at least
+    once: a worker that dies before the marker is recorded leaves it to run again on the next."""
+    result: Out = await workflow.execute_local_activity(
+        activity.name,
+        args=[] if arg is None else [arg],
+        result_type=activity.output,
+        start_to_close_timeout=timeout or activity.timeout,
+        schedule_to_close_timeout=activity.schedule_to_close,
+        retry_policy=activity.retry,
+        summary=summary[:200] if summary else None,
     )
     return result
 

@@ -27,6 +27,7 @@ with workflow.unsafe.imports_passed_through():
     from shopfloor.agents.loop import AgentLoop, Cancelled, EventKind, Failed, Outcome, result_of
     from shopfloor.agents.registry import get_agent
     from shopfloor.agents.run_state import AgentCarry
+    from shopfloor.agents.tools import READ_ONLY_TOOLS
     from shopfloor.models import failure_types
     from shopfloor.models.agent_run import (
         AgentInput,
@@ -48,6 +49,7 @@ with workflow.unsafe.imports_passed_through():
         ActivityEntry,
         In,
         Out,
+        call_local,
         failure_message,
         failure_type,
         tool_activity,
@@ -104,6 +106,11 @@ def _too_long(exc: ActivityError) -> ContextTooLong | None:
     return None
 
 
+# Read-only tool calls (READ_ONLY_TOOLS) run as local activities; runs recorded before ran them as
+# activities of their own, and replay that way.
+LOCAL_READS = "read-only-tools-as-local-activities"
+
+
 class ActivityToolRunner:
     """The loop's ToolRunner and HookRunner: the activity named after the tool, and the
     before_submit_hooks activity."""
@@ -111,6 +118,7 @@ class ActivityToolRunner:
     def __init__(self, inp: AgentInput) -> None:
         # A command may run for its policy's timeout: the activity gets a minute beyond it.
         self.timeout = timedelta(seconds=max(inp.timeouts.tool_s, inp.commands.timeout_s + 60))
+        self.read_timeout = timedelta(seconds=inp.timeouts.tool_s)  # the read-only tools run no command
         # An edit runs its after-edit hooks, a submit its before-submit ones, one after another.
         commands = inp.commands
         after_edit = sum(min(h.timeout_s, commands.timeout_s) for h in commands.after_edit)
@@ -119,6 +127,10 @@ class ActivityToolRunner:
         self.hooks_timeout = timedelta(seconds=max(inp.timeouts.tool_s, before_submit + 60))
 
     async def run(self, call: ToolCallRef, request: ToolInput) -> ToolResult:
+        if call.name in READ_ONLY_TOOLS and workflow.patched(LOCAL_READS):
+            # In this workflow task, its result a marker: no activity task and no workflow task of
+            # its own. Read-only, so running again after a crash (before the marker) is harmless.
+            return await call_local(tool_activity(call.name), request, summary=call.summary, timeout=self.read_timeout)
         timeout = self.edit_timeout if call.name in ("edit_file", "write_file") else self.timeout
         return await call_activity(tool_activity(call.name), request, summary=call.summary, timeout=timeout)
 

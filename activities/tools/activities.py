@@ -138,8 +138,10 @@ class ToolActivities:
                     non_retryable=True,
                 )
             return root
+        opening = self._workspaces.open(ref, inp.run_id, read_only=not mutating)
         try:
-            return await heartbeating(self._workspaces.open(ref, inp.run_id, read_only=not mutating))
+            # A local activity (a read-only call) cannot heartbeat: its workflow task keeps it alive.
+            return await (opening if activity.info().is_local else heartbeating(opening))
         except PatchError as exc:
             raise ApplicationError(str(exc), type=failure_types.WORKSPACE_BROKEN, non_retryable=True) from exc
 

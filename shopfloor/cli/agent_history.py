@@ -31,6 +31,7 @@ from shopfloor.models.agent_run import (
 
 MODEL_STEP = "model_step"
 COMPACT = "compact_transcript"
+LOCAL_ACTIVITY_MARKER = "core_local_activity"  # the Temporal SDK's marker of a local activity's result
 SUBMITTED = "submitted: the result was accepted and the run ended"
 NOT_RUN = "error: not run: the run ended before this call"
 
@@ -195,6 +196,10 @@ async def read_run(client: Client, workflow_id: str) -> RunRecord:
                     record.transcript = compacted.transcript
                 elif name:
                     _record_tool_result(record, await _decode(client, attrs_done.result.payloads, None))
+            elif kind == EventType.EVENT_TYPE_MARKER_RECORDED:  # a read-only call run as a local activity
+                marker = event.marker_recorded_event_attributes
+                if marker.marker_name == LOCAL_ACTIVITY_MARKER and "result" in marker.details:
+                    _record_tool_result(record, await _decode(client, marker.details["result"].payloads, None))
     if record is None:
         raise ValueError(f"{workflow_id} has no history to read")
     return record

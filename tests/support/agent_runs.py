@@ -5,10 +5,13 @@ from __future__ import annotations
 import json
 import os
 import uuid
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from temporalio.api.history.v1 import History
+from temporalio.api.common.v1 import Payload
+from temporalio.api.enums.v1 import EventType
+from temporalio.api.history.v1 import History, HistoryEvent
 from temporalio.client import Client
 
 from shopfloor.models.agent_run import AgentInput, Limits, Timeouts, WorkspaceRef
@@ -56,6 +59,24 @@ async def history_bytes(client: Client, workflow_id: str) -> int:
 
 
 HISTORIES = Path(__file__).resolve().parents[1] / "histories"
+LOCAL_ACTIVITY_MARKER = "core_local_activity"  # the Temporal SDK's marker of a local activity's result
+
+
+def activities_in(events: Iterable[HistoryEvent]) -> list[tuple[str, Payload]]:
+    """The activities a history shows, in order, as (activity type, summary): each scheduled
+    through the server, and each local one (a read-only tool call: its result is a marker in the
+    workflow task that ran it)."""
+    found: list[tuple[str, Payload]] = []
+    for e in events:
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+            found.append((e.activity_task_scheduled_event_attributes.activity_type.name, e.user_metadata.summary))
+        elif (
+            e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED
+            and e.marker_recorded_event_attributes.marker_name == LOCAL_ACTIVITY_MARKER
+        ):
+            data = json.loads(e.marker_recorded_event_attributes.details["data"].payloads[0].data)
+            found.append((data["activity_type"], e.user_metadata.summary))
+    return found
 
 
 async def record_history(handle, name: str) -> None:

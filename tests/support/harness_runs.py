@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from temporalio.api.enums.v1 import EventType
+from agent_runs import activities_in
 
 from shopfloor.activities.workspace import Workspaces
 from shopfloor.blobs import BlobStore
@@ -140,10 +140,6 @@ def request_chars(request: LoggedRequest) -> int:
 
 
 async def activity_types(handle) -> list[str]:
-    """Activity types scheduled in this run's history, in order."""
+    """Activity types this run's history shows, in order (local ones included: read-only tool calls)."""
     history = await handle.fetch_history()
-    return [
-        e.activity_task_scheduled_event_attributes.activity_type.name
-        for e in history.events
-        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
-    ]
+    return [kind for kind, _ in activities_in(history.events)]

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from agent_runs import agent_input, call, record_history, sample_repo, start_agent, write_cassette
-from temporalio.api.enums.v1 import EventType
+from agent_runs import activities_in, agent_input, call, record_history, sample_repo, start_agent, write_cassette
 from temporalio.client import WorkflowFailureError
 from temporalio.converter import DataConverter
 
@@ -59,10 +58,8 @@ async def test_explore_run_answers_and_records_everything(temporal_client, setti
     # Every activity carries a human summary in its metadata.
     history = await handle.fetch_history()
     summaries = []
-    for event in history.events:
-        if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
-            payload = event.user_metadata.summary
-            summaries.append(DataConverter.default.payload_converter.from_payload(payload, str))
+    for _, payload in activities_in(history.events):  # the read-only calls ran as local activities
+        summaries.append(DataConverter.default.payload_converter.from_payload(payload, str))
     assert summaries[0] == f"{model} step 1"
     assert "read_file src/greet.py" in summaries
     assert len(summaries) == 3 + 4
