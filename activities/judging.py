@@ -4,15 +4,19 @@ Permission judging (agents/permissions.py) and the required-command check (agent
 read text the model wrote. They are written to be linear, but they also apply the repository's
 own ask/deny regexes and protected-path globs, which Python's `re` may run in exponential time
 while holding the GIL: in the worker's process that would freeze every run on it (no queries
-answered, no heartbeats). So each call is judged in a child process (`python -c` importing this
-module; a few, reused): a judgment that overruns JUDGE_TIME_LIMIT_S is killed with its process,
-and the call is denied with a reason the model can act on. The child inherits no secrets: its
-environment holds only what Python needs to import shopfloor.
+answered, no heartbeats). So each call whose judgment could apply them is judged in a child
+process (`python -c` importing this module; a few, reused): a judgment that overruns
+JUDGE_TIME_LIMIT_S is killed with its process, and the call is denied with a reason the model can
+act on. The child inherits no secrets: its environment holds only what Python needs to import
+shopfloor. A call no repository rule applies to (a read-only tool's, an edit where the repository
+protects no paths), with arguments of bounded size, is judged in the worker: the same `judge`,
+without the round trip.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import select
 import struct
@@ -27,7 +31,7 @@ from typing import IO, Any
 import structlog
 from pydantic import BaseModel
 
-from shopfloor.agents.permissions import Decision, PermissionPolicy, classify
+from shopfloor.agents.permissions import READ_ONLY, Decision, PermissionPolicy, classify
 from shopfloor.agents.submission import runs_required
 
 log = structlog.get_logger(__name__)
@@ -35,6 +39,8 @@ log = structlog.get_logger(__name__)
 JUDGE_TIME_LIMIT_S = 5.0  # a 64 KB command is judged in well under a second on a loaded machine
 START_TIME_LIMIT_S = 60.0  # a child imports pydantic and the rules first
 CHILDREN = 2  # judgments at once per worker process; each waits for a free child
+WRITES = ("edit_file", "write_file")
+INLINE_ARGUMENT_CHARS = 64 * 1024  # of a call judged in this process (its arguments as JSON)
 _HEADER = struct.Struct(">I")  # every message: its length, then that much UTF-8 JSON
 _CHILD_MAIN = "from shopfloor.activities.judging import serve; serve()"
 
@@ -63,11 +69,28 @@ def judge(call: CallToJudge) -> Judgment:
     return Judgment(decision=verdict.decision, reason=verdict.reason, runs_required=required)
 
 
+def judged_here(call: CallToJudge) -> bool:
+    """Whether `call` may be judged in this process: its judgment applies none of the
+    repository's rules (its ask/deny regexes apply to run_command only, its protected paths to
+    edits only), just shopfloor's own fixed patterns, which run in linear time (path_rules), to
+    arguments of bounded size; the required-command check looks at run_command and run_tests
+    only. Nothing such a call holds can keep the event loop for long."""
+    if call.tool not in READ_ONLY and not (call.tool in WRITES and not call.policy.get("protected_paths")):
+        return False
+    return len(json.dumps(call.arguments, ensure_ascii=False, default=str)) <= INLINE_ARGUMENT_CHARS
+
+
 async def judge_calls(calls: list[CallToJudge]) -> list[Judgment]:
-    """Judge `calls` (in child processes, each within JUDGE_TIME_LIMIT_S), in order."""
+    """Judge `calls`, in order: in child processes, each within JUDGE_TIME_LIMIT_S, unless the
+    call can be judged here (`judged_here`), which spares a round trip to a child per call."""
     loop = asyncio.get_running_loop()
-    pool = _pool()
-    return list(await asyncio.gather(*(loop.run_in_executor(pool, _judge_in_child, c) for c in calls)))
+    pending = [None if judged_here(c) else loop.run_in_executor(_pool(), _judge_in_child, c) for c in calls]
+    # Judged here in the meantime: the children (if any) work in parallel.
+    here = [judge(c) if p is None else None for c, p in zip(calls, pending)]
+    if any(p is not None for p in pending):
+        done = iter(await asyncio.gather(*(p for p in pending if p is not None)))
+        return [h if h is not None else next(done) for h in here]
+    return [h for h in here if h is not None]
 
 
 # --- the parent side: one child per pool thread ------------------------------------------------
