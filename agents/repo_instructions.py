@@ -11,6 +11,7 @@ nested one of each file the agent has read or edited so far (in the order first 
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Collection, Iterable, Mapping
 from pathlib import PurePosixPath
@@ -161,6 +162,7 @@ def _capped(path: str, text: str, limit: int) -> InstructionFile:
     return InstructionFile(path=path, text=text[:limit], cut=len(text) > limit, chars=len(text))
 
 
+@functools.lru_cache(maxsize=4096)  # every step looks again at the paths of every call so far
 def _clean(path: str) -> str | None:
     parts = [p for p in PurePosixPath(path.strip()).parts if p not in ("/", ".")]
     if not parts or ".." in parts:
