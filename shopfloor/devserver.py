@@ -97,6 +97,11 @@ class DevServer:
     def address(self) -> str:
         return f"{self.ip}:{self.port}"
 
+    @property
+    def pid(self) -> int | None:
+        """Its process id while it runs (the bench reads the server's CPU time by it)."""
+        return self._proc.pid if self._proc is not None else None
+
     def command(self) -> list[str]:
         cmd = [
             temporal_binary(),

@@ -20,7 +20,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from shopfloor.bench.breakdown import StepBreakdown
-from shopfloor.bench.spawn import WorkerProcess, worker_env
+from shopfloor.bench.spawn import WorkerProcess, process_usage, worker_env
 from shopfloor.bench.workload import MODEL, agent_bench
 from shopfloor.errors import ShopfloorError
 
@@ -43,6 +43,7 @@ class ConcurrencyReport(BaseModel):
     worker_peak_rss_mb: float  # the worker process's peak resident memory (start to last result)
     worker_rss_before_mb: float  # its resident memory after the warm-up, before the runs
     bench_cpu_s: float  # the bench process (fake model server and load generator) during the runs
+    server_cpu_s: float | None  # the Temporal dev server's process during the runs (None: not readable)
 
     def markdown(self) -> str:
         return "\n".join(
@@ -87,6 +88,7 @@ async def bench_concurrency(
             await worker.wait_polling(bench.client, bench.settings.task_queue)
             await bench.durable(2, history=False)  # warm-up of the worker
             before = worker.usage()
+            server_before = process_usage(bench.server.pid) if bench.server.pid else None
             bench.fake.latency_s = latency_ms / 1000
             bench_cpu = time.process_time()
             start = time.perf_counter()
@@ -94,6 +96,7 @@ async def bench_concurrency(
             seconds = time.perf_counter() - start
             bench_cpu = time.process_time() - bench_cpu
             after = worker.usage()
+            server_after = process_usage(bench.server.pid) if bench.server.pid else None
         finally:
             worker.stop()
     if before is None or after is None:
@@ -115,4 +118,5 @@ async def bench_concurrency(
         worker_peak_rss_mb=after.peak_rss_bytes / MB,
         worker_rss_before_mb=before.rss_bytes / MB,
         bench_cpu_s=bench_cpu,
+        server_cpu_s=server_after.cpu_s - server_before.cpu_s if server_before and server_after else None,
     )

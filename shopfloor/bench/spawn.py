@@ -21,10 +21,11 @@ from shopfloor.errors import ShopfloorError
 # The console script's entry point, run by this very Python (no dependence on PATH) on the
 # installed shopfloor, whatever the working directory (python_command).
 _MAIN = "import sys; from shopfloor.cli.main import main; sys.argv[0] = 'shopfloor'; main()"
-# The same under cProfile, its statistics written to the path after the code when it exits.
+# The same under cProfile, its statistics written to the path after the code when it exits:
+# the app itself, as main() leaves with os._exit before a profiler could write anything.
 _PROFILED = (
-    "import cProfile, sys; out = sys.argv.pop(1); from shopfloor.cli.main import main; "
-    "sys.argv[0] = 'shopfloor'; cProfile.run('main()', out)"
+    "import cProfile, os, sys; out = sys.argv.pop(1); from shopfloor.cli.main import app; "
+    "sys.argv[0] = 'shopfloor'; cProfile.run('app()', out); os._exit(0)"
 )
 
 

@@ -196,6 +196,7 @@ def concurrency_rows(r: ConcurrencyReport) -> list[BenchRow]:
                 f"{r.worker_cpu_s:.1f} CPU s ({r.worker_cpu_ms_per_step:.1f} ms/step) and peaked at "
                 f"{r.worker_peak_rss_mb:.0f} MB resident ({r.worker_rss_before_mb:.0f} MB before the runs); the "
                 f"bench's process (fake model server, load generator) used {r.bench_cpu_s:.1f} CPU s"
+                + (f", the Temporal dev server {r.server_cpu_s:.1f} CPU s" if r.server_cpu_s is not None else "")
             ),
         )
     ]

@@ -152,6 +152,7 @@ class AgentBench:
     blobs: BlobStore
     providers: ProviderCache
     base: Path
+    server: DevServer
 
     async def durable(self, steps: int, *, history: bool = True) -> DurableRun:
         start = time.perf_counter()
@@ -258,7 +259,7 @@ async def agent_bench(*, worker: bool = True, latency_s: float = 0.0) -> AsyncIt
                 client = await connect(settings)
                 blobs = FileBlobStore(base / "blobs")
                 providers = ProviderCache(settings)
-                bench = AgentBench(client, settings, workspace, fake, blobs, providers, base)
+                bench = AgentBench(client, settings, workspace, fake, blobs, providers, base, server)
                 try:
                     if worker:
                         async with build_worker(client, settings, providers=providers, blobs=blobs):

@@ -10,6 +10,7 @@ in-process (tests/unit/test_cli_arguments.py)."""
 from __future__ import annotations
 
 import json
+import pstats
 
 from cli_runs import run_cli
 from worker_process import worker_env
@@ -30,8 +31,9 @@ def assert_breakdown(breakdown: dict, *, steps: int) -> None:
 def test_bench_runs_every_row_beside_its_reference_in_one_table(tmp_path):
     # run_cli: on a timeout the bench's process group gets SIGINT first, so it stops the Temporal
     # dev servers and workers it started instead of leaving them to load the machine.
+    profile = tmp_path / "worker.prof"
     run = run_cli(
-        ["bench", "--quick", "--json"],
+        ["bench", "--quick", "--json", "--profile-worker", str(profile)],
         worker_env(SHOPFLOOR_DATA_DIR=str(tmp_path), SHOPFLOOR_LOG_LEVEL="WARNING"),
         timeout_s=600,
     )
@@ -105,7 +107,10 @@ def test_bench_runs_every_row_beside_its_reference_in_one_table(tmp_path):
     assert concurrency["runs"] == params["concurrent_runs"]
     assert concurrency["worker_cpu_s"] > 0 and concurrency["worker_cpu_ms_per_step"] > 0
     assert concurrency["worker_peak_rss_mb"] >= concurrency["worker_rss_before_mb"] > 0
-    assert concurrency["bench_cpu_s"] > 0
+    assert concurrency["bench_cpu_s"] > 0 and concurrency["server_cpu_s"] > 0
+    # --profile-worker: that worker ran under cProfile, which saw its model calls.
+    stats = pstats.Stats(str(profile))
+    assert any(name == "model_step" for _, _, name in stats.stats), "model_step is not in the worker's profile"
     assert_breakdown(concurrency["memory_breakdown"], steps=params["concurrent_steps"])
     assert "peaked at" in rows["concurrent_runs"]["detail"] and "CPU s" in rows["concurrent_runs"]["detail"]
 
