@@ -112,6 +112,17 @@ class TranscriptStore:
         self._remember_message(digest, data, Message.model_validate_json(data))
         return digest
 
+    async def append(self, manifest: Manifest, message: Message) -> tuple[str, str]:
+        """Store `message`, add it to `manifest` and save that: (the message's digest, the
+        manifest's). The two blobs are written at once; both are durable when this returns."""
+        data = canonical_json(message)
+        manifest.messages.append(digest_of(data))
+        listed = canonical_json(manifest)
+        digest, transcript = await asyncio.gather(self._write(data), self._write(listed))
+        self._remember_message(digest, data, Message.model_validate_json(data))
+        self.cache.put(transcript, _Parsed("manifest", tuple(manifest.messages), len(listed)))
+        return digest, transcript
+
     async def manifest(self, digest: str | None) -> Manifest:
         if digest is None:
             return Manifest()

@@ -128,3 +128,20 @@ async def test_token_estimates_kept_per_message_sum_to_the_conversations(tmp_pat
     assert await ts.tokens(manifest.messages) == conversation_tokens(messages)
     fresh = TranscriptStore(FileBlobStore(tmp_path / "blobs"))  # estimated from the blobs read
     assert await fresh.tokens(manifest.messages) == conversation_tokens(messages)
+
+
+@pytest.mark.fast
+async def test_append_stores_the_message_and_the_manifest_that_lists_it(tmp_path: Path) -> None:
+    blobs = CountingStore(tmp_path / "blobs")
+    ts = TranscriptStore(blobs)
+    transcript = await step(ts, None, [Message(role="user", content="goal")])
+    manifest = await ts.manifest(transcript)
+    reply = turn(0)[0]
+    digest, appended = await ts.append(manifest, reply)
+    assert manifest.messages[-1] == digest
+    fresh = TranscriptStore(blobs)
+    assert (await fresh.manifest(appended)).messages == manifest.messages
+    assert await fresh.load(digest) == reply
+    blobs.reads.clear()
+    assert await ts.messages(await ts.manifest(appended)) == [Message(role="user", content="goal"), reply]
+    assert blobs.reads == []  # the writer keeps both
