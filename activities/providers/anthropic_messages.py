@@ -100,7 +100,9 @@ class AnthropicMessagesProvider:
                 cast_to=anthropic.types.Message,
                 content=self.request_bytes(request),
                 stream=True,
-                stream_cls=anthropic.AsyncStream[anthropic.types.RawMessageStreamEvent],
+                # Events as the JSON the SDK decoded (its error events raised as before):
+                # building a model for every token costs more than the step's own work.
+                stream_cls=anthropic.AsyncStream[object],
             )
             message = StreamedMessage()
             async for event in stream:
@@ -215,12 +217,17 @@ def parse_anthropic_response(response: Any) -> ModelReply:
 
 
 def _input_tokens(usage: Any) -> int:
+    """The prompt's tokens in `usage` (the SDK's object, or the JSON of a streamed event)."""
+    names = ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
     # Count cached prompt tokens too, so budgets mean the same as OpenAI's prompt_tokens.
-    return (
-        (usage.input_tokens or 0)
-        + (getattr(usage, "cache_read_input_tokens", None) or 0)
-        + (getattr(usage, "cache_creation_input_tokens", None) or 0)
-    )
+    if isinstance(usage, dict):
+        return sum(usage.get(name) or 0 for name in names)
+    return sum(getattr(usage, name, None) or 0 for name in names)
+
+
+def _get(data: Any, key: str) -> Any:
+    """`data[key]`, or None when it is missing or `data` is no JSON object (a server's mistake)."""
+    return data.get(key) if isinstance(data, dict) else None
 
 
 # (type, text, tool id, tool name, tool input) of one content block
@@ -235,47 +242,51 @@ class StreamedMessage:
         self.stopped = False
         self.blocks: dict[int, dict[str, Any]] = {}
         self.stop_reason: str | None = None
-        self.usage: Any = None
+        self.usage: dict[str, Any] | None = None
         self.output_tokens = 0
 
     def add(self, event: Any) -> str:
-        """Take one event in; return the text it adds."""
-        kind = event.type
+        """Take one event in (its JSON, as the SDK's stream decodes it); return the text it adds."""
+        kind = _get(event, "type")
         if kind == "message_start":
             self.started = True
-            self.usage = event.message.usage
-            self.output_tokens = event.message.usage.output_tokens or 0
+            usage = _get(_get(event, "message"), "usage")
+            self.usage = dict(usage) if isinstance(usage, dict) else {}
+            self.output_tokens = self.usage.get("output_tokens") or 0
         elif kind == "content_block_start":
-            block = event.content_block
-            entry: dict[str, Any] = {"type": block.type, "text": [], "json": []}
-            if block.type == "text":
-                entry["text"].append(block.text or "")
-            elif block.type == "tool_use":
-                entry |= {"id": block.id, "name": block.name, "input": block.input}
-            self.blocks[event.index] = entry
-            return (block.text or "") if block.type == "text" else ""
+            block = _get(event, "content_block")
+            block_type = _get(block, "type")
+            entry: dict[str, Any] = {"type": block_type, "text": [], "json": []}
+            if block_type == "text":
+                entry["text"].append(_get(block, "text") or "")
+            elif block_type == "tool_use":
+                entry |= {"id": _get(block, "id"), "name": _get(block, "name"), "input": _get(block, "input")}
+            self.blocks[_get(event, "index")] = entry
+            return (_get(block, "text") or "") if block_type == "text" else ""
         elif kind == "content_block_delta":
-            opened = self.blocks.get(event.index)
-            delta = event.delta
+            opened = self.blocks.get(_get(event, "index"))
+            delta = _get(event, "delta")
             if opened is None:
                 return ""
-            if delta.type == "text_delta":
-                opened["text"].append(delta.text)
-                return delta.text
-            if delta.type == "input_json_delta":
-                opened["json"].append(delta.partial_json)
+            delta_type = _get(delta, "type")
+            if delta_type == "text_delta":
+                text = _get(delta, "text") or ""
+                opened["text"].append(text)
+                return text
+            if delta_type == "input_json_delta":
+                opened["json"].append(_get(delta, "partial_json") or "")
         elif kind == "message_delta":
-            self.stop_reason = event.delta.stop_reason or self.stop_reason
-            usage = getattr(event, "usage", None)  # a compatible server may leave it out
+            self.stop_reason = _get(_get(event, "delta"), "stop_reason") or self.stop_reason
+            usage = _get(event, "usage")  # a compatible server may leave it out
             if usage is None:
                 return ""
             # Counts on message_delta are cumulative: they replace message_start's when present.
-            self.output_tokens = usage.output_tokens or self.output_tokens
+            self.output_tokens = _get(usage, "output_tokens") or self.output_tokens
             if self.usage is not None:
                 for name in ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens"):
-                    value = getattr(usage, name, None)
+                    value = _get(usage, name)
                     if value is not None:
-                        setattr(self.usage, name, value)
+                        self.usage[name] = value
         elif kind == "message_stop":
             self.stopped = True
         return ""

@@ -17,7 +17,7 @@ from typing import Any
 
 import openai
 import structlog
-from openai.types.chat import ChatCompletion, ChatCompletionChunk
+from openai.types.chat import ChatCompletion
 
 from shopfloor.activities.providers.errors import to_model_call_error
 from shopfloor.activities.providers.wire import RenderCache, wire_array, wire_json, wire_object
@@ -103,7 +103,10 @@ class OpenAIChatProvider:
                 content=self.request_bytes(request),
                 options=_CREATE_OPTIONS,
                 stream=True,
-                stream_cls=openai.AsyncStream[ChatCompletionChunk],
+                # Chunks as the JSON the SDK decoded from each event (its errors raised as
+                # before): building a ChatCompletionChunk model for every token costs more than
+                # the step's own work, and StreamedReply reads a few keys.
+                stream_cls=openai.AsyncStream[object],
             )
             reply = StreamedReply()
             async for chunk in stream:
@@ -225,31 +228,33 @@ class StreamedReply:
     choices_seen: bool = False
 
     def add(self, chunk: Any) -> str:
-        """Take one chunk in; return the text it adds."""
-        usage = getattr(chunk, "usage", None)
+        """Take one chunk in (its JSON, as the SDK's stream decodes it); return the text it adds."""
+        usage = _get(chunk, "usage")
         if usage is not None:  # the last chunk's, with include_usage (some servers send it on each)
-            self.input_tokens, self.output_tokens = usage.prompt_tokens or 0, usage.completion_tokens or 0
+            self.input_tokens = _get(usage, "prompt_tokens") or 0
+            self.output_tokens = _get(usage, "completion_tokens") or 0
         text = ""
-        for choice in chunk.choices or []:
-            if choice.index != 0:
+        for choice in _get(chunk, "choices") or []:
+            if _get(choice, "index") != 0:
                 continue  # n=1 is all shopfloor asks for
             self.choices_seen = True
-            delta = choice.delta
+            delta = _get(choice, "delta")
             if delta is not None:
-                text = delta.content or ""
+                text = _get(delta, "content") or ""
                 if text:
                     self.content.append(text)
-                for tc in delta.tool_calls or []:
-                    entry = self.calls.setdefault(tc.index, _CallDeltas())
-                    entry.id = entry.id or tc.id
-                    function = tc.function
+                for tc in _get(delta, "tool_calls") or []:
+                    index = _get(tc, "index")
+                    entry = self.calls.setdefault(index if isinstance(index, int) else 0, _CallDeltas())
+                    entry.id = entry.id or _get(tc, "id")
+                    function = _get(tc, "function")
                     if function is not None:
                         # The name comes whole in the call's first delta; later ones repeat it at most.
-                        entry.name = entry.name or (function.name or "")
-                        if function.arguments:
-                            entry.arguments.append(function.arguments)
-            if choice.finish_reason:
-                self.finish_reason = choice.finish_reason
+                        entry.name = entry.name or (_get(function, "name") or "")
+                        if arguments := _get(function, "arguments"):
+                            entry.arguments.append(arguments)
+            if finish_reason := _get(choice, "finish_reason"):
+                self.finish_reason = finish_reason
         return text
 
     def result(self, *, label: str) -> ModelReply:
@@ -260,6 +265,11 @@ class StreamedReply:
             raise ModelCallError(f"{label}: the streamed reply ended before it was complete", retryable=True)
         calls = [(c.id, c.name, "".join(c.arguments)) for _, c in sorted(self.calls.items())]
         return _reply("".join(self.content), calls, self.finish_reason, self.input_tokens, self.output_tokens)
+
+
+def _get(data: Any, key: str) -> Any:
+    """`data[key]`, or None when it is missing or `data` is no JSON object (a server's mistake)."""
+    return data.get(key) if isinstance(data, dict) else None
 
 
 def _reply(
