@@ -27,11 +27,23 @@ class Lean(BaseModel):
         data = handler(self)
         if not info.mode_is_json() or not isinstance(data, dict):
             return data
-        for name, field in type(self).model_fields.items():
-            if name in data and not field.is_required():
-                if getattr(self, name) == field.get_default(call_default_factory=True):
-                    del data[name]
+        for name, default in _defaults(type(self)).items():
+            if name in data and getattr(self, name) == default:
+                del data[name]
         return data
+
+
+_DEFAULTS: dict[type[BaseModel], dict[str, Any]] = {}
+
+
+def _defaults(cls: type[BaseModel]) -> dict[str, Any]:
+    """The defaults of `cls`'s optional fields, made once (only compared, never handed out)."""
+    found = _DEFAULTS.get(cls)
+    if found is None:
+        fields = cls.model_fields.items()
+        found = {n: f.get_default(call_default_factory=True) for n, f in fields if not f.is_required()}
+        _DEFAULTS[cls] = found
+    return found
 
 
 class WorkspaceRef(Lean):
