@@ -118,7 +118,6 @@ class ActivityToolRunner:
     def __init__(self, inp: AgentInput) -> None:
         # A command may run for its policy's timeout: the activity gets a minute beyond it.
         self.timeout = timedelta(seconds=max(inp.timeouts.tool_s, inp.commands.timeout_s + 60))
-        self.read_timeout = timedelta(seconds=inp.timeouts.tool_s)  # the read-only tools run no command
         # An edit runs its after-edit hooks, a submit its before-submit ones, one after another.
         commands = inp.commands
         after_edit = sum(min(h.timeout_s, commands.timeout_s) for h in commands.after_edit)
@@ -130,7 +129,7 @@ class ActivityToolRunner:
         if call.name in READ_ONLY_TOOLS and workflow.patched(LOCAL_READS):
             # In this workflow task, its result a marker: no activity task and no workflow task of
             # its own. Read-only, so running again after a crash (before the marker) is harmless.
-            return await call_local(tool_activity(call.name), request, summary=call.summary, timeout=self.read_timeout)
+            return await call_local(tool_activity(call.name), request, summary=call.summary, timeout=self.timeout)
         timeout = self.edit_timeout if call.name in ("edit_file", "write_file") else self.timeout
         return await call_activity(tool_activity(call.name), request, summary=call.summary, timeout=timeout)
 
