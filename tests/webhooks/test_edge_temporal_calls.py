@@ -23,7 +23,7 @@ from shopfloor.blobs import BlobStore, FileBlobStore
 from shopfloor.models.inbox import GITHUB_EVENT_SIGNAL, RepoEvent
 from shopfloor.settings import Settings
 from shopfloor.webhooks.app import create_app
-from shopfloor.webhooks.delivered_bodies import BodyMemory, body_digest
+from shopfloor.webhooks.delivered_bodies import BodyMemory, body_digest, legacy_marker, marker_name
 
 
 @pytest.fixture
@@ -112,11 +112,10 @@ class Journal:
             def __getattr__(self, name: str) -> Any:
                 return getattr(store, name)
 
-            async def put(self, data: bytes) -> str:
-                digest = await store.put(data)
-                if data.startswith(b"shopfloor webhook body accepted"):
+            async def put_ref(self, name: str, digest: str) -> None:
+                await store.put_ref(name, digest)
+                if name == marker_name(digest):
                     journal.events.append("marker stored")
-                return digest
 
         return JournaledStore()
 
@@ -175,29 +174,29 @@ async def test_when_marker_writes_lag_an_answer_waits_for_its_own(
 
 
 class ConcurrencyWatch:
-    """A FileBlobStore that records how many puts were in flight at once."""
+    """A FileBlobStore that records how many ref writes were in flight at once."""
 
     def __init__(self, store: FileBlobStore) -> None:
         self.store = store
         self.now = 0
         self.most = 0
 
-    async def put(self, data: bytes) -> str:
+    async def put_ref(self, name: str, digest: str) -> None:
         self.now += 1
         self.most = max(self.most, self.now)
         try:
-            return await self.store.put(data)
+            await self.store.put_ref(name, digest)
         finally:
             self.now -= 1
 
-    async def exists(self, digest: str) -> bool:
-        return await self.store.exists(digest)
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.store, name)
 
 
 @pytest.mark.fast
 async def test_marker_writes_are_held_to_a_few_at_a_time_and_all_land(tmp_path) -> None:
     store = ConcurrencyWatch(FileBlobStore(tmp_path / "blobs"))
-    memory = BodyMemory(store, writers=2, backlog=5)  # type: ignore[arg-type]  # the two calls it makes
+    memory = BodyMemory(store, writers=2, backlog=5)  # type: ignore[arg-type]  # the store's calls it makes
     digests = [body_digest(uuid.uuid4().bytes) for _ in range(12)]
     writes = [asyncio.create_task(memory.remember(d)) for d in digests]
     await asyncio.sleep(0)  # every write has asked for its turn
@@ -206,3 +205,21 @@ async def test_marker_writes_are_held_to_a_few_at_a_time_and_all_land(tmp_path) 
     assert store.most == 2
     assert memory.pending == 0 and not memory.backlogged
     assert [await memory.was_accepted(d) for d in digests] == [True] * 12
+
+
+async def test_a_body_marked_as_a_blob_before_markers_were_refs_is_still_a_duplicate(
+    temporal_client: Client, edge_settings: Settings, blobs: FileBlobStore
+) -> None:
+    counter = CountingInterceptor()
+    client = counted_client(temporal_client, counter)
+
+    async def get_client() -> Client:
+        return client
+
+    (body,) = issue_bodies(unique_owner(), 1)
+    await blobs.put(legacy_marker(body_digest(body)))  # what an older edge stored for it
+    app = create_app(get_client, edge_settings, blobs)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://edge") as http:
+        answer = await http.post("/webhooks/github", content=body, headers=delivery_headers("issues", body))
+    assert answer.status_code == 202 and answer.json()["outcome"] == "duplicate", answer.text
+    assert counter.calls == []
