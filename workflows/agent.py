@@ -1,8 +1,9 @@
 """AgentWorkflow: one agent run, every model call and tool call a durable activity.
 
 The loop itself is agents/loop.py; this module supplies its Temporal side: the model step,
-compaction and tool calls as activities (with their timeouts and retries), the time from
-workflow.now(), continue-as-new, and the operator's controls (AgentControls: the status query,
+compaction and tool calls as activities (with their timeouts and retries; the read-only calls as
+local activities, run within the workflow task the model's answer woke, their results markers),
+the time from workflow.now(), continue-as-new, and the operator's controls (AgentControls: the status query,
 pause/resume/cancel/steer signals, approve/reject/raise_limits updates).
 
 The workflow holds references only: the transcript is a manifest digest in the blob store, tool
