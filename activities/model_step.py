@@ -22,7 +22,7 @@ from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 from shopfloor.activities.heartbeat import TextProgress, heartbeating
 from shopfloor.activities.judging import CallToJudge, JudgingUnavailable, Judgment, judge_calls
 from shopfloor.activities.providers.base import ContextTooLong, ModelProvider
-from shopfloor.activities.transcript_store import TranscriptStore
+from shopfloor.activities.transcript_store import Staged, TranscriptStore
 from shopfloor.agents.budget import Price, cost_usd, price_table
 from shopfloor.agents.compaction import (
     compaction_message,
@@ -119,15 +119,22 @@ class ModelStepActivities:
         """Load the conversation, build the request, complete, judge the calls, price the step."""
         agent = get_agent(inp.agent)
         spec = ModelSpec.parse(inp.model)
-        manifest, messages = await self._load_conversation(inp, agent)
-        request = step_request(
-            agent,
-            spec.model,
-            messages,
-            text_actions=inp.text_actions,
-            instructions=await self._instructions(inp, messages),
-        )
-        reply, label = await self._complete(spec, request, f"{spec} step {inp.step}")
+        manifest, messages, staged = await self._load_conversation(inp, agent)
+        writes = [s.written for s in staged]
+        try:
+            request = step_request(
+                agent,
+                spec.model,
+                messages,
+                text_actions=inp.text_actions,
+                instructions=await self._instructions(inp, messages),
+            )
+            reply, label = await self._complete(spec, request, f"{spec} step {inp.step}")
+            await asyncio.gather(*writes)  # written while the model spoke; durable before the reply lists them
+        except BaseException:
+            for write in writes:  # nobody waits for them now: a failed write is this failure's news, not its own
+                write.add_done_callback(_quietly)
+            raise
         message = reply.message
         if inp.text_actions and not message.tool_calls:
             # Only line-initial `Action:` lines count, so a recap quoting an old action is not re-run.
@@ -188,18 +195,24 @@ class ModelStepActivities:
             self._repo_instructions[inp.instructions] = stored
         return render_instructions(stored, touched_paths(messages))
 
-    async def _load_conversation(self, inp: ModelStepInput, agent: AgentDefinition) -> tuple[Manifest, list[Message]]:
+    async def _load_conversation(
+        self, inp: ModelStepInput, agent: AgentDefinition
+    ) -> tuple[Manifest, list[Message], list[Staged]]:
         """The transcript so far, with what this step adds before the model speaks: the goal (first
-        step), the previous step's tool results, then the queued notes (steering, loop warnings)."""
+        step), the previous step's tool results, then the queued notes (steering, loop warnings).
+        The added messages are being stored (the writes returned): the caller awaits them."""
         ts = self._transcripts
         manifest = await ts.manifest(inp.transcript)
+        messages = await ts.messages(manifest)
+        added: list[Message] = []
         if inp.transcript is None and inp.goal is not None:
-            manifest.messages.append(await ts.store(Message(role="user", content=inp.goal)))
+            added.append(Message(role="user", content=inp.goal))
         for result in inp.append:
-            manifest.messages.append(await ts.store(await ts.tool_message(result, agent.tool_output_cap_chars)))
-        for text in inp.inject:
-            manifest.messages.append(await ts.store(Message(role="user", content=text)))
-        return manifest, await ts.messages(manifest)
+            added.append(await ts.tool_message(result, agent.tool_output_cap_chars))
+        added += [Message(role="user", content=text) for text in inp.inject]
+        staged = [ts.stage(m) for m in added]
+        manifest.messages += [s.digest for s in staged]
+        return manifest, [*messages, *(s.message for s in staged)], staged
 
     async def _permit(self, inp: ModelStepInput, calls: list[ToolCall], detail: str) -> list[Judgment]:
         """The permission judge's verdicts on `calls`, reached in child processes with a time limit."""
@@ -255,6 +268,11 @@ class ModelStepActivities:
             priced=True,
             cost_usd=cost_usd(inp.model, reply.usage, self._prices),
         )
+
+
+def _quietly(write: asyncio.Future[str]) -> None:
+    if not write.cancelled():
+        write.exception()  # retrieved: asyncio logs no "exception was never retrieved"
 
 
 def _render(m: Message) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import OrderedDict
+from dataclasses import dataclass
 from typing import Any, cast
 
 from shopfloor.agents.compaction import message_meta
@@ -72,6 +73,15 @@ class ParsedBlobCache:
         return len(self._entries)
 
 
+@dataclass
+class Staged:
+    """A message being stored (TranscriptStore.stage)."""
+
+    digest: str
+    message: Message  # its stored (canonical) form
+    written: asyncio.Future[str]
+
+
 class TranscriptStore:
     def __init__(self, blobs: BlobStore, *, cache_bytes: int = CACHE_BYTES) -> None:
         self.blobs = blobs
@@ -111,6 +121,20 @@ class TranscriptStore:
         # byte-identical requests, whether it wrote the message or loaded it.
         self._remember_message(digest, data, Message.model_validate_json(data))
         return digest
+
+    def stage(self, message: Message) -> Staged:
+        """Start storing `message` and go on at once: its digest and stored form now, its write
+        (and its place in the cache) when `written` is done. Await that before the digest leaves
+        the activity; meanwhile other work (the model call) hides the write's fsync."""
+        data = canonical_json(message)
+        stored = Message.model_validate_json(data)
+
+        async def write() -> str:
+            digest = await self._write(data)
+            self._remember_message(digest, data, stored)
+            return digest
+
+        return Staged(digest_of(data), stored, asyncio.ensure_future(write()))
 
     async def append(self, manifest: Manifest, message: Message) -> tuple[str, str]:
         """Store `message`, add it to `manifest` and save that: (the message's digest, the

@@ -145,3 +145,15 @@ async def test_append_stores_the_message_and_the_manifest_that_lists_it(tmp_path
     blobs.reads.clear()
     assert await ts.messages(await ts.manifest(appended)) == [Message(role="user", content="goal"), reply]
     assert blobs.reads == []  # the writer keeps both
+
+
+@pytest.mark.fast
+async def test_a_staged_message_is_kept_only_once_it_is_written(tmp_path: Path) -> None:
+    blobs = CountingStore(tmp_path / "blobs")
+    ts = TranscriptStore(blobs)
+    message = turn(0)[1]
+    staged = ts.stage(message)
+    assert staged.message == message and len(ts.cache) == 0  # nothing served before it is stored
+    assert await staged.written == staged.digest == await TranscriptStore(blobs).store(message)
+    assert await blobs.exists(staged.digest)
+    assert await ts.load(staged.digest) is staged.message and blobs.reads == []
