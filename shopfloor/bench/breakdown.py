@@ -9,9 +9,9 @@ it is the durable step's time minus the in-memory step's, from the same session.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
@@ -19,6 +19,8 @@ from shopfloor.activities.providers.base import ModelProvider
 from shopfloor.blobs import BlobStore
 from shopfloor.models.model_spec import ModelSpec
 from shopfloor.models.transcript import ModelReply, ModelRequest
+
+T = TypeVar("T")
 
 
 class StepBreakdown(BaseModel):
@@ -29,7 +31,7 @@ class StepBreakdown(BaseModel):
     model_call_ms: float  # inside the provider's `complete` (request, HTTP, the fake model, the reply)
     model_step_rest_ms: float  # model_step around it, blob I/O excluded (transcript, request building)
     tool_ms: float  # the tool activities, blob I/O excluded
-    blob_io_ms: float  # every blob store call, by model_step and the tools
+    blob_io_ms: float  # every blob store call, by model_step and the tools (not while the provider call runs)
     loop_ms: float  # the loop's own code (agents/loop.py): the rest of the step
     temporal_ms: float | None = None  # durable step − in-memory step, where a durable run beside it was timed
     blob_reads: float  # blob store reads (get, get_file, get_ref, exists) per step
@@ -46,53 +48,74 @@ class StepBreakdown(BaseModel):
         )
 
 
-class TimedBlobStore:
-    """A BlobStore that counts every call of the one it wraps, and times them: `seconds` is the
-    wall time during which at least one call was under way (calls made at once count once)."""
+class Timeline:
+    """Wall time by what is under way, each instant counted once: to the provider call when one is
+    in flight, else to blob I/O when a blob call is (model_step may write blobs while it waits
+    for the model)."""
 
-    def __init__(self, inner: BlobStore) -> None:
-        self.inner = inner
-        self.seconds = 0.0
-        self.reads = 0
-        self.writes = 0
-        self.read_bytes = 0
-        self._busy = 0
-        self._busy_since = 0.0
+    KINDS = ("provider", "blob")
 
-    async def _timed(self, write: bool, call: Any) -> Any:
-        if self._busy == 0:
-            self._busy_since = time.perf_counter()
-        self._busy += 1
+    def __init__(self) -> None:
+        self.seconds = dict.fromkeys(self.KINDS, 0.0)
+        self._active = dict.fromkeys(self.KINDS, 0)
+        self._since = time.perf_counter()
+
+    def _advance(self) -> None:
+        now = time.perf_counter()
+        kind = next((k for k in self.KINDS if self._active[k]), None)
+        if kind is not None:
+            self.seconds[kind] += now - self._since
+        self._since = now
+
+    async def timed(self, kind: str, call: Awaitable[T]) -> T:
+        self._advance()
+        self._active[kind] += 1
         try:
             return await call
         finally:
-            self._busy -= 1
-            if self._busy == 0:
-                self.seconds += time.perf_counter() - self._busy_since
+            self._advance()
+            self._active[kind] -= 1
+
+
+class TimedBlobStore:
+    """A BlobStore that counts every call of the one it wraps, and times them on `timeline`."""
+
+    def __init__(self, inner: BlobStore, timeline: Timeline) -> None:
+        self.inner = inner
+        self.timeline = timeline
+        self.reads = 0
+        self.writes = 0
+        self.read_bytes = 0
+
+    @property
+    def seconds(self) -> float:
+        return self.timeline.seconds["blob"]
+
+    async def _timed(self, write: bool, call: Awaitable[T]) -> T:
+        try:
+            return await self.timeline.timed("blob", call)
+        finally:
             if write:
                 self.writes += 1
             else:
                 self.reads += 1
 
     async def put(self, data: bytes) -> str:
-        result: str = await self._timed(True, self.inner.put(data))
-        return result
+        return await self._timed(True, self.inner.put(data))
 
     async def get(self, digest: str) -> bytes:
-        data: bytes = await self._timed(False, self.inner.get(digest))
+        data = await self._timed(False, self.inner.get(digest))
         self.read_bytes += len(data)
         return data
 
     async def exists(self, digest: str) -> bool:
-        result: bool = await self._timed(False, self.inner.exists(digest))
-        return result
+        return await self._timed(False, self.inner.exists(digest))
 
     async def put_file(self, path: Path) -> str:
-        result: str = await self._timed(True, self.inner.put_file(path))
-        return result
+        return await self._timed(True, self.inner.put_file(path))
 
     async def get_file(self, digest: str, dest: Path) -> int:
-        size: int = await self._timed(False, self.inner.get_file(digest, dest))
+        size = await self._timed(False, self.inner.get_file(digest, dest))
         self.read_bytes += size
         return size
 
@@ -100,8 +123,7 @@ class TimedBlobStore:
         await self._timed(True, self.inner.put_ref(name, digest))
 
     async def get_ref(self, name: str) -> str | None:
-        result: str | None = await self._timed(False, self.inner.get_ref(name))
-        return result
+        return await self._timed(False, self.inner.get_ref(name))
 
 
 class _TimedProvider:
@@ -111,11 +133,9 @@ class _TimedProvider:
         self.label = inner.label
 
     async def complete(self, request: ModelRequest, on_text: Callable[[str], None] | None = None) -> ModelReply:
-        start = time.perf_counter()
         try:
-            return await self.inner.complete(request, on_text=on_text)
+            return await self.clock.timeline.timed("provider", self.inner.complete(request, on_text=on_text))
         finally:
-            self.clock.seconds += time.perf_counter() - start
             self.clock.calls += 1
 
     async def aclose(self) -> None:
@@ -128,11 +148,15 @@ class _TimedProvider:
 class TimedProviders:
     """model_step's provider factory, its providers' `complete` timed."""
 
-    def __init__(self, inner: Callable[[ModelSpec], ModelProvider]) -> None:
+    def __init__(self, inner: Callable[[ModelSpec], ModelProvider], timeline: Timeline) -> None:
         self.inner = inner
-        self.seconds = 0.0
+        self.timeline = timeline
         self.calls = 0
         self._wrapped: dict[int, _TimedProvider] = {}
+
+    @property
+    def seconds(self) -> float:
+        return self.timeline.seconds["provider"]
 
     def __call__(self, spec: ModelSpec) -> ModelProvider:
         provider = self.inner(spec)

@@ -33,7 +33,7 @@ from shopfloor.activities.workspace import Workspaces
 from shopfloor.agents.loop import AgentLoop, Completed, UnattendedHost
 from shopfloor.agents.registry import get_agent
 from shopfloor.agents.run_state import AgentCarry
-from shopfloor.bench.breakdown import StepBreakdown, StepClock, TimedBlobStore, TimedProviders
+from shopfloor.bench.breakdown import StepBreakdown, StepClock, TimedBlobStore, TimedProviders, Timeline
 from shopfloor.blobs import BlobStore, FileBlobStore
 from shopfloor.devserver import DevServer, free_port
 from shopfloor.models.agent_run import (
@@ -182,8 +182,9 @@ class AgentBench:
         """`in_memory`, its time per step split into the model call, model_step's rest, the
         tool calls, blob I/O and the loop's own code (shopfloor.bench.breakdown)."""
         env = ActivityEnvironment()
-        blobs = TimedBlobStore(self.blobs)
-        clock = StepClock(blobs, TimedProviders(self.providers))
+        timeline = Timeline()
+        blobs = TimedBlobStore(self.blobs, timeline)
+        clock = StepClock(blobs, TimedProviders(self.providers, timeline))
         model = ModelStepActivities(TranscriptStore(blobs), clock.providers)
         tools = ToolActivities(blobs, Workspaces(Path(tempfile.mkdtemp(prefix="ws-", dir=self.base)), blobs))
         inp = agent_input(self.workspace, steps)
