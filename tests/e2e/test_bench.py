@@ -24,6 +24,7 @@ def assert_breakdown(breakdown: dict, *, steps: int) -> None:
     assert breakdown["steps"] == steps
     parts = ("model_call_ms", "model_step_rest_ms", "tool_ms", "blob_io_ms", "loop_ms")
     assert abs(sum(breakdown[p] for p in parts) - breakdown["total_ms"]) < 1e-6 * max(1.0, breakdown["total_ms"])
+    assert all(breakdown[p] >= 0 for p in parts), breakdown  # no instant counted twice
     assert breakdown["model_call_ms"] > 0 and breakdown["tool_ms"] > 0 and breakdown["blob_io_ms"] > 0, breakdown
     assert breakdown["blob_writes"] > 0 and breakdown["blob_reads"] >= 0 and breakdown["blob_read_bytes"] >= 0
 
