@@ -67,6 +67,8 @@ XDIST_GROUPS: dict[str, str] = {
     "tests/e2e/test_factory_crash.py": "timing",
     "tests/workflows/test_crash.py": "timing",
     "tests/workflows/test_crash_with_edits.py": "timing",
+    "tests/workflows/test_crash_local_reads.py": "timing",
+    "tests/workflows/test_sticky_reset.py": "timing",
     "tests/e2e/test_cli_agent.py": "cli-agent",
     "tests/unit/test_blobs.py": "s3-server",
 }
