@@ -20,7 +20,9 @@ Decision = Literal["allow", "ask", "deny"]
 class Lean(BaseModel):
     """A model that goes through history on every step: its JSON leaves out the fields that hold
     their default. A field left out reads back as that default, so the value is the same, and JSON
-    with every field (older histories) reads as before. Python dumps (`model_dump()`) keep them."""
+    with every field (older histories) reads as before. Python dumps (`model_dump()`) keep them.
+    So a Lean model's defaults never change once released: a recorded history that left a field
+    out would replay with the new default. A different default is a new field."""
 
     @model_serializer(mode="wrap")
     def _without_defaults(self, handler: SerializerFunctionWrapHandler, info: SerializationInfo) -> Any:
