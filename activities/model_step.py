@@ -143,7 +143,7 @@ class ModelStepActivities:
             message = message.model_copy(update={"tool_calls": actions})
         if reply.finish_reason == "length":
             message = mark_cut_off_call(message)  # its last call may be cut: not run, the model is told
-        reply_digest, transcript = await self._transcripts.append(manifest, message)
+        reply_digest, transcript = await self._transcripts.append(manifest, message, extends=inp.transcript)
         verdicts = await self._permit(inp, to_permit(agent, message.tool_calls), f"{spec} step {inp.step}")
         calls, output = judge_reply(agent, inp, message.tool_calls, iter(verdicts))
         log.info(

@@ -1,5 +1,11 @@
 """Transcripts in the blob store: one blob per message, a manifest blob listing their digests.
 
+Past a few dozen messages, a step's manifest lists only what was added after an earlier manifest,
+its base, chosen as in a Fenwick tree: the k-th manifest since a whole one extends the
+(k - lowbit(k))-th. A step then writes a few steps' digests on average (the log of the run's
+length), not the whole list, and a transcript reads back through at most log2(k) manifests,
+each parsed once per worker.
+
 Blobs are content-addressed, so a parsed message or manifest can never go stale: the store keeps
 the ones it has read or written (least recently used first out, bounded by their size in bytes),
 and a step reads only the blobs it has not seen yet. Only what was parsed from bytes that hash to
@@ -20,6 +26,8 @@ from shopfloor.models.transcript import Manifest, Message
 
 CACHE_BYTES = 32 * 1024 * 1024  # of blob bytes a worker keeps parsed (messages and manifests)
 _OVERHEAD_BYTES = 200  # an entry's own bookkeeping, so tiny blobs count for something too
+WHOLE_UP_TO = 64  # digests (4.5 KB): a shorter transcript's manifest is written whole, read in one
+MAX_CHAIN = 64  # manifests a transcript may be read through; the chosen bases need log2(steps)
 
 
 class _Parsed:
@@ -82,6 +90,22 @@ class Staged:
     written: asyncio.Future[str]
 
 
+@dataclass(frozen=True, slots=True)
+class _Listed:
+    """A parsed manifest: every digest of its transcript (its bases' too), its seq and base."""
+
+    messages: tuple[str, ...]
+    seq: int
+    base: str | None
+
+
+def manifest_bytes(manifest: Manifest) -> bytes:
+    """A manifest's blob: a whole one is stored as it always was (its messages only)."""
+    if manifest.base is None and manifest.seq == 0:
+        return canonical_json({"messages": manifest.messages})
+    return canonical_json(manifest)
+
+
 class TranscriptStore:
     def __init__(self, blobs: BlobStore, *, cache_bytes: int = CACHE_BYTES) -> None:
         self.blobs = blobs
@@ -136,32 +160,76 @@ class TranscriptStore:
 
         return Staged(digest_of(data), stored, asyncio.ensure_future(write()))
 
-    async def append(self, manifest: Manifest, message: Message) -> tuple[str, str]:
+    async def append(self, manifest: Manifest, message: Message, *, extends: str | None = None) -> tuple[str, str]:
         """Store `message`, add it to `manifest` and save that: (the message's digest, the
-        manifest's). The two blobs are written at once; both are durable when this returns."""
+        manifest's). With `extends` (the transcript `manifest` was loaded from), only what was
+        added since is written. The two blobs are written at once; both are durable when this
+        returns."""
         data = canonical_json(message)
         manifest.messages.append(digest_of(data))
-        listed = canonical_json(manifest)
-        digest, transcript = await asyncio.gather(self._write(data), self._write(listed))
+        digest, new = await asyncio.gather(self._write(data), self.extend(extends, manifest.messages))
         self._remember_message(digest, data, Message.model_validate_json(data))
-        self.cache.put(transcript, _Parsed("manifest", tuple(manifest.messages), len(listed)))
-        return digest, transcript
+        return digest, new
+
+    async def extend(self, transcript: str | None, messages: list[str]) -> str:
+        """Save the transcript `messages` as a manifest extending `transcript`'s chain when they
+        start with its messages (a whole manifest otherwise): only the digests past the chosen
+        base are written."""
+        if transcript is not None and len(messages) > WHOLE_UP_TO:
+            previous = await self._listed(transcript)
+            seq = previous.seq + 1
+            target = seq - (seq & -seq)  # the Fenwick parent: chains stay log2(seq) long
+            base, listed = transcript, previous
+            while listed.seq > target and listed.base is not None:
+                base, listed = listed.base, await self._listed(listed.base)
+            count = len(listed.messages)
+            if listed.seq == target and tuple(messages[:count]) == listed.messages:
+                return await self._save(Manifest(messages=messages[count:], base=base, seq=seq), messages)
+        return await self._save(Manifest(messages=messages), messages)
 
     async def manifest(self, digest: str | None) -> Manifest:
+        """The whole transcript `digest` names (its bases' messages too), as a whole manifest."""
         if digest is None:
             return Manifest()
-        entry = self.cache.get("manifest", digest)
-        if entry is None:
-            data = await self._read(digest)
-            entry = _Parsed("manifest", tuple(Manifest.model_validate_json(data).messages), len(data))
-            self.cache.put(digest, entry)
-        return Manifest(messages=list(entry.value))  # the caller's to change
+        return Manifest(messages=list((await self._listed(digest)).messages))  # the caller's to change
 
     async def save(self, manifest: Manifest) -> str:
-        data = canonical_json(manifest)
+        """Save `manifest` whole."""
+        return await self._save(Manifest(messages=manifest.messages), manifest.messages)
+
+    async def _save(self, manifest: Manifest, every: list[str]) -> str:
+        data = manifest_bytes(manifest)
         digest = await self._write(data)
-        self.cache.put(digest, _Parsed("manifest", tuple(manifest.messages), len(data)))
+        self._remember_manifest(digest, data, _Listed(tuple(every), manifest.seq, manifest.base))
         return digest
+
+    def _remember_manifest(self, digest: str, data: bytes, listed: _Listed) -> None:
+        # The full list is kept (a pointer a digest), not just this blob's part.
+        self.cache.put(digest, _Parsed("manifest", listed, len(data) + 8 * len(listed.messages)))
+
+    async def _listed(self, digest: str) -> _Listed:
+        """The manifest `digest` with its whole list, read through its bases (each once)."""
+        chain: list[tuple[str, bytes, Manifest]] = []
+        at: str | None = digest
+        known: _Listed | None = None
+        while at is not None:
+            entry = self.cache.get("manifest", at)
+            if entry is not None:
+                known = entry.value
+                break
+            if len(chain) >= MAX_CHAIN:
+                raise BlobCorrupted(f"manifest {digest} extends more than {MAX_CHAIN} manifests")
+            data = await self._read(at)
+            manifest = Manifest.model_validate_json(data)
+            chain.append((at, data, manifest))
+            at = manifest.base
+        # Oldest first: each manifest's list is its base's, then its own.
+        for at, data, manifest in reversed(chain):
+            before = known.messages if known is not None and manifest.base is not None else ()
+            known = _Listed((*before, *manifest.messages), manifest.seq, manifest.base)
+            self._remember_manifest(at, data, known)
+        assert known is not None
+        return known
 
     async def messages(self, manifest: Manifest) -> list[Message]:
         return [entry.value for entry in await self._entries(manifest.messages)]

@@ -72,6 +72,13 @@ class ModelReply(BaseModel):
 
 
 class Manifest(BaseModel):
-    """A transcript as stored: the ordered digests of its messages (one blob per message)."""
+    """A transcript as stored: the ordered digests of its messages (one blob per message).
+
+    A manifest may extend an earlier one, its `base`: the transcript is then the base's messages
+    followed by these, so a step writes what it added, not the whole list again. `seq` counts the
+    manifests since the last whole one (0: this one is whole, as every older manifest is).
+    """
 
     messages: list[str] = Field(default_factory=list)
+    base: str | None = None
+    seq: int = Field(default=0, ge=0)

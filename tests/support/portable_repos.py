@@ -104,9 +104,16 @@ def run_pytest(cwd: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
-async def load_messages(blobs: BlobStore, transcript: str) -> list[Message]:
+async def manifest_digests(blobs: BlobStore, transcript: str) -> list[str]:
+    """Every message digest of a stored transcript, read through the manifests it extends."""
     manifest = Manifest.model_validate(await get_json(blobs, transcript))
-    return [Message.model_validate(await get_json(blobs, d)) for d in manifest.messages]
+    if manifest.base is None:
+        return manifest.messages
+    return [*await manifest_digests(blobs, manifest.base), *manifest.messages]
+
+
+async def load_messages(blobs: BlobStore, transcript: str) -> list[Message]:
+    return [Message.model_validate(await get_json(blobs, d)) for d in await manifest_digests(blobs, transcript)]
 
 
 def tool_results(messages: Iterable[Message]) -> dict[str, Message]:

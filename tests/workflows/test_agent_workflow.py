@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from agent_runs import activities_in, agent_input, call, record_history, sample_repo, start_agent, write_cassette
+from portable_repos import manifest_digests
 from temporalio.client import WorkflowFailureError
 from temporalio.converter import DataConverter
 
@@ -44,7 +45,7 @@ async def test_explore_run_answers_and_records_everything(temporal_client, setti
     assert all(e.ok for e in status.events)
 
     # The transcript lives in the blob store: goal, 3 replies, 4 tool results.
-    manifest = Manifest.model_validate(await get_json(blobs, result.transcript))
+    manifest = Manifest(messages=await manifest_digests(blobs, result.transcript))
     messages = [Message.model_validate(await get_json(blobs, d)) for d in manifest.messages]
     assert [m.role for m in messages] == ["user", "assistant", "tool", "tool", "assistant", "tool", "tool", "assistant"]
     assert "return f'Hello, {name}!'" in messages[5].content
@@ -100,7 +101,7 @@ async def test_tool_errors_are_results_the_model_reads(temporal_client, settings
     assert "does not exist" in tool_events["read_file missing.py"].preview
     assert "path" in tool_events["read_file {}"].preview  # says which argument is wrong
     assert "unknown tool 'write_file'" in tool_events['write_file {"content": "y", "path": "x"}'].preview
-    manifest = Manifest.model_validate(await get_json(blobs, result.transcript))
+    manifest = Manifest(messages=await manifest_digests(blobs, result.transcript))
     for digest in manifest.messages:
         assert b"TOP-SECRET" not in await blobs.get(digest)
 

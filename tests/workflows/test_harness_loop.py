@@ -23,6 +23,7 @@ from harness_runs import (
     wire,
     with_fake,
 )
+from portable_repos import manifest_digests
 
 from shopfloor.blobs import get_json
 from shopfloor.models.agent_run import Limits
@@ -173,7 +174,7 @@ async def test_compaction_shrinks_what_the_model_sees_and_keeps_calls_with_their
     assert [e.summary for e in status.events if e.summary.startswith("compacted")], status.events
 
     # The final transcript in the blob store is the compacted one; the folded messages are kept.
-    manifest = Manifest.model_validate(await get_json(blobs, result.transcript))
+    manifest = Manifest(messages=await manifest_digests(blobs, result.transcript))
     first = Message.model_validate(await get_json(blobs, manifest.messages[0]))
     second = Message.model_validate(await get_json(blobs, manifest.messages[1]))
     assert first.content == GOAL and second.content.startswith("[compaction]")

@@ -11,6 +11,7 @@ from typing import Any
 
 from agent_runs import call, record_history, sample_repo, start_agent, write_cassette
 from harness_runs import code_input, explore_input, git
+from portable_repos import manifest_digests
 
 from shopfloor.blobs import get_json
 from shopfloor.models.agent_run import AgentResult
@@ -37,7 +38,7 @@ async def run(temporal_client, settings, running_worker, inp) -> tuple[Any, Agen
 
 
 async def transcript(blobs, result: AgentResult) -> list[Message]:
-    manifest = Manifest.model_validate(await get_json(blobs, result.transcript))
+    manifest = Manifest(messages=await manifest_digests(blobs, result.transcript))
     return [Message.model_validate(await get_json(blobs, d)) for d in manifest.messages]
 
 
