@@ -25,7 +25,7 @@ import json
 import socket
 import threading
 import time
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -114,6 +114,116 @@ _ERRORS: dict[int, tuple[str, str, str]] = {
 _SERVER_ERROR = ("server_error", "api_error", "The server had an error while processing your request.")
 
 
+@dataclass
+class _ReadBody:
+    """A request body as the server reads it: parsed, and when it was read a piece at a time, its
+    assistant messages counted and its messages' characters as `prompt_tokens` counts them."""
+
+    body: Any
+    turn: int | None = None
+    message_chars: int | None = None
+
+
+@dataclass
+class _Conversation:
+    """The messages of a body read before, up to the end of its messages array's last item."""
+
+    prefix: str  # the body's text up to the end of its last message
+    messages: list[Any]
+    assistants: int
+    chars: int  # sum of each message's json.dumps length
+
+
+class BodyReader:
+    """Reads request bodies, parsing only the messages not seen in an earlier body of the same
+    conversation (its text starts the same): a conversation's body grows by a message or two a
+    call, and parsing all of it again on every call is what a long run's fake spent its time on.
+    Anything unusual (no top-level messages array, text that is not JSON) is parsed whole."""
+
+    KEPT_CHARS = 32 * 1024 * 1024  # of body text remembered, least recently read out first
+
+    def __init__(self) -> None:
+        self._decoder = json.JSONDecoder()
+        self._conversations: OrderedDict[str, list[_Conversation]] = OrderedDict()
+        self._chars = 0
+        self.parsed_messages = 0  # messages parsed one by one: the new ones of each body
+
+    def read(self, raw: bytes) -> _ReadBody:
+        """`raw` parsed (json.JSONDecodeError if it is not JSON), as json.loads would parse it."""
+        try:
+            text = raw.decode("utf-8")
+            read = self._incremental(text)
+        except (UnicodeDecodeError, ValueError):
+            read = None
+        return _ReadBody(json.loads(raw)) if read is None else read
+
+    def _incremental(self, text: str) -> _ReadBody | None:
+        opening = text.find('"messages":[')
+        if opening < 0:
+            return None
+        start = opening + len('"messages":[')
+        first_end = self._next_item(text, start)
+        if first_end is None:
+            return None
+        key = text[:first_end]
+        candidates = self._conversations.get(key, [])
+        known = max((c for c in candidates if text.startswith(c.prefix)), key=lambda c: len(c.prefix), default=None)
+        if known is not None:
+            messages, assistants, chars, at = list(known.messages), known.assistants, known.chars, len(known.prefix)
+        else:
+            messages, assistants, chars, at = [], 0, 0, start
+        decode, decoded_any = self._decoder.raw_decode, False
+        while True:
+            at = _skip_space(text, at)
+            if text.startswith("]", at):
+                break
+            if messages:
+                if not text.startswith(",", at):
+                    return None
+                at = _skip_space(text, at + 1)
+            message, at = decode(text, at)
+            messages.append(message)
+            self.parsed_messages += 1
+            assistants += isinstance(message, dict) and message.get("role") == "assistant"
+            chars += len(json.dumps(message))
+            decoded_any = True
+        end = at + 1
+        # The rest of the body with the array left out: it must be one object whose top-level
+        # "messages" is the array read, or the text found was not that array.
+        rest = json.loads(text[: start - 1] + "null" + text[end:])
+        if not isinstance(rest, dict) or "messages" not in rest or rest["messages"] is not None:
+            return None
+        rest["messages"] = messages
+        if messages and (decoded_any or known is None):
+            self._remember(key, _Conversation(text[:at], list(messages), assistants, chars))
+        return _ReadBody(rest, assistants, chars + 2 * len(messages) if messages else 2)
+
+    def _next_item(self, text: str, at: int) -> int | None:
+        at = _skip_space(text, at)
+        if text.startswith("]", at):
+            return None  # no messages: nothing to remember
+        return self._decoder.raw_decode(text, at)[1]
+
+    def _remember(self, key: str, conversation: _Conversation) -> None:
+        before = self._conversations.pop(key, [])
+        # The newest first; its own shorter prefixes go (it serves their bodies as well).
+        kept = [conversation, *(c for c in before if not conversation.prefix.startswith(c.prefix))][:8]
+        self._chars += sum(len(c.prefix) for c in kept) - sum(len(c.prefix) for c in before)
+        self._conversations[key] = kept
+        while self._chars > self.KEPT_CHARS and self._conversations:
+            self._chars -= sum(len(c.prefix) for c in self._conversations.popitem(last=False)[1])
+
+
+def _skip_space(text: str, at: int) -> int:
+    while at < len(text) and text[at] in " \t\n\r":
+        at += 1
+    return at
+
+
+def _assistants(messages: Any) -> int:
+    return sum(1 for m in messages if isinstance(m, dict) and m.get("role") == "assistant")
+
+
 def messages_key(messages: Any) -> str:
     canonical = json.dumps(messages, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(canonical.encode()).hexdigest()
@@ -142,6 +252,7 @@ class FakeModelServer:
         self.stream_usage = True  # False: ignore stream_options.include_usage, as some servers do
         self._releases = 0  # release() calls so far: what is held waits for the next one
         self._stream_hold: int | None = None  # hold streamed answers after this many chunks
+        self.body_reader = BodyReader()  # public: a test can count what it parsed
 
     @property
     def openai_base_url(self) -> str:
@@ -280,22 +391,22 @@ class FakeModelServer:
             return await _send(send, 404, {"error": {"message": f"no route {scope['method']} {scope['path']}"}})
         raw = b"".join(chunks) or b"{}"
         try:
-            body = json.loads(raw)
+            read = self.body_reader.read(raw)
         except json.JSONDecodeError as exc:
             return await _send(send, 400, {"error": {"message": f"body is not JSON: {exc}"}})
         headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
         gone = asyncio.Event()  # set when the client hangs up (a killed worker, a timeout)
         watcher = asyncio.create_task(_watch_disconnect(receive, gone))
         try:
-            await self._answer(api, raw, body, headers, send, gone)
+            await self._answer(api, raw, read, headers, send, gone)
         finally:
             watcher.cancel()
 
     async def _answer(
-        self, api: WireApi, raw: bytes, body: dict[str, Any], headers: dict[str, str], send: Any, gone: asyncio.Event
+        self, api: WireApi, raw: bytes, read: _ReadBody, headers: dict[str, str], send: Any, gone: asyncio.Event
     ) -> None:
-        messages = body.get("messages") or []
-        turn = sum(1 for m in messages if isinstance(m, dict) and m.get("role") == "assistant")
+        body: dict[str, Any] = read.body
+        turn = _assistants(body.get("messages") or []) if read.turn is None else read.turn
         stream = bool(body.get("stream"))
         logged = LoggedRequest(
             api=api,
@@ -316,7 +427,11 @@ class FakeModelServer:
                 return  # the client left while the "model" was thinking: nothing delivered
             except TimeoutError:
                 pass
-        window, prompt = self.context_window_tokens, prompt_tokens(body)
+        if read.message_chars is None:
+            prompt = prompt_tokens(body)
+        else:  # what prompt_tokens works out, from the messages' lengths found while reading
+            prompt = max(1, (read.message_chars + len(str(body.get("system", "")))) // 4)
+        window = self.context_window_tokens
         if fault is not None and fault.status and not (fault.midway and stream):
             logged.status = fault.status
             await _send(send, fault.status, _error_body(api, fault, body), _retry_after_header(fault))
