@@ -18,6 +18,8 @@ Temporal server's, so the edge's cost can be read apart from the load that drive
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
 import json
 import math
 import os
@@ -26,7 +28,8 @@ import tempfile
 import time
 import uuid
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -97,6 +100,9 @@ class WebhookRow(BaseModel):
     cpu_ms_per_request: float  # the bench's process: edge, load generator and Temporal client together
     generator_cpu_ms_per_request: float = 0.0  # of which the load generator (0: the ceiling has none)
     temporal_cpu_ms_per_request: float | None = None  # the Temporal dev server's process
+    # Jobs handed to the event loop's default executor per request (blob store calls, parsing off
+    # the loop): each a thread round trip; a count, so unlike CPU figures the load does not move it.
+    thread_jobs_per_request: float = 0.0
 
     @property
     def generator_share(self) -> float:
@@ -115,8 +121,9 @@ class WebhookBenchReport(BaseModel):
     def markdown(self) -> str:
         lines = [
             "| | requests | concurrency | answered as expected | errors | requests/s | p50 ms | p99 ms "
-            "| CPU ms/request (bench process) | of which load generator | Temporal server CPU ms/request |",
-            "|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|",
+            "| CPU ms/request (bench process) | of which load generator | Temporal server CPU ms/request "
+            "| thread round trips/request |",
+            "|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|",
         ]
         for r in self.rows:
             errors = ", ".join(f"{k}: {v}" for k, v in sorted(r.errors.items())) or "none"
@@ -128,7 +135,7 @@ class WebhookBenchReport(BaseModel):
             lines.append(
                 f"| {r.name} | {r.requests} | {r.concurrency} | {r.ok}{expected} | {errors} "
                 f"| {r.rps:.0f} | {r.p50_ms:.1f} | {r.p99_ms:.1f} | {r.cpu_ms_per_request:.2f} | {generator} "
-                f"| {temporal} |"
+                f"| {temporal} | {r.thread_jobs_per_request:.2f} |"
             )
         lines += ["", f"Machine: {self.machine}. Payload: {self.payload} ({self.payload_bytes} bytes)."]
         lines += [f"- {n}" for n in self.notes]
@@ -171,6 +178,34 @@ class GeneratorClock:
 
     def add_since(self, start: float) -> None:
         self.seconds += time.thread_time() - start
+
+
+class CountingExecutor(ThreadPoolExecutor):
+    """An event loop's default executor that notes each job handed to it (`asyncio.to_thread` hands
+    it `partial(context.run, function, ...)`: the name noted is the function's)."""
+
+    def __init__(self) -> None:
+        super().__init__(thread_name_prefix="asyncio")
+        self.jobs: list[str] = []
+
+    def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
+        inner = fn.args[0] if isinstance(fn, functools.partial) and fn.args else fn
+        self.jobs.append(getattr(inner, "__qualname__", repr(inner)))
+        return super().submit(fn, *args, **kwargs)
+
+
+@contextlib.contextmanager
+def counted_thread_jobs() -> Iterator[CountingExecutor]:
+    """The running loop's default executor counts its jobs until the block ends; then a new plain
+    one takes over."""
+    loop = asyncio.get_running_loop()
+    counting = CountingExecutor()
+    loop.set_default_executor(counting)
+    try:
+        yield counting
+    finally:
+        loop.set_default_executor(ThreadPoolExecutor(thread_name_prefix="asyncio"))
+        counting.shutdown(wait=False)
 
 
 @dataclass(frozen=True)
@@ -279,13 +314,21 @@ class _Measured:
     cpu_s: float
     generator_cpu_s: float
     temporal_cpu_s: float | None
+    thread_jobs: int
 
 
 async def _measure(
-    n: int, concurrency: int, one: Callable[[int, int], Awaitable[str | None]], clock: GeneratorClock
+    n: int,
+    concurrency: int,
+    one: Callable[[int, int], Awaitable[str | None]],
+    clock: GeneratorClock,
+    executor: CountingExecutor,
+    settle: Callable[[], Awaitable[None]],
 ) -> _Measured:
-    cpu, generator, temporal = time.process_time(), clock.seconds, _children_cpu_s()
+    await settle()  # the warm-up's work after its answers (markers) is not this row's
+    cpu, generator, temporal, jobs = time.process_time(), clock.seconds, _children_cpu_s(), len(executor.jobs)
     seconds, latencies, errors = await _drive(n, concurrency, one)
+    await settle()  # this row's is: its seconds end at the last answer, its CPU and counts after it
     temporal_after = _children_cpu_s()
     return _Measured(
         seconds=seconds,
@@ -294,6 +337,7 @@ async def _measure(
         cpu_s=time.process_time() - cpu,
         generator_cpu_s=clock.seconds - generator,
         temporal_cpu_s=temporal_after - temporal if temporal is not None and temporal_after is not None else None,
+        thread_jobs=len(executor.jobs) - jobs,
     )
 
 
@@ -312,6 +356,7 @@ def _row(name: str, n: int, concurrency: int, expected: int | None, m: _Measured
         cpu_ms_per_request=m.cpu_s * 1000 / n,
         generator_cpu_ms_per_request=m.generator_cpu_s * 1000 / n,
         temporal_cpu_ms_per_request=m.temporal_cpu_s * 1000 / n if m.temporal_cpu_s is not None else None,
+        thread_jobs_per_request=m.thread_jobs / n,
     )
 
 
@@ -388,7 +433,7 @@ async def bench_webhooks(
     run = uuid.uuid4().hex[:8]
     load_before = os.getloadavg()[0]  # other work on the machine skews every row: say how much there was
     rows: list[WebhookRow] = []
-    with tempfile.TemporaryDirectory(prefix="shopfloor-bench-webhooks-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="shopfloor-bench-webhooks-") as tmp, counted_thread_jobs() as executor:
         base = Path(tmp)
         temporal = DevServer(port=free_port())  # in memory (no db file), no UI
         temporal.start()
@@ -408,7 +453,16 @@ async def bench_webhooks(
                 return client
 
             port = free_port()
-            server, serving = await _serve(create_app(get_client, settings, blobs), port)
+            app = create_app(get_client, settings, blobs)
+            server, serving = await _serve(app, port)
+
+            async def settle() -> None:
+                # The edge stores each accepted body's marker after its answer: let them land.
+                for _ in range(3000):
+                    if app.state.deps.bodies.pending == 0:
+                        return
+                    await asyncio.sleep(0.01)
+
             http_protocol = getattr(server.config, "http_protocol_class", None)
             clock = GeneratorClock()
             senders = [Sender("127.0.0.1", port, clock) for _ in range(concurrency)]
@@ -453,7 +507,11 @@ async def bench_webhooks(
                     await _drive(warm, concurrency, await prepare(f"w{run}{tag}", warm, expected or 0))
                     one = await prepare(f"b{run}{tag}", requests, expected or 0)
                     return _row(
-                        name, requests, concurrency, expected, await _measure(requests, concurrency, one, clock)
+                        name,
+                        requests,
+                        concurrency,
+                        expected,
+                        await _measure(requests, concurrency, one, clock, executor, settle),
                     )
 
                 rows.append(await measured("signed deliveries that start workflows (edge, HTTP)", "e", 202, deliver))
@@ -491,7 +549,9 @@ async def bench_webhooks(
         (
             "Rows run one after another (edge, ceiling, rejected), each right after an unmeasured warm-up of one "
             "concurrency's worth of requests; requests/s is requests over the row's wall time; CPU figures are "
-            "the bench process's and the Temporal server's CPU time over the row, per request."
+            "the bench process's and the Temporal server's CPU time over the row, per request, counted until the "
+            "markers the edge stores after its answers have landed; thread round trips are the jobs handed to the "
+            "event loop's default executor (blob store calls, markdown parsed off the loop), per request."
         ),
         (
             f"The edge logs every delivery (log level {settings.log_level}); "

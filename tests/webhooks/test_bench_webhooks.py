@@ -74,6 +74,11 @@ async def test_every_row_reports_its_cpu_per_request_and_the_generators_share() 
         assert 0 < row.generator_cpu_ms_per_request < row.cpu_ms_per_request, row
         assert 0 < row.generator_share < 1
     assert ceiling.generator_cpu_ms_per_request == 0 and ceiling.expected_status is None
+    # Thread round trips, counted to the last marker: the two marker reads, the text snapshot's
+    # write and the marker's write for each accepted delivery (its short text parsed on the loop);
+    # none for the ceiling's bare call or a rejected delivery.
+    assert edge.thread_jobs_per_request == 4, edge
+    assert ceiling.thread_jobs_per_request == rejected.thread_jobs_per_request == 0
     assert report.http_protocol  # which HTTP/1.1 implementation served the edge
     table = report.markdown().splitlines()
     assert "of which load generator" in table[0] and len(table) >= 5

@@ -7,12 +7,8 @@ every outbound call the Temporal client makes for the edge passes through it."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import functools
 import json
 import uuid
-from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import httpx
@@ -24,6 +20,7 @@ from temporalio.client import Client, StartWorkflowInput
 from threaded_server import serving
 
 from shopfloor.agents.untrusted_snapshot import snapshot_text
+from shopfloor.bench.webhooks import counted_thread_jobs
 from shopfloor.blobs import BlobStore, FileBlobStore, get_json
 from shopfloor.models.inbox import GITHUB_EVENT_SIGNAL, RepoEvent
 from shopfloor.settings import Settings
@@ -229,32 +226,6 @@ async def test_a_body_marked_as_a_blob_before_markers_were_refs_is_still_a_dupli
         answer = await http.post("/webhooks/github", content=body, headers=delivery_headers("issues", body))
     assert answer.status_code == 202 and answer.json()["outcome"] == "duplicate", answer.text
     assert counter.calls == []
-
-
-class CountingExecutor(ThreadPoolExecutor):
-    """A loop's default executor that notes each job handed to it: each is a thread round trip
-    (`asyncio.to_thread` hands it `partial(context.run, function, ...)`)."""
-
-    def __init__(self) -> None:
-        super().__init__(thread_name_prefix="counted")
-        self.jobs: list[str] = []
-
-    def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
-        inner = fn.args[0] if isinstance(fn, functools.partial) and fn.args else fn
-        self.jobs.append(getattr(inner, "__qualname__", repr(inner)))
-        return super().submit(fn, *args, **kwargs)
-
-
-@contextlib.contextmanager
-def counted_thread_jobs() -> Iterator[CountingExecutor]:
-    loop = asyncio.get_running_loop()
-    counting = CountingExecutor()
-    loop.set_default_executor(counting)
-    try:
-        yield counting
-    finally:
-        loop.set_default_executor(ThreadPoolExecutor(thread_name_prefix="asyncio"))
-        counting.shutdown(wait=False)
 
 
 async def test_a_short_text_is_snapshotted_without_a_thread_round_trip_and_stored_the_same(
