@@ -52,7 +52,7 @@ from shopfloor.models.agent_run import (
 from shopfloor.settings import Settings
 from shopfloor.temporal import connect
 from shopfloor.testing import FakeModelServer, ScriptTurn
-from shopfloor.worker import ProviderCache, build_worker
+from shopfloor.worker import ProviderCache, build_worker, freeze_imports
 from shopfloor.workflows.agent import AgentWorkflow
 
 MODEL = "openai:bench-model"
@@ -260,6 +260,10 @@ async def agent_bench(*, worker: bool = True, latency_s: float = 0.0) -> AsyncIt
                 client = await connect(settings)
                 blobs = FileBlobStore(base / "blobs")
                 providers = ProviderCache(settings)
+                # As a deployed worker does: the provider's SDK imported, then everything so far
+                # kept out of garbage collection, so no full collection rescans the imports mid-run.
+                providers.prewarm([MODEL])
+                freeze_imports()
                 bench = AgentBench(client, settings, workspace, fake, blobs, providers, base, server)
                 try:
                     if worker:
