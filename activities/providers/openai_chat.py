@@ -20,7 +20,7 @@ import structlog
 from openai.types.chat import ChatCompletion
 
 from shopfloor.activities.providers.errors import to_model_call_error
-from shopfloor.activities.providers.wire import RenderCache, wire_array, wire_json, wire_object
+from shopfloor.activities.providers.wire import JoinedMessages, RenderCache, wire_array, wire_json, wire_object
 from shopfloor.errors import ModelCallError
 from shopfloor.models.transcript import (
     FinishReason,
@@ -69,6 +69,7 @@ class OpenAIChatProvider:
             max_retries=0,  # Temporal owns retries
         )
         self._rendered = RenderCache(lambda m: wire_json(to_openai_message(m)), len)
+        self._joined = JoinedMessages(self._rendered)
 
     def request_body(self, request: ModelRequest) -> dict[str, Any]:
         """The Chat Completions body for `request`, keys in the order `chat.completions.create`
@@ -77,9 +78,10 @@ class OpenAIChatProvider:
 
     def request_bytes(self, request: ModelRequest) -> bytes:
         """`wire_json(request_body(request))`, with each message encoded once while it lasts."""
-        head = [wire_json({"role": "system", "content": request.system})] if request.system else []
-        messages = wire_array([*head, *(self._rendered(m) for m in request.messages)])
-        return wire_object(self._body(request, None), messages=messages)
+        parts = [wire_json({"role": "system", "content": request.system})] if request.system else []
+        if request.messages:
+            parts.append(self._joined(request.messages))  # the messages' items, joined already
+        return wire_object(self._body(request, None), messages=wire_array(parts))
 
     def _body(self, request: ModelRequest, messages: Any) -> dict[str, Any]:
         body: dict[str, Any] = {"model": self.model, "stream": True, "messages": messages}

@@ -5,6 +5,7 @@ in the conversation, so a step encodes only what is new."""
 from __future__ import annotations
 
 import json
+import operator
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
@@ -64,3 +65,38 @@ class RenderCache(Generic[T]):
 
     def __len__(self) -> int:
         return len(self._entries)
+
+
+class JoinedMessages:
+    """`b",".join(render(m) for m in messages)`, reusing what an earlier call of the same
+    conversation joined: a conversation grows at its end, so a step renders and joins only its
+    new messages instead of visiting every one (the check that the earlier messages are the very
+    same objects runs in C). Conversations are told apart by their first message; the least
+    recently used go past `max_bytes`."""
+
+    def __init__(self, render: Callable[[Message], bytes], max_bytes: int = RENDERED_BYTES) -> None:
+        self._render, self.max_bytes = render, max_bytes
+        self._joined: OrderedDict[int, tuple[list[Message], bytes]] = OrderedDict()
+        self.bytes = 0
+
+    def __call__(self, messages: list[Message]) -> bytes:
+        if not messages:
+            return b""
+        key = id(messages[0])  # kept alive by the entry, so no other object can have this id
+        earlier = self._joined.pop(key, None)
+        joined: bytes | None = None
+        if earlier is not None:
+            self.bytes -= len(earlier[1])
+            known, done = earlier
+            n = len(known)
+            if n <= len(messages) and all(map(operator.is_, known, messages)):
+                new = messages[n:]
+                joined = done + b"," + b",".join(map(self._render, new)) if new else done
+        if joined is None:
+            joined = b",".join(map(self._render, messages))
+        if len(joined) <= self.max_bytes:
+            self._joined[key] = (list(messages), joined)
+            self.bytes += len(joined)
+            while self.bytes > self.max_bytes:
+                self.bytes -= len(self._joined.popitem(last=False)[1][1])
+        return joined
