@@ -110,6 +110,7 @@ class TranscriptStore:
     def __init__(self, blobs: BlobStore, *, cache_bytes: int = CACHE_BYTES) -> None:
         self.blobs = blobs
         self.cache = ParsedBlobCache(cache_bytes)
+        self._last: tuple[list[str], list[_Parsed]] = ([], [])  # the digests last looked up, their entries
 
     async def load(self, digest: str) -> Message:
         entry = self.cache.get("message", digest) or await self._read_message(digest)
@@ -240,6 +241,17 @@ class TranscriptStore:
         return sum(entry.tokens for entry in await self._entries(digests))
 
     async def _entries(self, digests: list[str]) -> list[_Parsed]:
+        # A step asks for its transcript's messages, then their tokens, and the next step for
+        # the same ones and a few more: the last answer serves the digests it starts with.
+        known, entries = self._last
+        if known and len(known) <= len(digests) and digests[: len(known)] == known:
+            done = entries if len(known) == len(digests) else [*entries, *await self._lookup(digests[len(known) :])]
+        else:
+            done = await self._lookup(digests)
+        self._last = (list(digests), done)
+        return done
+
+    async def _lookup(self, digests: list[str]) -> list[_Parsed]:
         found = self.cache.get_many("message", digests)
         if None not in found:
             return cast(list[_Parsed], found)
