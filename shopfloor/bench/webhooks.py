@@ -52,8 +52,8 @@ from shopfloor.webhooks.delivered_bodies import body_digest
 from shopfloor.webhooks.github import start_for
 from shopfloor.webhooks.github_event_kinds import route, to_repo_event
 
-# A real delivery (GitHub's docs' example), in a source checkout beside the repository.
-FIXTURE = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "github" / "webhooks" / "issues.opened.json"
+# A real delivery (GitHub's docs' example), among a source checkout's test fixtures.
+FIXTURE = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "github" / "webhooks" / "issues.opened.json"
 SECRET = b"bench-webhook-secret"
 
 # When installed without the fixtures: the fields of that payload the edge reads, nothing more.

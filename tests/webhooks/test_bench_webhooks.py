@@ -9,11 +9,12 @@ import uuid
 
 import httpx
 from edge_app import SECRET, delivery_headers, unique_owner
+from fixture_files import fixture
 from pydantic import SecretStr
 from temporal_calls import CountingInterceptor, counted_client
 from temporalio.client import Client, StartWorkflowInput
 
-from shopfloor.bench.webhooks import FIXTURE, _payload, bench_webhooks, ceiling_starts
+from shopfloor.bench.webhooks import _payload, bench_webhooks, ceiling_starts
 from shopfloor.blobs import BlobStore
 from shopfloor.settings import Settings
 from shopfloor.temporal import send_signal_with_start
@@ -31,7 +32,7 @@ async def test_the_ceiling_sends_the_call_the_edge_makes(
         return client
 
     owner = unique_owner()
-    template = json.loads(FIXTURE.read_text())
+    template = json.loads(fixture("github", "webhooks", "issues.opened.json").read_text())
     body = _payload(template, owner, 1)
     app = create_app(get_client, edge_settings, blobs)
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://edge") as http:
