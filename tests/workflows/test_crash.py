@@ -8,6 +8,7 @@ import time
 from collections import Counter
 
 from agent_runs import agent_input, sample_repo, start_agent
+from portable_repos import wait_for
 from worker_process import WorkerProcess, worker_env_for
 
 from shopfloor.testing import FakeModelServer, ScriptTurn
@@ -21,14 +22,6 @@ def script() -> list[ScriptTurn]:
     # Distinct calls: the same call three times would (rightly) trip the doom-loop rule.
     turns = [ScriptTurn.tool("read_file", f"step {i}", path=reads[i % 2], limit=10 + i) for i in range(TURNS)]
     return turns + [ScriptTurn(content=ANSWER)]
-
-
-async def wait_for(predicate, timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.02)
 
 
 async def test_sigkilled_worker_run_is_finished_by_another_without_repeating_model_calls(

@@ -16,11 +16,11 @@ import asyncio
 import os
 import signal
 import threading
-import time
 from collections import Counter
 
 from agent_runs import LOCAL_ACTIVITY_MARKER, agent_input, start_agent
 from file_opens import FileOpens
+from portable_repos import wait_for
 from temporalio.api.enums.v1 import EventType
 from worker_process import WorkerProcess, worker_env_for
 
@@ -53,14 +53,6 @@ def script() -> list[ScriptTurn]:
         for s in range(STEPS)
     ]
     return [*turns, ScriptTurn(content=ANSWER)]
-
-
-async def wait_for(predicate, timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.02)
 
 
 async def recorded_reads(handle) -> int:

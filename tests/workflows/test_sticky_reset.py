@@ -15,6 +15,7 @@ import time
 from collections import Counter
 
 from agent_runs import agent_input, sample_repo, start_agent
+from portable_repos import wait_for
 from temporalio.api.enums.v1 import TaskQueueKind, TimeoutType
 from worker_process import WorkerProcess, worker_env_for
 
@@ -28,14 +29,6 @@ def script() -> list[ScriptTurn]:
     reads = ["README.md", "src/greet.py"]
     turns = [ScriptTurn.tool("read_file", f"step {i}", path=reads[i % 2], limit=10 + i) for i in range(TURNS)]
     return turns + [ScriptTurn(content=ANSWER)]
-
-
-async def wait_for(predicate, timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.02)
 
 
 async def test_a_retried_calls_result_goes_to_the_replacement_not_to_the_dead_workers_sticky_queue(
