@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from portable_repos import load_messages, manifest_digests
+from recording_blobs import RecordingStore
 
 from shopfloor.activities.transcript_store import TranscriptStore
 from shopfloor.blobs import FileBlobStore, canonical_json, digest_of, get_json
@@ -17,24 +18,6 @@ from shopfloor.models.transcript import Manifest, Message, ToolCall
 
 STEPS = 500
 WINDOW = 64  # steps: the bases are chosen in powers of two, so bytes are compared over a span
-
-
-class RecordingStore(FileBlobStore):
-    """The real file store, recording the size of every blob put and every digest read."""
-
-    def __init__(self, root: Path) -> None:
-        super().__init__(root)
-        self.sizes: dict[str, int] = {}
-        self.reads: list[str] = []
-
-    async def put(self, data: bytes) -> str:
-        digest = await super().put(data)
-        self.sizes[digest] = len(data)
-        return digest
-
-    async def get(self, digest: str) -> bytes:
-        self.reads.append(digest)
-        return await super().get(digest)
 
 
 def reply(step: int) -> Message:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from recording_blobs import RecordingStore
 from temporalio.testing import ActivityEnvironment
 
 from shopfloor.activities.model_step import ModelStepActivities
@@ -25,18 +26,6 @@ STEPS = 8
 TAKEN_OVER_AT = 4  # from this step on, another worker (a fresh store) runs the steps
 
 
-class CountingStore(FileBlobStore):
-    """The real file store, counting the blobs read through it."""
-
-    def __init__(self, root: Path) -> None:
-        super().__init__(root)
-        self.reads: list[str] = []
-
-    async def get(self, digest: str) -> bytes:
-        self.reads.append(digest)
-        return await super().get(digest)
-
-
 def script(turn: int, body: dict[str, Any]) -> ScriptTurn:
     if turn < STEPS - 1:
         return ScriptTurn.tool("read_file", f"turn {turn}", path=f"m{turn}.py", offset=turn + 1, limit=5)
@@ -44,7 +33,7 @@ def script(turn: int, body: dict[str, Any]) -> ScriptTurn:
 
 
 async def test_each_blob_is_read_at_most_once_and_the_model_gets_the_whole_conversation(tmp_path: Path) -> None:
-    blobs = CountingStore(tmp_path / "blobs")
+    blobs = RecordingStore(tmp_path / "blobs")
     env = ActivityEnvironment()
     with FakeModelServer(script) as srv:
         opened: dict[str, ModelProvider] = {}

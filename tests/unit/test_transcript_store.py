@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from recording_blobs import RecordingStore
 
 from shopfloor.activities.transcript_store import TranscriptStore
 from shopfloor.agents.step import conversation_tokens
@@ -16,18 +17,6 @@ from shopfloor.errors import BlobNotFound
 from shopfloor.models.transcript import Manifest, Message, ToolCall
 
 MISSING = "0" * 64
-
-
-class CountingStore(FileBlobStore):
-    """The real file store, counting the blobs read through it."""
-
-    def __init__(self, root: Path) -> None:
-        super().__init__(root)
-        self.reads: list[str] = []
-
-    async def get(self, digest: str) -> bytes:
-        self.reads.append(digest)
-        return await super().get(digest)
 
 
 def turn(i: int) -> list[Message]:
@@ -49,7 +38,7 @@ async def step(ts: TranscriptStore, transcript: str | None, added: list[Message]
 
 @pytest.mark.fast
 async def test_a_step_reads_only_the_blobs_it_has_not_seen(tmp_path: Path) -> None:
-    blobs = CountingStore(tmp_path / "blobs")
+    blobs = RecordingStore(tmp_path / "blobs")
     writer = TranscriptStore(blobs)
     transcript = await step(writer, None, [Message(role="user", content="goal")])
     for i in range(20):
@@ -80,7 +69,7 @@ async def test_the_manifest_handed_out_is_the_callers_to_change(tmp_path: Path) 
 
 @pytest.mark.fast
 async def test_the_cache_stays_within_its_bytes_and_reads_back_what_it_dropped(tmp_path: Path) -> None:
-    blobs = CountingStore(tmp_path / "blobs")
+    blobs = RecordingStore(tmp_path / "blobs")
     ts = TranscriptStore(blobs, cache_bytes=4_000)
     transcript = await step(ts, None, [Message(role="user", content="goal")])
     for i in range(30):
@@ -132,7 +121,7 @@ async def test_token_estimates_kept_per_message_sum_to_the_conversations(tmp_pat
 
 @pytest.mark.fast
 async def test_append_stores_the_message_and_the_manifest_that_lists_it(tmp_path: Path) -> None:
-    blobs = CountingStore(tmp_path / "blobs")
+    blobs = RecordingStore(tmp_path / "blobs")
     ts = TranscriptStore(blobs)
     transcript = await step(ts, None, [Message(role="user", content="goal")])
     manifest = await ts.manifest(transcript)
@@ -149,7 +138,7 @@ async def test_append_stores_the_message_and_the_manifest_that_lists_it(tmp_path
 
 @pytest.mark.fast
 async def test_a_staged_message_is_kept_only_once_it_is_written(tmp_path: Path) -> None:
-    blobs = CountingStore(tmp_path / "blobs")
+    blobs = RecordingStore(tmp_path / "blobs")
     ts = TranscriptStore(blobs)
     message = turn(0)[1]
     staged = ts.stage(message)
