@@ -73,7 +73,15 @@ class LiveProgressActivities:
     async def live_progress(self, inp: LiveProgressInput) -> LiveProgressOutput:
         if self.edit_s <= 0:
             return LiveProgressOutput(ended="off")
-        return await _LiveView(self, inp).run()
+        try:
+            return await _LiveView(self, inp).run()
+        except asyncio.CancelledError:
+            details = activity.cancellation_details()
+            if details is None or details.cancel_requested or details.worker_shutdown:
+                raise  # the workflow's cancel: the SDK completes it as cancelled
+            # The view is already gone at Temporal (its workflow moved on): an expected end, so
+            # BENIGN, which the SDK logs at debug level instead of a warning with a traceback.
+            raise ApplicationError("the live view was stopped", category=ApplicationErrorCategory.BENIGN) from None
 
     def all(self) -> list[Callable[..., Any]]:
         return [self.live_progress]
