@@ -24,6 +24,17 @@ from shopfloor.search_attributes import ALL_KEYS
 # The server's switch for eager activity execution (dynamic config).
 EAGER_ACTIVITIES = "system.enableActivityEagerExecution"
 
+# How often a history shard may read its task queues (dynamic config, reads per second). Temporal's
+# default, 20, is sized for a cluster of many shards; the dev server has one, so at 20 reads a
+# second every workflow task after the first few waited ~35 ms for the transfer queue to hand it to
+# matching (its `task_latency_load` metric), longer than the task itself. Every workflow task, every
+# activity that is not started eagerly and every timer goes through these queues.
+QUEUE_READS_PER_SECOND = {
+    "history.transferProcessorMaxPollRPS": 1000,
+    "history.timerProcessorMaxPollRPS": 1000,
+    "history.visibilityProcessorMaxPollRPS": 1000,
+}
+
 _TYPE_NAMES = {"KEYWORD": "Keyword", "INT": "Int", "TEXT": "Text", "BOOL": "Bool", "DOUBLE": "Double"}
 
 
@@ -121,6 +132,8 @@ class DevServer:
             "--dynamic-config-value",
             f"{EAGER_ACTIVITIES}=true",
         ]
+        for setting, reads in QUEUE_READS_PER_SECOND.items():
+            cmd += ["--dynamic-config-value", f"{setting}={reads}"]
         if self.ui_port is None:
             cmd.append("--headless")
         else:
