@@ -20,7 +20,7 @@ import signal
 import subprocess
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import structlog
 from pydantic import BaseModel
@@ -134,8 +134,9 @@ async def execute(
         start_new_session=True,
     )
     pid = transport.get_pid()
-    gate = transport.get_pipe_transport(0)
-    assert isinstance(gate, asyncio.WriteTransport)  # stdin=PIPE above: a write pipe
+    # stdin=PIPE above: a write pipe (uvloop's is no subclass of asyncio.WriteTransport, so no
+    # isinstance check: only its write and close are used)
+    gate = cast(asyncio.WriteTransport, transport.get_pipe_transport(0))
     try:
         confinement.admit(pid)
     except CgroupError as exc:

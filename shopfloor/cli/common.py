@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import sys
 from collections.abc import Callable, Coroutine
@@ -15,6 +14,7 @@ from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.exceptions import ApplicationError, FailureError
 from temporalio.service import RPCError, RPCStatusCode
 
+from shopfloor import event_loop
 from shopfloor.errors import ShopfloorError, TemporalUnreachable, UsageError
 from shopfloor.logs import configure_logging
 from shopfloor.models.inbox import ALERT_WORKFLOW, ISSUE_WORKFLOW, PULL_REQUEST_WORKFLOW
@@ -147,7 +147,7 @@ def command(fn: Callable[P, Coroutine[Any, Any, T]]) -> Callable[P, T]:
     @functools.wraps(fn)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> T:
         try:
-            return asyncio.run(fn(*args, **kwargs))
+            return event_loop.run(fn(*args, **kwargs))
         except UsageError as exc:
             fail(str(exc), EXIT_USAGE)
         except TemporalUnreachable as exc:
