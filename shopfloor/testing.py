@@ -434,9 +434,11 @@ class FakeModelServer:
         window = self.context_window_tokens
         if fault is not None and fault.status and not (fault.midway and stream):
             logged.status = fault.status
+            connected = not gone.is_set()
             await _send(send, fault.status, _error_body(api, fault, body), _retry_after_header(fault))
         elif window is not None and prompt > window:
             logged.status = 400
+            connected = not gone.is_set()
             await _send(send, 400, context_too_long_body(api, prompt, window))
         else:
             try:
@@ -468,8 +470,13 @@ class FakeModelServer:
                     return
                 await send({"type": "http.response.body", "body": frame, "more_body": True})
                 logged.chunks_sent.append(time.time())
+            connected = True  # every frame went to a client still there when it was sent
             await send({"type": "http.response.body", "body": b"", "more_body": False})
-        if not gone.is_set():
+        # Looked at before the last send, not after: a client that has read the last frame may
+        # hang up before the body's end marker, and once a response is complete uvicorn answers
+        # the disconnect watcher's receive() with "http.disconnect" at once (with httptools,
+        # before that send returns). Neither is a client cut off mid-answer.
+        if connected:
             with self._lock:
                 logged.completed = True
 
