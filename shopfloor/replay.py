@@ -22,5 +22,11 @@ def load_history(path: Path) -> WorkflowHistory:
 
 async def replay(path: Path) -> None:
     """Raise temporalio.workflow.NondeterminismError (or another failure) if the code diverged."""
-    replayer = Replayer(workflows=WORKFLOWS, data_converter=pydantic_data_converter, workflow_runner=SANDBOX)
+    replayer = Replayer(
+        workflows=WORKFLOWS,
+        data_converter=pydantic_data_converter,
+        workflow_runner=SANDBOX,
+        # AgentWorkflow too, though a worker runs it unsandboxed: replay is where determinism is checked.
+        unsandboxed_workflow_runner=SANDBOX,
+    )
     await replayer.replay_workflow(load_history(path))

@@ -12,7 +12,7 @@ from typing import Any
 
 import structlog
 from temporalio.client import Client
-from temporalio.worker import Worker
+from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from shopfloor.activities.alert_goal import AlertGoalActivities
@@ -189,7 +189,10 @@ def build_worker(
     blobs: BlobStore | None = None,
     task_queue: str | None = None,
     graceful_shutdown: timedelta = timedelta(),
+    strict_sandbox: bool = False,
 ) -> Worker:
+    """`strict_sandbox`: run even the workflows marked `sandboxed=False` (AgentWorkflow, the hot
+    path) inside the sandbox, as the tests do, so a non-deterministic call in them fails there."""
     blobs = blobs or open_blob_store(
         url=settings.blob_url, data_dir=settings.data_dir, s3_endpoint_url=settings.s3_endpoint_url
     )
@@ -201,6 +204,7 @@ def build_worker(
         workflows=WORKFLOWS,
         activities=worker_activities(client, settings, blobs, providers, github),
         workflow_runner=SANDBOX,
+        unsandboxed_workflow_runner=SANDBOX if strict_sandbox else UnsandboxedWorkflowRunner(),
         max_cached_workflows=settings.max_cached_workflows,
         sticky_queue_schedule_to_start_timeout=timedelta(seconds=settings.sticky_queue_timeout_seconds),
         max_concurrent_activities=settings.max_concurrent_activities,

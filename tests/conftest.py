@@ -201,7 +201,7 @@ def _worker_factory(client: Client, settings: Settings, blobs: BlobStore):
     @asynccontextmanager
     async def run(s: Settings = settings) -> AsyncIterator[Worker]:
         providers = ProviderCache(s)
-        worker = build_worker(client, s, providers=providers, blobs=blobs)
+        worker = build_worker(client, s, providers=providers, blobs=blobs, strict_sandbox=True)
         async with worker:
             yield worker
         await providers.aclose()

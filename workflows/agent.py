@@ -153,7 +153,12 @@ def _carry_from(inp: AgentInput, start: StartFrom) -> AgentCarry:
     )
 
 
-@workflow.defn(name="AgentWorkflow")
+# Outside Temporal's workflow sandbox on a deployed worker: this is the workflow every agent step
+# wakes, and the sandbox's per-task work (re-entering its import guard, rebuilding serialization
+# contexts inside it) was a third of a worker's CPU per step (docs/scaling.md). Tests and
+# `shopfloor replay` still run it inside the strict sandbox (`build_worker(strict_sandbox=True)`),
+# so a non-deterministic call here fails there.
+@workflow.defn(name="AgentWorkflow", sandboxed=False)
 class AgentWorkflow(AgentControls):
     """The loop's RunHost, with the operator's controls."""
 

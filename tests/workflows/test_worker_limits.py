@@ -42,6 +42,6 @@ async def test_the_worker_offers_a_dead_workers_runs_to_others_after_the_sticky_
 ):
     """Not timed here (see `shopfloor bench --only resume`): the setting reaches the SDK's worker."""
     tuned = settings.model_copy(update={"sticky_queue_timeout_seconds": 1.5})
-    worker = build_worker(temporal_client, tuned, providers=ProviderCache(tuned), blobs=blobs)
+    worker = build_worker(temporal_client, tuned, providers=ProviderCache(tuned), blobs=blobs, strict_sandbox=True)
     assert worker.config()["sticky_queue_schedule_to_start_timeout"] == timedelta(seconds=1.5)
     assert Settings().sticky_queue_timeout_seconds == 3.0  # not the SDK's 10 s
