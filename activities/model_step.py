@@ -94,14 +94,28 @@ class ModelStepActivities:
         self._providers = providers
         self._prices = price_table(prices)
         self._repo_instructions: dict[str, RepoInstructions] = {}  # by blob digest, oldest first
+        self._opened: dict[str, ModelProvider] = {}  # by model spec, once `providers` gave one
+
+    async def _provider(self, spec: ModelSpec) -> ModelProvider:
+        """The spec's provider; opened in a thread the first time. Opening imports the provider's
+        SDK (seconds on a loaded machine) or waits for the worker's prewarm to finish doing so; on
+        the event loop that stalled every run on the worker, this call's heartbeats too, and a
+        short heartbeat timeout then had Temporal start the call again beside the first."""
+        provider = self._opened.get(key := str(spec))
+        if provider is None:
+            provider = self._opened[key] = await asyncio.to_thread(self._providers, spec)
+        return provider
+
+    async def _call(self, spec: ModelSpec, request: ModelRequest, progress: TextProgress) -> tuple[ModelReply, str]:
+        provider = await self._provider(spec)
+        return await provider.complete(request, on_text=progress.add), provider.label
 
     async def _complete(self, spec: ModelSpec, request: ModelRequest, detail: str) -> tuple[ModelReply, str]:
         attempt = activity.info().attempt
         progress = TextProgress(detail, attempt)  # the text so far, in the heartbeats, for the live view
         try:
-            provider = self._providers(spec)  # a bad cassette or missing key is a non-retryable failure too
-            reply = await heartbeating(provider.complete(request, on_text=progress.add), progress=progress)
-            return reply, provider.label
+            # A bad cassette or a missing key fails the opening: a non-retryable failure too.
+            return await heartbeating(self._call(spec, request, progress), progress=progress)
         except ModelCallError as exc:
             log.warning(
                 "model call failed",
