@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import tempfile
 import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator
@@ -96,7 +97,16 @@ class Sim:
 
 
 @pytest.fixture
-def sim(tmp_path: Path) -> Iterator[Sim]:
+def temp_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Python's temporary directory for this test only, so what the router leaves there shows."""
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    return scratch
+
+
+@pytest.fixture
+def sim(tmp_path: Path, temp_dir: Path) -> Iterator[Sim]:
     src = tmp_path / "src"
     src.mkdir()
     (src / "hello.py").write_text("print('hello')\n")
@@ -177,6 +187,19 @@ def test_clone_push_fetch_force_push_and_delete(sim: Sim, tmp_path: Path) -> Non
     sim.git(other, "pull", "--ff-only", "origin", "main")  # fetch after pushes, with haves to negotiate
     assert (other / "feature.py").read_text() == "X = 2\n"
     assert len(sim.pushes) == 4
+
+
+def test_serving_leaves_nothing_in_the_temporary_directory(sim: Sim, tmp_path: Path, temp_dir: Path) -> None:
+    """A simulator is started for every test and demo: a directory per start, never removed,
+    filled /tmp with thousands."""
+    work = tmp_path / "work"
+    sim.git(tmp_path, "clone", sim.url(), str(work))
+    (work / "more.py").write_text("Y = 2\n")
+    sim.git(work, "add", ".")
+    sim.git(work, "commit", "-m", "more")
+    sim.git(work, "push", sim.url("alice-token"), "main")
+    assert sim.repo.ref_sha("main") == sim.git(work, "rev-parse", "HEAD").stdout.strip()
+    assert list(temp_dir.iterdir()) == []
 
 
 def test_forbidden_pusher_gets_403_and_nothing_moves(sim: Sim, tmp_path: Path) -> None:

@@ -15,7 +15,6 @@ import base64
 import binascii
 import inspect
 import os
-import tempfile
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
@@ -52,7 +51,6 @@ def git_router(
     """
     router = APIRouter()
     locks: dict[Path, asyncio.Lock] = {}
-    home = tempfile.mkdtemp(prefix="shopfloor-git-http-home-")
 
     def lookup(owner: str, repo: str) -> BareRepo | None:
         return resolve(owner, repo.removesuffix(".git"))
@@ -97,7 +95,7 @@ def git_router(
             if isinstance(who, Response):
                 return who
             user = who
-        return await _stream(found, "info/refs", request, home, user)
+        return await _stream(found, "info/refs", request, user)
 
     @router.post("/{owner}/{repo}/git-upload-pack")
     async def upload_pack(owner: str, repo: str, request: Request) -> Response:
@@ -106,7 +104,7 @@ def git_router(
             return PlainTextResponse("Repository not found.\n", 404)
         if (refused := reader(request, owner, repo)) is not None:
             return refused
-        return await _stream(found, "git-upload-pack", request, home, None)
+        return await _stream(found, "git-upload-pack", request, None)
 
     @router.post("/{owner}/{repo}/git-receive-pack")
     async def receive_pack(owner: str, repo: str, request: Request) -> Response:
@@ -120,7 +118,7 @@ def git_router(
         lock = locks.setdefault(found.path.resolve(), asyncio.Lock())
         async with lock:
             before = await asyncio.to_thread(found.refs)
-            cgi = await _Cgi.start(found, "git-receive-pack", request, home, who)
+            cgi = await _Cgi.start(found, "git-receive-pack", request, who)
             body = b"".join([chunk async for chunk in cgi.body()])
             after = await asyncio.to_thread(found.refs)
             updates = ref_updates(before, after)
@@ -169,8 +167,8 @@ def _as_token(header: str) -> str:
     return f"token {secret}" if secret else ""
 
 
-async def _stream(repo: BareRepo, action: str, request: Request, home: str, user: str | None) -> Response:
-    cgi = await _Cgi.start(repo, action, request, home, user)
+async def _stream(repo: BareRepo, action: str, request: Request, user: str | None) -> Response:
+    cgi = await _Cgi.start(repo, action, request, user)
     return _PipeResponse(cgi.body(), cgi.status, headers=cgi.headers)
 
 
@@ -199,11 +197,13 @@ class _Cgi:
         self.stderr = asyncio.ensure_future(proc.stderr.read()) if proc.stderr else None
 
     @classmethod
-    async def start(cls, repo: BareRepo, action: str, request: Request, home: str, user: str | None) -> _Cgi:
+    async def start(cls, repo: BareRepo, action: str, request: Request, user: str | None) -> _Cgi:
         path = repo.path.resolve()
         env = {
             "PATH": os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin"),
-            "HOME": home,
+            # Git reads no user or system config here (below); HOME only has to be somewhere
+            # that is the simulator's own, so the repositories' root will do.
+            "HOME": str(path.parent.parent),
             "GIT_CONFIG_NOSYSTEM": "1",
             "GIT_CONFIG_GLOBAL": os.devnull,
             "GIT_PROJECT_ROOT": str(path.parent.parent),
