@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import stat
+import subprocess
+import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -298,3 +301,14 @@ def test_concurrent_writes_to_one_branch_all_land(repo: BareRepo) -> None:
     commits = repo.commits_between(main, "busy")
     assert sorted(c.message for c in commits) == sorted(f"f{i}" for i in range(12))
     assert all(repo.read_file("busy", f"f{i}.txt") == b"%d\n" % i for i in range(12))
+
+
+def test_the_empty_home_is_removed_when_the_process_exits(tmp_path: Path) -> None:
+    """Every process that runs git for the simulator makes one; a day of tests left dozens."""
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    code = "from shopfloor.simulator.git.cmd import empty_home; import os; print(os.path.isdir(empty_home()))"
+    env = {**os.environ, "TMPDIR": str(scratch)}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "True"
+    assert list(scratch.iterdir()) == []

@@ -7,7 +7,9 @@ environment (tokens included): only PATH, an empty HOME, and what the caller add
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import subprocess
 import tempfile
 import threading
@@ -86,11 +88,13 @@ class RefUpdate:
 
 
 def empty_home() -> str:
-    """One empty directory per process to serve as HOME, so no ~/.gitconfig is ever read."""
+    """One empty directory per process to serve as HOME, so no ~/.gitconfig is ever read; removed
+    when the process exits."""
     global _home
     with _home_lock:
         if _home is None or not os.path.isdir(_home):
             _home = tempfile.mkdtemp(prefix="shopfloor-sim-home-")
+            atexit.register(shutil.rmtree, _home, ignore_errors=True)
         return _home
 
 
