@@ -9,6 +9,7 @@ temporary folders; nothing here is shared between workers by path or port."""
 from __future__ import annotations
 
 import os
+import shutil
 import sysconfig
 import uuid
 from collections.abc import AsyncIterator
@@ -18,6 +19,7 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 from fast_tier import ForbiddenInFastTest, guard, server_fixtures_in
+from sandbox_commands import ETC_PROBE_PREFIX
 from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest
 from temporalio.client import Client
@@ -96,6 +98,17 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
 
 def _fast_failure(item: pytest.Item, seen: list[str]) -> str:
     return f"{item.nodeid} is marked fast but {'; '.join(seen)}; a fast test starts no process and no server."
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Remove the root-only probes planted in /etc (tests/security/test_sandbox_mounts.py) once no
+    test runs any more: on the xdist controller after every worker ended, or at the end of a run
+    without workers. Removed earlier, one could vanish between another worker's listing of /etc
+    and its command's bubblewrap setup, failing that command."""
+    if hasattr(session.config, "workerinput"):
+        return
+    for probe in Path("/etc").glob(f"{ETC_PROBE_PREFIX}*"):
+        shutil.rmtree(probe, ignore_errors=True)
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from sandbox_commands import require_bwrap, sh
+from sandbox_commands import ETC_PROBE_PREFIX, require_bwrap, sh
 
 from shopfloor.activities.sandbox import SandboxConfig
 
@@ -80,10 +80,19 @@ async def test_files_outside_the_allow_list_cannot_be_read(config, ws, outside_f
 
 
 @pytest.fixture
-def root_only_key_in_etc() -> Iterator[Path]:
+def root_only_key_in_etc() -> Path:
+    """A root-only key in /etc, left there until the whole session ends (tests/conftest.py): every
+    sandboxed command lists /etc's owner-only files to cover them, so one that vanished between
+    another test's listing and its bubblewrap setup failed that test's command."""
     if os.geteuid() != 0:
         pytest.fail("planting a root-only key in /etc needs root (CI runs as root)")
-    yield from _plant("/etc", "app.pem", 0o600)
+    base = Path("/etc") / f"{ETC_PROBE_PREFIX}{uuid.uuid4().hex[:8]}"
+    path = base / "app.pem"
+    base.mkdir()
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)  # never readable by others
+    with os.fdopen(fd, "w") as f:
+        f.write(SECRET)
+    return path
 
 
 async def test_owner_only_files_in_etc_read_as_nothing(config, ws, root_only_key_in_etc):

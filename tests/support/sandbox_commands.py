@@ -15,6 +15,9 @@ from shopfloor.activities.sandbox import CommandOutcome, SandboxConfig, resolve_
 from shopfloor.activities.sandbox_cgroups import CgroupHost, find_cgroups
 from shopfloor.models.agent_run import CommandPolicy
 
+# A root-only probe planted in /etc stays until the session ends (see tests/conftest.py).
+ETC_PROBE_PREFIX = "shopfloor-probe-etc-"
+
 
 def require_bwrap() -> None:
     mode, note = resolve_mode("auto")
