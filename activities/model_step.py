@@ -12,7 +12,7 @@ far (activities/heartbeat.py), which `shopfloor follow` shows live.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from datetime import timedelta
 
 import structlog
@@ -59,7 +59,8 @@ PREVIEW_CHARS = 200
 FINAL_TEXT_CHARS = 8_000
 INSTRUCTIONS_CACHED = 32  # repositories' instructions a worker keeps parsed
 
-ProviderFactory = Callable[[ModelSpec], ModelProvider]
+# The spec's provider, opened without blocking the event loop (shopfloor.worker.ProviderCache.get).
+ProviderFactory = Callable[[ModelSpec], Awaitable[ModelProvider]]
 
 
 def model_call_failure(exc: ModelCallError) -> ApplicationError:
@@ -94,20 +95,9 @@ class ModelStepActivities:
         self._providers = providers
         self._prices = price_table(prices)
         self._repo_instructions: dict[str, RepoInstructions] = {}  # by blob digest, oldest first
-        self._opened: dict[str, ModelProvider] = {}  # by model spec, once `providers` gave one
-
-    async def _provider(self, spec: ModelSpec) -> ModelProvider:
-        """The spec's provider; opened in a thread the first time. Opening imports the provider's
-        SDK (seconds on a loaded machine) or waits for the worker's prewarm to finish doing so; on
-        the event loop that stalled every run on the worker, this call's heartbeats too, and a
-        short heartbeat timeout then had Temporal start the call again beside the first."""
-        provider = self._opened.get(key := str(spec))
-        if provider is None:
-            provider = self._opened[key] = await asyncio.to_thread(self._providers, spec)
-        return provider
 
     async def _call(self, spec: ModelSpec, request: ModelRequest, progress: TextProgress) -> tuple[ModelReply, str]:
-        provider = await self._provider(spec)
+        provider = await self._providers(spec)
         return await provider.complete(request, on_text=progress.add), provider.label
 
     async def _complete(self, spec: ModelSpec, request: ModelRequest, detail: str) -> tuple[ModelReply, str]:

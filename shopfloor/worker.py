@@ -25,7 +25,7 @@ from shopfloor.activities.github.clients import GitHubClients
 from shopfloor.activities.github.deliveries import DeliveryActivities
 from shopfloor.activities.github.operations import GitHubActivities
 from shopfloor.activities.live_progress import LiveProgressActivities
-from shopfloor.activities.model_step import ModelStepActivities
+from shopfloor.activities.model_step import ModelStepActivities, ProviderFactory
 from shopfloor.activities.providers.base import ModelProvider
 from shopfloor.activities.providers.registry import open_provider
 from shopfloor.activities.pull_requests import PullRequestActivities
@@ -93,6 +93,15 @@ class ProviderCache:
             )
         return self._providers[key]
 
+    async def get(self, spec: ModelSpec) -> ModelProvider:
+        """The spec's provider, opened in a thread the first time. Opening imports the provider's
+        SDK (seconds on a loaded machine) or waits for `prewarm` to finish doing so; on the event
+        loop that stalled every run on the worker, a model call's heartbeats too, and a short
+        heartbeat timeout then had Temporal start the call again beside the first."""
+        if (provider := self._providers.get(str(spec))) is not None:
+            return provider
+        return await asyncio.to_thread(self, spec)
+
     def prewarm(self, models: list[str]) -> None:
         """Open the configured models' providers ahead of their first call (blocking; run_worker
         runs it in a thread while the worker starts polling): opening one imports its SDK, seconds
@@ -112,7 +121,7 @@ class ProviderCache:
 def activities_for(
     settings: Settings,
     blobs: BlobStore,
-    providers: Callable[[ModelSpec], ModelProvider],
+    providers: ProviderFactory,
     github: GitHubClients | None = None,
 ) -> list[Callable[..., Any]]:
     prices = {name: Price(input_per_mtok=i, output_per_mtok=o) for name, (i, o) in settings.prices.items()}
@@ -167,7 +176,7 @@ def worker_activities(
     client: Client,
     settings: Settings,
     blobs: BlobStore,
-    providers: Callable[[ModelSpec], ModelProvider],
+    providers: ProviderFactory,
     github: GitHubClients,
 ) -> list[Callable[..., Any]]:
     """Every activity a worker registers (tests/unit/test_activity_catalogue.py holds them against
@@ -202,7 +211,7 @@ def build_worker(
         client,
         task_queue=task_queue or settings.task_queue,
         workflows=WORKFLOWS,
-        activities=worker_activities(client, settings, blobs, providers, github),
+        activities=worker_activities(client, settings, blobs, providers.get, github),
         workflow_runner=SANDBOX,
         unsandboxed_workflow_runner=SANDBOX if strict_sandbox else UnsandboxedWorkflowRunner(),
         max_cached_workflows=settings.max_cached_workflows,

@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
+from shopfloor.activities.model_step import ProviderFactory
 from shopfloor.activities.providers.base import ModelProvider
 from shopfloor.blobs import BlobStore
 from shopfloor.models.model_spec import ModelSpec
@@ -148,7 +149,7 @@ class _TimedProvider:
 class TimedProviders:
     """model_step's provider factory, its providers' `complete` timed."""
 
-    def __init__(self, inner: Callable[[ModelSpec], ModelProvider], timeline: Timeline) -> None:
+    def __init__(self, inner: ProviderFactory, timeline: Timeline) -> None:
         self.inner = inner
         self.timeline = timeline
         self.calls = 0
@@ -158,8 +159,8 @@ class TimedProviders:
     def seconds(self) -> float:
         return self.timeline.seconds["provider"]
 
-    def __call__(self, spec: ModelSpec) -> ModelProvider:
-        provider = self.inner(spec)
+    async def __call__(self, spec: ModelSpec) -> ModelProvider:
+        provider = await self.inner(spec)
         return self._wrapped.setdefault(id(provider), _TimedProvider(provider, self))
 
 

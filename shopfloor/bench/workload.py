@@ -184,7 +184,7 @@ class AgentBench:
         env = ActivityEnvironment()
         timeline = Timeline()
         blobs = TimedBlobStore(self.blobs, timeline)
-        clock = StepClock(blobs, TimedProviders(self.providers, timeline))
+        clock = StepClock(blobs, TimedProviders(self.providers.get, timeline))
         model = ModelStepActivities(TranscriptStore(blobs), clock.providers)
         tools = ToolActivities(blobs, Workspaces(Path(tempfile.mkdtemp(prefix="ws-", dir=self.base)), blobs))
         inp = agent_input(self.workspace, steps)

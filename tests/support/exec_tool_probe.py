@@ -28,7 +28,7 @@ async def main(tool: str, workspace: str, arguments: dict) -> None:
     blobs = FileBlobStore(settings.data_dir / "blobs")
     activity = next(
         a
-        for a in activities_for(settings, blobs, ProviderCache(settings))
+        for a in activities_for(settings, blobs, ProviderCache(settings).get)
         if getattr(a, "__temporal_activity_definition").name == tool
     )
     reply = Message(role="assistant", tool_calls=[ToolCall(id="call-1", name=tool, arguments=arguments)])

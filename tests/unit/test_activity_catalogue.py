@@ -32,7 +32,7 @@ def _registered(tmp_path: Path) -> dict[str, _Definition]:
     blobs = FileBlobStore(tmp_path / "blobs")
     # The client is only kept by the activities that start workflows; none is called here.
     client = cast(Client, object())
-    fns = worker_activities(client, settings, blobs, ProviderCache(settings), GitHubClients(settings))
+    fns = worker_activities(client, settings, blobs, ProviderCache(settings).get, GitHubClients(settings))
     defs = [_Definition.must_from_callable(fn) for fn in fns]
     names = [d.name for d in defs]
     assert len(names) == len(set(names)), "an activity name is registered twice"

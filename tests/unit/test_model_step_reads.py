@@ -38,7 +38,7 @@ async def test_each_blob_is_read_at_most_once_and_the_model_gets_the_whole_conve
     with FakeModelServer(script) as srv:
         opened: dict[str, ModelProvider] = {}
 
-        def providers(spec: ModelSpec) -> ModelProvider:
+        async def providers(spec: ModelSpec) -> ModelProvider:
             return opened.setdefault(str(spec), OpenAIChatProvider(spec.model, "sk-test", srv.openai_base_url))
 
         worker = ModelStepActivities(TranscriptStore(blobs), providers)

@@ -326,7 +326,7 @@ async def through_worker(temporal_client, settings, blobs, simulator):
         temporal_client,
         task_queue=s.task_queue,
         workflows=[GitHubOpWorkflow],
-        activities=activities_for(s, blobs, ProviderCache(s)),
+        activities=activities_for(s, blobs, ProviderCache(s).get),
         workflow_runner=UnsandboxedWorkflowRunner(),
         max_cached_workflows=0,
     )

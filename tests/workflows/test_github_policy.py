@@ -233,7 +233,7 @@ async def test_load_policy_runs_on_the_worker(simulator, tmp_path, temporal_clie
         temporal_client,
         task_queue=s.task_queue,
         workflows=[PolicyReadWorkflow],
-        activities=activities_for(s, blobs, ProviderCache(s)),
+        activities=activities_for(s, blobs, ProviderCache(s).get),
         workflow_runner=UnsandboxedWorkflowRunner(),
         max_cached_workflows=0,
     )
