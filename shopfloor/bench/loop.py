@@ -15,6 +15,7 @@ import time
 from pydantic import BaseModel
 
 from shopfloor.bench.breakdown import StepBreakdown
+from shopfloor.bench.floor import FloorRow, bench_floor
 from shopfloor.bench.workload import agent_bench
 
 
@@ -48,6 +49,7 @@ class ConcurrencyRow(BaseModel):
 
 class LoopReport(BaseModel):
     rows: list[LoopRow]
+    floor: FloorRow | None = None  # Temporal's floor for a step's shape, beside the 0 ms row
     long_run: LongRunRow | None = None
     concurrency: ConcurrencyRow | None = None
 
@@ -68,6 +70,11 @@ class LoopReport(BaseModel):
                 f"{r.reference_steps} steps {r.reference_ms_per_step:.1f} ms/step",
             ]
         lines += ["", *(f"- {r.model_latency_ms} ms: {r.breakdown.describe()}" for r in self.rows)]
+        if f := self.floor:
+            lines.append(
+                f"- Temporal's floor (no-op bodies, {f.steps} steps): {f.ms_per_step:.1f} ms/step for a step's shape "
+                f"(an activity and a local activity), {f.activity_only_ms_per_step:.1f} ms/step for an activity alone"
+            )
         if self.long_run:
             lines.append(f"- {self.long_run.steps} steps: {self.long_run.breakdown.describe()}")
         if c := self.concurrency:
@@ -86,6 +93,7 @@ async def bench_loop(
     """`long_steps` (0: none): one more in-memory run that long at 0 ms model latency, against the
     `steps` figure at 0 ms (a 0 is added to `latencies_ms` for it if missing)."""
     rows: list[LoopRow] = []
+    floor: FloorRow | None = None
     long_run: LongRunRow | None = None
     concurrency: ConcurrencyRow | None = None
     if long_steps and 0 not in latencies_ms:
@@ -110,6 +118,8 @@ async def bench_loop(
                     breakdown=memory.model_copy(update={"temporal_ms": overhead}),
                 )
             )
+            if latency == 0:
+                floor = await bench_floor(bench.client, bench.settings, steps)
             if latency == 0 and long_steps:
                 long = await bench.in_memory_breakdown(long_steps)
                 long_run = LongRunRow(
@@ -134,4 +144,4 @@ async def bench_loop(
                 durable_steps_per_s=total / durable_s,
                 memory_steps_per_s=total / memory_s,
             )
-    return LoopReport(rows=rows, long_run=long_run, concurrency=concurrency)
+    return LoopReport(rows=rows, floor=floor, long_run=long_run, concurrency=concurrency)

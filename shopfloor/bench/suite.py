@@ -140,6 +140,25 @@ def loop_rows(report: LoopReport) -> list[BenchRow]:
         )
         for r in report.rows
     ]
+    zero = next((r for r in report.rows if r.model_latency_ms == 0), None)
+    if (floor := report.floor) is not None and zero is not None:
+        rows.append(
+            BenchRow.of(
+                key="loop_temporal_share_0ms",
+                what=f"Temporal's share of a step, 0 ms model latency ({zero.steps} steps)",
+                unit="ms/step",
+                measured_label="durable − in memory",
+                measured=zero.overhead_ms_per_step,
+                reference_label="Temporal's floor",
+                reference=floor.ms_per_step,
+                detail=(
+                    "the floor: a workflow of the same shape (a step's activity and one local activity, no-op "
+                    "bodies) on the same server and worker settings; what the share exceeds it by is shopfloor's; "
+                    f"an activity alone, the least a step with a durable model call costs: "
+                    f"{floor.activity_only_ms_per_step:.1f} ms/step"
+                ),
+            )
+        )
     if long := report.long_run:
         rows.append(
             BenchRow.of(
@@ -268,7 +287,8 @@ NOTES = [
         "the same activities. Compaction is off, so a step is one model call and one tool call. The in-memory "
         "step is split into the model call (inside the provider's complete: request, HTTP, the fake model, the "
         "reply), model_step's rest, the tool calls, blob I/O and the loop's own code; Temporal's share is the "
-        "durable step minus the in-memory one."
+        "durable step minus the in-memory one, set beside Temporal's floor: a workflow of the step's shape (one "
+        "activity, one local activity) with no-op bodies, run the same way (shopfloor.bench.floor)."
     ),
     (
         "Durable rows use a Temporal dev server (in memory). Loop and history run a worker in the bench's own "

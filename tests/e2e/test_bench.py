@@ -47,6 +47,7 @@ def test_bench_runs_every_row_beside_its_reference_in_one_table(tmp_path):
     rows = {row["key"]: row for row in report["rows"]}
     assert list(rows) == [
         *(f"loop_{ms}ms" for ms in params["loop_latencies_ms"]),
+        "loop_temporal_share_0ms",
         f"loop_memory_{params['loop_long_steps']}_steps",
         *(f"history_{n}_steps" for n in params["history_steps"]),
         "concurrent_runs",
@@ -95,6 +96,13 @@ def test_bench_runs_every_row_beside_its_reference_in_one_table(tmp_path):
         assert "model call" in rows[f"loop_{row['model_latency_ms']}ms"]["detail"]
         assert "Temporal" in rows[f"loop_{row['model_latency_ms']}ms"]["detail"]
     assert slow["breakdown"]["model_call_ms"] >= 500  # the fake model's latency is inside the provider call
+    # Temporal's share at 0 ms beside Temporal's floor for a step's shape, run on the same server.
+    floor = report["reports"]["loop"]["floor"]
+    assert floor["steps"] == params["loop_steps"]
+    assert floor["ms_per_step"] > 0 and floor["activity_only_ms_per_step"] > 0
+    assert str(round(floor["activity_only_ms_per_step"], 1)) in rows["loop_temporal_share_0ms"]["detail"]
+    share = rows["loop_temporal_share_0ms"]
+    assert share["measured"] == loop_rows[0]["overhead_ms_per_step"] and share["reference"] == floor["ms_per_step"]
     # The long in-memory run, per step, beside the loop's own in-memory figure at 0 ms.
     long_run = report["reports"]["loop"]["long_run"]
     assert long_run["steps"] == params["loop_long_steps"] and long_run["reference_steps"] == params["loop_steps"]
