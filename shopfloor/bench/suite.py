@@ -27,6 +27,7 @@ from pydantic import BaseModel, Field
 from shopfloor.bench.concurrency import ConcurrencyReport, bench_concurrency
 from shopfloor.bench.history import HistoryReport, bench_history
 from shopfloor.bench.loop import LoopReport, bench_loop
+from shopfloor.bench.machine_speed import MachineSpeed, SpeedWatch
 from shopfloor.bench.resume import MODEL_RETRY_INTERVAL_S, ResumeReport, bench_resume
 from shopfloor.bench.webhooks import WebhookBenchReport, bench_webhooks, machine
 
@@ -89,6 +90,7 @@ class SuiteReport(BaseModel):
     params: SuiteParams
     load_average_start: float  # 1-minute load average: other work on the machine skews every row
     load_average_end: float
+    speed: MachineSpeed | None = None  # the machine's speed over the run, to compare runs by
     seconds: dict[str, float]  # wall time of each benchmark
     rows: list[BenchRow]
     reports: dict[str, Any] = Field(default_factory=dict)  # each benchmark's own full report, by name
@@ -101,6 +103,7 @@ class SuiteReport(BaseModel):
         return (
             f"shopfloor bench on {self.machine}; {size}; 1-minute load average {self.load_average_start:.2f} "
             f"at start, {self.load_average_end:.2f} at end; {total:.0f} s"
+            + (f"; {self.speed.describe()}" if self.speed else "")
         )
 
     def markdown(self) -> str:
@@ -305,7 +308,11 @@ NOTES = [
         "Webhooks: the real edge app served by uvicorn in the bench's process (the load generator shares its "
         "CPU), no worker; the reference makes the same signal-with-start directly."
     ),
-    "Figures are for reading, not asserting: they move with the machine's other load (see the load average).",
+    (
+        "Figures are for reading, not asserting: they move with the machine's other load (the load average) and "
+        "with its own speed, which on a shared or virtual machine changes from hour to hour: the header's Python "
+        "yardstick (a fixed workload, lower is faster) and CPU steal say how fast it was during this run."
+    ),
 ]
 
 
@@ -346,6 +353,7 @@ async def run_suite(
         "resume": resume_rows,
     }
     load_start = os.getloadavg()[0]
+    watch = SpeedWatch()
     rows: list[BenchRow] = []
     seconds: dict[str, float] = {}
     errors: dict[str, str] = {}
@@ -369,6 +377,7 @@ async def run_suite(
         params=params,
         load_average_start=load_start,
         load_average_end=os.getloadavg()[0],
+        speed=watch.result(),
         seconds=seconds,
         rows=rows,
         reports=reports,

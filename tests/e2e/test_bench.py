@@ -42,6 +42,10 @@ def test_bench_runs_every_row_beside_its_reference_in_one_table(tmp_path):
     report = json.loads(run.stdout)
     assert report["quick"] is True and report["errors"] == {}, report["errors"]
     assert report["machine"] and report["notes"]
+    # How fast the machine was, to compare runs by: the yardstick at both ends, and the CPU steal.
+    speed = report["speed"]
+    assert speed["yardstick_ms_start"] > 0 and speed["yardstick_ms_end"] > 0
+    assert speed["cpu_steal_percent"] is None or 0 <= speed["cpu_steal_percent"] <= 100
     assert set(report["seconds"]) == {"loop", "history", "concurrency", "webhooks", "resume"}
     params = report["params"]
     rows = {row["key"]: row for row in report["rows"]}
