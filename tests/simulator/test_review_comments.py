@@ -4,6 +4,7 @@ single comment (POST .../pulls/{n}/comments) is a COMMENTED review holding it.""
 
 from __future__ import annotations
 
+import base64
 import json
 
 from fixture_files import fixture
@@ -107,3 +108,109 @@ def test_a_single_line_comment_is_a_commented_review_holding_it(simulator: Simul
         (comment["pull_request_review_id"], "COMMENTED", "carol")
     ]
     parse_obj("pull_request_review_comment", payload)
+
+
+def _open_pr_changing_a_file(simulator: SimulatorHandle) -> tuple[int, str]:
+    """A pull request that changes line 3 of a 12-line file (one hunk: lines 1 to 6 of the new file)."""
+    bot = simulator.api()
+    main = bot.get(f"{API}/git/ref/heads/main").json()["object"]["sha"]
+    old = "".join(f"line {n}\n" for n in range(1, 13))
+    made = bot.put(f"{API}/contents/calc.py", json={"message": "calc", "content": _b64(old), "branch": "main"})
+    assert made.status_code in (200, 201), made.text
+    main = made.json()["commit"]["sha"]
+    assert bot.post(f"{API}/git/refs", json={"ref": "refs/heads/change", "sha": main}).status_code == 201
+    new = old.replace("line 3\n", "line three\n")
+    sha = made.json()["content"]["sha"]
+    put = bot.put(
+        f"{API}/contents/calc.py", json={"message": "three", "content": _b64(new), "sha": sha, "branch": "change"}
+    )
+    assert put.status_code == 200, put.text
+    pr = bot.post(f"{API}/pulls", json={"title": "three", "head": "change", "base": "main"})
+    assert pr.status_code == 201, pr.text
+    return pr.json()["number"], put.json()["commit"]["sha"]
+
+
+def _b64(text: str) -> str:
+    return base64.b64encode(text.encode()).decode()
+
+
+def test_a_review_with_a_comment_off_the_diff_is_refused_whole(simulator: SimulatorHandle):
+    """GitHub rejects the whole review when one comment is not on the diff (a line outside every
+    hunk, a file the pull request does not change, a removed line named on the new side, a range
+    across hunks): 422, and nothing is kept or delivered. The simulator used to accept them all."""
+    simulator.create_repo("alice", "demo")
+    number, _ = _open_pr_changing_a_file(simulator)
+    with receiving() as receiver:
+        alice = simulator.api("alice")
+        assert alice.post(f"{API}/hooks", json={"config": {"url": receiver.url}, "events": ["*"]}).status_code == 201
+        good = {"path": "calc.py", "line": 3, "body": "fine"}
+        for bad in (
+            {"path": "calc.py", "line": 999, "body": "far away"},
+            {"path": "calc.py", "line": 11, "body": "outside the hunk"},
+            {"path": "README.md", "line": 1, "body": "not in this pull request"},
+        ):
+            refused = alice.post(
+                f"{API}/pulls/{number}/reviews", json={"event": "COMMENT", "body": "b", "comments": [good, bad]}
+            )
+            assert refused.status_code == 422, (bad, refused.text)
+            assert refused.json()["errors"] == ["Pull request review thread line must be part of the diff"]
+        across = {"path": "calc.py", "line": 3, "start_line": 11, "body": "range from outside"}
+        refused = alice.post(
+            f"{API}/pulls/{number}/reviews", json={"event": "COMMENT", "body": "b", "comments": [across]}
+        )
+        assert refused.status_code == 422 and "same hunk" in refused.json()["errors"][0], refused.text
+        simulator.wait_idle()
+        assert [e for e in receiver.events() if e.startswith("pull_request_review")] == []
+    assert alice.get(f"{API}/pulls/{number}/reviews").json() == []
+    assert alice.get(f"{API}/pulls/{number}/comments").json() == []
+
+
+def test_comments_on_the_diff_carry_its_hunk_and_position_and_can_be_fetched_and_answered(
+    simulator: SimulatorHandle,
+):
+    simulator.create_repo("alice", "demo")
+    number, head = _open_pr_changing_a_file(simulator)
+    simulator.set_permission("alice", "demo", "carol", "read")
+    alice, carol = simulator.api("alice"), simulator.api("carol")
+    comments = [
+        {"path": "calc.py", "line": 3, "body": "the new line"},
+        {"path": "calc.py", "line": 3, "side": "LEFT", "body": "the removed line"},
+        {"path": "calc.py", "line": 5, "start_line": 2, "body": "a range in the hunk"},
+    ]
+    made = alice.post(f"{API}/pulls/{number}/reviews", json={"event": "COMMENT", "body": "b", "comments": comments})
+    assert made.status_code == 200, made.text
+    listed = alice.get(f"{API}/pulls/{number}/comments").json()
+    shown = [(c["line"], c["side"], c["start_line"], c["position"], c["diff_hunk"].splitlines()[-1]) for c in listed]
+    # The hunk: "@@ -1,6 +1,6 @@", " line 1", " line 2", "-line 3", "+line three", " line 4", ...
+    assert shown == [
+        (3, "RIGHT", None, 4, "+line three"),
+        (3, "LEFT", None, 3, "-line 3"),
+        (5, "RIGHT", 2, 6, " line 5"),
+    ]
+    assert all(c["diff_hunk"].startswith("@@ -1,") and c["commit_id"] == head for c in listed)
+    first = listed[0]
+    fetched = carol.get(f"{API}/pulls/comments/{first['id']}")
+    assert fetched.status_code == 200 and fetched.json()["body"] == "the new line"
+    assert carol.get(f"{API}/pulls/comments/999999999").status_code == 404
+    reply = carol.post(f"{API}/pulls/{number}/comments", json={"body": "agreed", "in_reply_to": first["id"]})
+    assert reply.status_code == 201, reply.text
+    assert (reply.json()["in_reply_to_id"], reply.json()["path"], reply.json()["line"]) == (first["id"], "calc.py", 3)
+    missing = carol.post(f"{API}/pulls/{number}/comments", json={"body": "to nothing", "in_reply_to": 999999999})
+    assert missing.status_code == 404
+
+
+def test_a_single_comment_off_the_diff_names_the_field(simulator: SimulatorHandle):
+    simulator.create_repo("alice", "demo")
+    number, _ = _open_pr_changing_a_file(simulator)
+    alice = simulator.api("alice")
+    refused = alice.post(f"{API}/pulls/{number}/comments", json={"body": "x", "path": "calc.py", "line": 999})
+    assert refused.status_code == 422
+    assert refused.json()["message"] == "Validation Failed"
+    assert refused.json()["errors"] == [
+        {
+            "resource": "PullRequestReviewComment",
+            "code": "custom",
+            "field": "pull_request_review_thread.line",
+            "message": "could not be resolved",
+        }
+    ]

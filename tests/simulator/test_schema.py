@@ -107,7 +107,8 @@ def test_rest_responses_and_webhooks_match_githubs_schemas(simulator: SimulatorH
             ),
         )
         check(list[m.PullRequestReview], bot.get(f"{api}/pulls/{number}/reviews"))
-        check(list[m.PullRequestReviewComment], bot.get(f"{api}/pulls/{number}/comments"))
+        inline = check(list[m.PullRequestReviewComment], bot.get(f"{api}/pulls/{number}/comments"))
+        check(m.PullRequestReviewComment, bot.get(f"{api}/pulls/comments/{inline[0]['id']}"))
         check(m.SearchIssuesGetResponse200, bot.get("/search/issues", params={"q": "repo:alice/demo crash"}))
         check(m.RepositoryCollaboratorPermission, bot.get(f"{api}/collaborators/carol/permission"))
         check(m.PullRequestMergeResult, bot.put(f"{api}/pulls/{number}/merge", json={"merge_method": "merge"}))

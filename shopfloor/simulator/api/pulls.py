@@ -167,7 +167,8 @@ def list_pulls(owner: str, repo: str, request: Request) -> JSONResponse:
         return paginate(request, found, shape=lambda i: sim.pulls.simple(r, i))
 
 
-def _range(r, issue: Issue) -> tuple[str, str]:
+def diff_range(r, issue: Issue) -> tuple[str, str]:
+    """(merge base, head) of the pull request: the commits its diff spans."""
     assert issue.pr is not None
     base = sim_base = issue.pr.frozen_base_sha or r.git.ref_sha(issue.pr.base_ref) or issue.pr.head_sha
     return r.git.merge_base(sim_base, issue.pr.head_sha) or base, issue.pr.head_sha
@@ -178,7 +179,7 @@ def pull_files(owner: str, repo: str, number: int, request: Request) -> JSONResp
     sim, _, r = load_repo(request, owner, repo)
     with sim.store.lock:
         issue = load_issue(r, number, pr=True)
-        base, head = _range(r, issue)
+        base, head = diff_range(r, issue)
         files = r.git.changed_files(base, head)
         return paginate(request, files, shape=lambda f: sim.git_shapes.file(r, head, f))
 
@@ -187,7 +188,7 @@ def pull_files(owner: str, repo: str, number: int, request: Request) -> JSONResp
 def pull_commits(owner: str, repo: str, number: int, request: Request) -> JSONResponse:
     sim, _, r = load_repo(request, owner, repo)
     with sim.store.lock:
-        base, head = _range(r, load_issue(r, number, pr=True))
+        base, head = diff_range(r, load_issue(r, number, pr=True))
         commits = r.git.commits_between(base, head)
         return paginate(request, commits, shape=lambda c: sim.git_shapes.commit(r, c))
 

@@ -1,5 +1,10 @@
 """Pull request reviews: APPROVE / REQUEST_CHANGES / COMMENT, never approving your own PR; their line
-comments (one webhook delivery each), and a single line comment (a COMMENTED review holding it)."""
+comments (one webhook delivery each), and a single line comment (a COMMENTED review holding it) or
+a reply to one.
+
+A line comment must be on the pull request's diff, as on GitHub (shopfloor/diff_lines.py): one
+that is not fails the whole review with 422 and nothing is kept; each kept comment carries its
+`diff_hunk` and `position` as GitHub computes them."""
 
 from __future__ import annotations
 
@@ -9,9 +14,11 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 
+from shopfloor.diff_lines import FileDiff
+from shopfloor.simulator.api.pulls import diff_range
 from shopfloor.simulator.deps import load_issue, load_repo, paginate
 from shopfloor.simulator.errors import GitHubError, custom_invalid
-from shopfloor.simulator.store import Review, now
+from shopfloor.simulator.store import Issue, Repo, Review, now
 
 router = APIRouter()
 STATES = {"APPROVE": "APPROVED", "REQUEST_CHANGES": "CHANGES_REQUESTED", "COMMENT": "COMMENTED"}
@@ -22,9 +29,9 @@ class InlineComment(BaseModel):
     body: str
     position: int | None = None
     line: int | None = None
-    side: str | None = None
+    side: Literal["LEFT", "RIGHT"] | None = None
     start_line: int | None = None
-    start_side: str | None = None
+    start_side: Literal["LEFT", "RIGHT"] | None = None
 
 
 class NewReview(BaseModel):
@@ -62,7 +69,13 @@ def create_review(owner: str, repo: str, number: int, body: NewReview, request: 
         commit_id = body.commit_id or pr.head_sha
         if not r.git.commit_exists(commit_id):
             raise custom_invalid("PullRequestReview", "commit_id is not part of the pull request")
-        inline: list[dict[str, Any]] = [{"id": sim.store.new_id(), **c.model_dump()} for c in body.comments]
+        diffs = _diffs(r, issue, commit_id) if body.comments else {}
+        inline: list[dict[str, Any]] = []
+        for wanted in body.comments:
+            resolved = _on_diff(wanted, diffs)
+            if isinstance(resolved, str):  # GitHub does not say which comment: the whole review fails
+                raise GitHubError(422, "Unprocessable Entity", errors=[f"Pull request review thread {resolved}"])
+            inline.append({"id": sim.store.new_id(), **resolved})
         review = Review(
             id=sim.store.new_id(),
             user=actor.user,
@@ -75,18 +88,75 @@ def create_review(owner: str, repo: str, number: int, body: NewReview, request: 
         pr.reviews.append(review)
         issue.updated_at = now()
         sim.events.review(r, issue, review, actor.user)
-        for c in inline:  # GitHub sends each line comment as its own delivery too
-            sim.events.review_comment(r, issue, review, c, actor.user)
+        for kept in inline:  # GitHub sends each line comment as its own delivery too
+            sim.events.review_comment(r, issue, review, kept, actor.user)
         return JSONResponse(sim.pulls.review(r, issue, review))
 
 
-class NewReviewComment(InlineComment):
+# What a single comment's 422 names for each of a review's messages below.
+_FIELDS = {
+    "path could not be resolved": "pull_request_review_thread.path",
+    "start line must be part of the same hunk as the line.": "pull_request_review_thread.start_line",
+    "position could not be resolved": "pull_request_review_thread.position",
+}
+
+
+def _diffs(r: Repo, issue: Issue, commit_id: str) -> dict[str, FileDiff]:
+    """The pull request's changed files at `commit_id`, by path, as lines a comment may name."""
+    base, _ = diff_range(r, issue)
+    return {f.filename: FileDiff.parse(f.patch or "") for f in r.git.changed_files(base, commit_id)}
+
+
+def _on_diff(c: InlineComment, diffs: dict[str, FileDiff]) -> dict[str, Any] | str:
+    """The comment as kept (its line, side, position and diff hunk resolved), or what GitHub's
+    error says is wrong with it."""
+    diff = diffs.get(c.path)
+    if c.line is None and c.position is None:
+        return "line must be part of the diff"
+    if diff is None:
+        return "path could not be resolved" if c.line is None else "line must be part of the diff"
+    side = c.side or "RIGHT"
+    if c.line is not None:
+        entry = diff.find(c.line, side)
+        if entry is None:
+            return "line must be part of the diff"
+        if c.start_line is not None and not diff.allows(c.line, side, c.start_line, c.start_side):
+            return "start line must be part of the same hunk as the line."
+        line: int | None = c.line
+    else:
+        assert c.position is not None
+        entry = diff.at_position(c.position)
+        if entry is None:
+            return "position could not be resolved"
+        side = "LEFT" if entry.new is None else "RIGHT"
+        line = entry.new if entry.new is not None else entry.old
+    return {
+        "path": c.path,
+        "body": c.body,
+        "line": line,
+        "side": side,
+        "start_line": c.start_line,
+        "start_side": (c.start_side or side) if c.start_line is not None else None,
+        "position": entry.position,
+        "diff_hunk": diff.hunk_up_to(entry),
+    }
+
+
+class NewReviewComment(BaseModel):
+    body: str
+    path: str | None = None  # required unless it answers another comment
+    line: int | None = None
+    side: Literal["LEFT", "RIGHT"] | None = None
+    start_line: int | None = None
+    start_side: Literal["LEFT", "RIGHT"] | None = None
+    position: int | None = None
     commit_id: str | None = None
+    in_reply_to: int | None = None  # another line comment's id: this one answers it, on its line
 
 
 @router.post("/repos/{owner}/{repo}/pulls/{number}/comments")
 def create_review_comment(owner: str, repo: str, number: int, body: NewReviewComment, request: Request) -> JSONResponse:
-    """One line comment: GitHub keeps it in a COMMENTED review of its own."""
+    """One line comment, or a reply to one: GitHub keeps it in a COMMENTED review of its own."""
     sim, actor, r = load_repo(request, owner, repo)
     if not body.body.strip():
         raise custom_invalid("PullRequestReviewComment", "body is required")
@@ -94,10 +164,30 @@ def create_review_comment(owner: str, repo: str, number: int, body: NewReviewCom
         issue = load_issue(r, number, pr=True)
         pr = issue.pr
         assert pr is not None
-        commit_id = body.commit_id or pr.head_sha
-        if not r.git.commit_exists(commit_id):
-            raise custom_invalid("PullRequestReviewComment", "commit_id is not part of the pull request")
-        comment: dict[str, Any] = {"id": sim.store.new_id(), **body.model_dump(exclude={"commit_id"})}
+        comment: dict[str, Any]
+        if body.in_reply_to is not None:
+            found = next((c for rv in pr.reviews for c in rv.comments if c["id"] == body.in_reply_to), None)
+            if found is None:
+                raise GitHubError(404, "Not Found")
+            if found.get("in_reply_to_id"):  # replies attach to the thread's first comment
+                found = next(c for rv in pr.reviews for c in rv.comments if c["id"] == found["in_reply_to_id"])
+            commit_id = pr.head_sha
+            keep = ("path", "line", "side", "start_line", "start_side", "position", "diff_hunk")
+            comment = {"id": sim.store.new_id(), "body": body.body, "in_reply_to_id": found["id"]}
+            comment |= {k: found.get(k) for k in keep}
+        else:
+            commit_id = body.commit_id or pr.head_sha
+            if not r.git.commit_exists(commit_id):
+                raise custom_invalid("PullRequestReviewComment", "commit_id is not part of the pull request")
+            if body.path is None:
+                raise GitHubError(422, "Invalid request.\n\nFor 'path', Field required.")
+            wanted = InlineComment.model_validate(body.model_dump(exclude={"commit_id", "in_reply_to"}))
+            resolved = _on_diff(wanted, _diffs(r, issue, commit_id))
+            if isinstance(resolved, str):  # one comment alone: GitHub names the field
+                field = _FIELDS.get(resolved, "pull_request_review_thread.line")
+                error = {"resource": "PullRequestReviewComment", "code": "custom", "field": field}
+                raise GitHubError(422, "Validation Failed", errors=[error | {"message": "could not be resolved"}])
+            comment = {"id": sim.store.new_id(), **resolved}
         review = Review(
             id=sim.store.new_id(),
             user=actor.user,
@@ -133,6 +223,18 @@ def get_review(owner: str, repo: str, number: int, review_id: int, request: Requ
         if review is None:
             raise GitHubError(404, "Not Found")
         return JSONResponse(sim.pulls.review(r, issue, review))
+
+
+@router.get("/repos/{owner}/{repo}/pulls/comments/{comment_id}")
+def get_review_comment(owner: str, repo: str, comment_id: int, request: Request) -> JSONResponse:
+    sim, _, r = load_repo(request, owner, repo)
+    with sim.store.lock:
+        for issue in r.issues.values():
+            for rv in issue.pr.reviews if issue.pr is not None else ():
+                for c in rv.comments:
+                    if c["id"] == comment_id:
+                        return JSONResponse(sim.pulls.review_comment(r, issue, rv, c))
+        raise GitHubError(404, "Not Found")
 
 
 @router.get("/repos/{owner}/{repo}/pulls/{number}/comments")

@@ -151,8 +151,7 @@ class PullShapes:
             "start_side": c.get("start_side"),
             "side": c.get("side") or "RIGHT",
             "position": c.get("position"),
-            # GitHub counts diff lines; the simulator has no diff position, so the line stands in.
-            "original_position": c.get("position") or c.get("line") or 1,
+            "original_position": c.get("position") or c.get("line") or 1,  # comments kept before positions were
             "subject_type": "line",
             "reactions": {
                 "url": f"{url}/comments/{c['id']}/reactions",
@@ -162,7 +161,8 @@ class PullShapes:
             "body": c["body"],
             "commit_id": rv.commit_id,
             "original_commit_id": rv.commit_id,
-            "diff_hunk": "",
+            "diff_hunk": c.get("diff_hunk") or "",
+            **({"in_reply_to_id": c["in_reply_to_id"]} if c.get("in_reply_to_id") else {}),
             "user": self.shapes.user(rv.user),
             "created_at": iso(rv.submitted_at),
             "updated_at": iso(rv.submitted_at),
