@@ -5,6 +5,12 @@ shopfloor marker but the one added here). Each is idempotent under retries: a PR
 head branch before one is created, a review carries a hidden marker and is listed before one is
 submitted, and a merge that already happened (the response was lost) is recognized by the PR's
 own state.
+
+A review's line comments are the model's choice of lines, and GitHub refuses the whole review
+(422) when one of them is off the pull request's diff: those are written into the review's body
+instead, and if GitHub still refuses it (the head moved since the diff was read) the review is
+submitted again with every comment in its body. A refused review was not kept, so this makes
+one review, not two.
 """
 
 from __future__ import annotations
@@ -16,12 +22,15 @@ from temporalio.exceptions import ApplicationError
 
 from shopfloor.activities.github.api import GitHubApi
 from shopfloor.agents.github_text import for_github
+from shopfloor.agents.progress import untrusted
+from shopfloor.diff_lines import FileDiff
 from shopfloor.models import failure_types
 from shopfloor.models.github_ops import (
     FindOrCreatePrInput,
     MergeOutput,
     MergePrInput,
     PrOutput,
+    ReviewComment,
     ReviewOutput,
     SubmitReviewInput,
     comment_marker,
@@ -69,14 +78,50 @@ def submit_review(api: GitHubApi, inp: SubmitReviewInput) -> ReviewOutput:
     for review in api.paginate(f"/repos/{inp.repo}/pulls/{inp.pr_number}/reviews"):
         if (review.get("user") or {}).get("login") == me and marker in (review.get("body") or ""):
             return _review_output(review, created=False)
-    payload: dict[str, Any] = {
-        "event": inp.event,
-        "body": with_marker(for_github(inp.body), inp.workflow_id, kind),
-        "comments": [c.model_dump() | {"body": for_github(c.body)} for c in inp.comments],
-    }
-    if inp.commit_id:
-        payload["commit_id"] = inp.commit_id
-    return _review_output(api.post(f"/repos/{inp.repo}/pulls/{inp.pr_number}/reviews", payload), created=True)
+    inline, moved = _on_the_diff(api, inp) if inp.comments else ([], [])
+
+    def payload(inline: list[ReviewComment], moved: list[ReviewComment]) -> dict[str, Any]:
+        body = _with_moved(inp.body, moved)
+        made: dict[str, Any] = {
+            "event": inp.event,
+            "body": with_marker(for_github(body), inp.workflow_id, kind),
+            "comments": [c.model_dump() | {"body": for_github(c.body)} for c in inline],
+        }
+        if inp.commit_id:
+            made["commit_id"] = inp.commit_id
+        return made
+
+    url = f"/repos/{inp.repo}/pulls/{inp.pr_number}/reviews"
+    try:
+        return _review_output(api.post(url, payload(inline, moved)), created=True)
+    except GithubException as exc:
+        if exc.status != 422 or not inline:
+            raise
+    # GitHub does not say which comment it refused: every one goes into the body.
+    return _review_output(api.post(url, payload([], list(inp.comments))), created=True)
+
+
+def _on_the_diff(api: GitHubApi, inp: SubmitReviewInput) -> tuple[list[ReviewComment], list[ReviewComment]]:
+    """(the comments on the pull request's diff as it is now, the others)."""
+    files = api.paginate(f"/repos/{inp.repo}/pulls/{inp.pr_number}/files")
+    diffs = {f["filename"]: FileDiff.parse(f["patch"]) for f in files if f.get("patch")}
+    inline: list[ReviewComment] = []
+    moved: list[ReviewComment] = []
+    for c in inp.comments:
+        diff = diffs.get(c.path)
+        (inline if diff is not None and diff.allows(c.line, c.side) else moved).append(c)
+    return inline, moved
+
+
+def _with_moved(body: str, moved: list[ReviewComment]) -> str:
+    """The review's body with the line comments GitHub would not take on their lines."""
+    if not moved:
+        return body
+    parts = [body.rstrip(), "", "**Comments on lines outside this pull request's diff**"]
+    for c in moved:
+        side = "" if c.side == "RIGHT" else " (the old file)"
+        parts += ["", f"{untrusted(c.path, 200)} line {c.line}{side}:", "", c.body.strip()]
+    return "\n".join(parts).strip()
 
 
 def _review_output(review: dict[str, Any], *, created: bool) -> ReviewOutput:

@@ -193,6 +193,42 @@ async def test_review_only_policy_never_merges_and_the_run_ends_when_the_pull_re
     assert len(progress) == 1 and "Final state: closed." in progress[0]["body"], progress
 
 
+async def test_a_review_with_comments_off_the_diff_is_posted_with_them_in_its_body(
+    simulator, settings, running_worker, temporal_client, tmp_path
+):
+    """The reviewer's model chose an unchanged line outside the diff's hunk (line 6: the change is
+    on line 2), a line past the end of the file and a file the pull request does not change.
+    GitHub (and now the simulator) refuse a whole review with such a comment; the old simulator
+    took it, so the review failed only on GitHub, until those comments went into its body."""
+    off_diff = {
+        **CHANGES,
+        "comments": [
+            {"path": "calc/ops.py", "line": 2, "body": "Right: `a + b`."},
+            *CHANGES["comments"],
+            {"path": "calc/ops.py", "line": 999, "body": "Past the end of the file."},
+            {"path": "README.md", "line": 1, "body": "Mention the fix here."},
+        ],
+    }
+    models = {"review": [{"tool_calls": [call("submit", **off_diff)]}]}
+    async with factory(simulator, settings, running_worker, temporal_client, tmp_path, models) as f:
+        owner, name = f.repo.split("/")
+        simulator.set_permission(owner, name, "carol", "write")
+        number, _ = open_person_pr(f, "carol", "carol/fix", FIXED_OPS)
+        handle = temporal_client.get_workflow_handle(pr_workflow_id(f.repo, number))
+        await pr_state_when(handle, lambda s: s.verdict == "request_changes" and s.waiting_for == "push", "the review")
+        (review,) = f.get(f"/pulls/{number}/reviews")
+        inline = f.get(f"/pulls/{number}/comments")
+        f.gh("carol").patch(f"/repos/{f.repo}/pulls/{number}", json={"state": "closed"})
+
+    assert "review (round 1): request changes" in review["body"]
+    assert [(c["path"], c["line"], c["body"]) for c in inline] == [("calc/ops.py", 2, "Right: `a + b`.")]
+    assert inline[0]["diff_hunk"].startswith("@@")
+    assert "outside this pull request's diff" in review["body"]
+    assert "ops.py ` line 6:\n\nThis should stay `a * b`." in review["body"]
+    assert "line 999:\n\nPast the end of the file." in review["body"]
+    assert "README.md ` line 1:\n\nMention the fix here." in review["body"]
+
+
 async def test_the_review_run_is_carried_across_continue_as_new(
     simulator, settings, running_worker, temporal_client, tmp_path
 ):

@@ -43,6 +43,7 @@ from shopfloor.models.github_ops import (
     LabelsInput,
     MergePrInput,
     PermissionInput,
+    ReviewComment,
     SubmitReviewInput,
     UpsertCommentInput,
     comment_marker,
@@ -222,6 +223,66 @@ async def test_submit_review_once_per_round(gh, acts):
         f"{comment_marker(WF, 'review-1')}\nRound 1",
         f"{comment_marker(WF, 'review-2')}\nRound 2",
     ]
+
+
+async def test_a_review_keeps_its_comments_on_the_diff_and_writes_the_others_into_its_body(gh, acts):
+    """GitHub refuses a whole review when one line comment is off the diff (the simulator does too):
+    the reviewer's lines are the model's choice, so those go into the body and the review is posted."""
+    await _branch_with_commit(gh, acts, "shopfloor/issue-1")  # issue-1.txt, one line added
+    pr = await run(
+        acts.find_or_create_pr, FindOrCreatePrInput(repo=REPO, head="shopfloor/issue-1", base="main", title="t")
+    )
+    comments = [
+        ReviewComment(path="issue-1.txt", line=1, body="on the diff"),
+        ReviewComment(path="issue-1.txt", line=999, body="past the end"),
+        ReviewComment(path="README.md", line=1, body="a file this pull request does not change"),
+    ]
+    inp = SubmitReviewInput(
+        repo=REPO, pr_number=pr.number, workflow_id=WF, round=1, event="COMMENT", body="Round 1", comments=comments
+    )
+    out = await run(acts.submit_review, inp)
+    assert out.created is True
+    (review,) = gh.get(f"/repos/{REPO}/pulls/{pr.number}/reviews")
+    inline = gh.get(f"/repos/{REPO}/pulls/{pr.number}/comments")
+    assert [(c["path"], c["line"], c["body"]) for c in inline] == [("issue-1.txt", 1, "on the diff")]
+    body = review["body"]
+    assert body.startswith(f"{comment_marker(WF, 'review-1')}\nRound 1")
+    assert "outside this pull request's diff" in body
+    assert "` issue-1.txt ` line 999:\n\npast the end" in body
+    assert "` README.md ` line 1:\n\na file this pull request does not change" in body
+    assert "on the diff" not in body
+
+
+async def test_a_review_refused_for_a_moved_head_is_posted_with_every_comment_in_its_body(gh, acts):
+    """The diff is read at the current head, the review is about an older one: a comment on a line
+    that only the newer commit changed passes the check and GitHub refuses the review (422); it is
+    posted again with every comment in its body, once."""
+    reviewed = await _branch_with_commit(gh, acts, "shopfloor/issue-1")
+    pr = await run(
+        acts.find_or_create_pr, FindOrCreatePrInput(repo=REPO, head="shopfloor/issue-1", base="main", title="t")
+    )
+    gh.commit_to("shopfloor/issue-1", "later.txt", "a\nb\nc\n")  # pushed after the review began
+    comments = [
+        ReviewComment(path="issue-1.txt", line=1, body="on the reviewed diff"),
+        ReviewComment(path="later.txt", line=2, body="only on the newer diff"),
+    ]
+    inp = SubmitReviewInput(
+        repo=REPO,
+        pr_number=pr.number,
+        workflow_id=WF,
+        round=1,
+        event="COMMENT",
+        body="Round 1",
+        comments=comments,
+        commit_id=reviewed,
+    )
+    out = await run(acts.submit_review, inp)
+    assert out.created is True
+    (review,) = gh.get(f"/repos/{REPO}/pulls/{pr.number}/reviews")
+    assert review["commit_id"] == reviewed
+    assert gh.get(f"/repos/{REPO}/pulls/{pr.number}/comments") == []
+    assert "on the reviewed diff" in review["body"] and "only on the newer diff" in review["body"]
+    assert [r["status"] for r in gh.requests_to("POST", f"/pulls/{pr.number}/reviews")] == [422, 200]
 
 
 async def test_merge_once_even_when_the_response_is_lost(gh, acts):
