@@ -26,7 +26,7 @@ async def test_a_maintainers_review_with_two_line_comments_is_a_second_fix_round
             "Nearly there.",
             [
                 {"path": "calc/ops.py", "line": 2, "body": "Also handle negative numbers here."},
-                {"path": "tests/test_ops.py", "line": 5, "body": "Add a test for add(-1, -1)."},
+                {"path": "calc/ops.py", "line": 5, "body": "Add a test for add(-1, -1)."},
             ],
         )
         second = await f.state_when(
@@ -52,7 +52,7 @@ async def test_a_maintainers_review_with_two_line_comments_is_a_second_fix_round
     # Round 2's goal quotes both line comments (and the review's body), each under who wrote it
     # and where, as quoted data.
     assert "@maria commented on `calc/ops.py:2`:\n> Also handle negative numbers here." in goal
-    assert "@maria commented on `tests/test_ops.py:5`:\n> Add a test for add(-1, -1)." in goal
+    assert "@maria commented on `calc/ops.py:5`:\n> Add a test for add(-1, -1)." in goal
     assert "@maria requested changes in a review:\n> Nearly there." in goal
     assert "Round 2: people with write access to the repository asked for changes." in goal
     # A new push, reviewed, approved and merged.
@@ -125,7 +125,7 @@ async def test_a_run_parked_after_its_rounds_ran_out_is_resumed_by_a_maintainers
         number = f.open_issue("add() subtracts", "add(2, 3) returns -1, expected 5.")
         parked = await f.state_when(lambda s: s.result == "parked", "the review's rounds to run out")
         assert parked.reason == "the review still requests changes after 1 rounds" and parked.pr_number
-        line_comment(f, parked.pr_number, "maria", "tests/test_ops.py", 5, "Add add(-1, -1) here.")
+        line_comment(f, parked.pr_number, "maria", "calc/ops.py", 5, "Add add(-1, -1) here.")
         outcome = await approve_and_finish(f, number)
         wid = f.handle.id
         goal = await agent_goal(temporal_client, f"{wid}/fix-2")
@@ -134,5 +134,5 @@ async def test_a_run_parked_after_its_rounds_ran_out_is_resumed_by_a_maintainers
     assert (outcome.factory.fix_round, outcome.factory.review_round) == (2, 2)
     # The round the maintainer's comment granted takes both the review's request and the comment.
     assert "the review requested changes (quoted):\n> Cover negative numbers." in goal
-    assert "@maria commented on `tests/test_ops.py:5`:\n> Add add(-1, -1) here." in goal
+    assert "@maria commented on `calc/ops.py:5`:\n> Add add(-1, -1) here." in goal
     assert "add(-1, -1) == -2" in f.file("tests/test_ops.py")
