@@ -8,7 +8,7 @@ that is not fails the whole review with 422 and nothing is kept; each kept comme
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
@@ -24,14 +24,19 @@ router = APIRouter()
 STATES = {"APPROVE": "APPROVED", "REQUEST_CHANGES": "CHANGES_REQUESTED", "COMMENT": "COMMENTED"}
 
 
-class InlineComment(BaseModel):
-    path: str
-    body: str
+class _Place(BaseModel):
+    """Where on the diff a line comment asks to sit."""
+
     position: int | None = None
     line: int | None = None
     side: Literal["LEFT", "RIGHT"] | None = None
     start_line: int | None = None
     start_side: Literal["LEFT", "RIGHT"] | None = None
+
+
+class InlineComment(_Place):
+    path: str
+    body: str
 
 
 class NewReview(BaseModel):
@@ -72,9 +77,11 @@ def create_review(owner: str, repo: str, number: int, body: NewReview, request: 
         diffs = _diffs(r, issue, commit_id) if body.comments else {}
         inline: list[dict[str, Any]] = []
         for wanted in body.comments:
-            resolved = _on_diff(wanted, diffs)
-            if isinstance(resolved, str):  # GitHub does not say which comment: the whole review fails
-                raise GitHubError(422, "Unprocessable Entity", errors=[f"Pull request review thread {resolved}"])
+            resolved = _on_diff(wanted.path, wanted.body, wanted, diffs)
+            if isinstance(resolved, OffDiff):  # GitHub does not say which comment: the whole review fails
+                raise GitHubError(
+                    422, "Unprocessable Entity", errors=[f"Pull request review thread {resolved.message}"]
+                )
             inline.append({"id": sim.store.new_id(), **resolved})
         review = Review(
             id=sim.store.new_id(),
@@ -93,12 +100,15 @@ def create_review(owner: str, repo: str, number: int, body: NewReview, request: 
         return JSONResponse(sim.pulls.review(r, issue, review))
 
 
-# What a single comment's 422 names for each of a review's messages below.
-_FIELDS = {
-    "path could not be resolved": "pull_request_review_thread.path",
-    "start line must be part of the same hunk as the line.": "pull_request_review_thread.start_line",
-    "position could not be resolved": "pull_request_review_thread.position",
-}
+class OffDiff(NamedTuple):
+    """Why a comment cannot sit where it asks: the field a single comment's 422 names, and the
+    message a review's 422 gives."""
+
+    field: str
+    message: str
+
+
+_OFF_LINE = OffDiff("line", "line must be part of the diff")
 
 
 def _diffs(r: Repo, issue: Issue, commit_id: str) -> dict[str, FileDiff]:
@@ -107,32 +117,33 @@ def _diffs(r: Repo, issue: Issue, commit_id: str) -> dict[str, FileDiff]:
     return {f.filename: FileDiff.parse(f.patch or "") for f in r.git.changed_files(base, commit_id)}
 
 
-def _on_diff(c: InlineComment, diffs: dict[str, FileDiff]) -> dict[str, Any] | str:
-    """The comment as kept (its line, side, position and diff hunk resolved), or what GitHub's
-    error says is wrong with it."""
-    diff = diffs.get(c.path)
+def _on_diff(path: str, body: str, c: _Place, diffs: dict[str, FileDiff]) -> dict[str, Any] | OffDiff:
+    """The comment as kept (its line, side, position and diff hunk resolved), or why GitHub
+    refuses it."""
+    diff = diffs.get(path)
     if c.line is None and c.position is None:
-        return "line must be part of the diff"
+        return _OFF_LINE
     if diff is None:
-        return "path could not be resolved" if c.line is None else "line must be part of the diff"
+        return OffDiff("path", "path could not be resolved") if c.line is None else _OFF_LINE
     side = c.side or "RIGHT"
     if c.line is not None:
-        entry = diff.find(c.line, side)
-        if entry is None:
-            return "line must be part of the diff"
+        if not diff.allows(c.line, side):
+            return _OFF_LINE
         if c.start_line is not None and not diff.allows(c.line, side, c.start_line, c.start_side):
-            return "start line must be part of the same hunk as the line."
+            return OffDiff("start_line", "start line must be part of the same hunk as the line.")
+        entry = diff.find(c.line, side)
+        assert entry is not None
         line: int | None = c.line
     else:
         assert c.position is not None
         entry = diff.at_position(c.position)
         if entry is None:
-            return "position could not be resolved"
+            return OffDiff("position", "position could not be resolved")
         side = "LEFT" if entry.new is None else "RIGHT"
         line = entry.new if entry.new is not None else entry.old
     return {
-        "path": c.path,
-        "body": c.body,
+        "path": path,
+        "body": body,
         "line": line,
         "side": side,
         "start_line": c.start_line,
@@ -142,14 +153,9 @@ def _on_diff(c: InlineComment, diffs: dict[str, FileDiff]) -> dict[str, Any] | s
     }
 
 
-class NewReviewComment(BaseModel):
+class NewReviewComment(_Place):
     body: str
     path: str | None = None  # required unless it answers another comment
-    line: int | None = None
-    side: Literal["LEFT", "RIGHT"] | None = None
-    start_line: int | None = None
-    start_side: Literal["LEFT", "RIGHT"] | None = None
-    position: int | None = None
     commit_id: str | None = None
     in_reply_to: int | None = None  # another line comment's id: this one answers it, on its line
 
@@ -166,27 +172,31 @@ def create_review_comment(owner: str, repo: str, number: int, body: NewReviewCom
         assert pr is not None
         comment: dict[str, Any]
         if body.in_reply_to is not None:
-            found = next((c for rv in pr.reviews for c in rv.comments if c["id"] == body.in_reply_to), None)
+            found = _comment(issue, body.in_reply_to)
             if found is None:
                 raise GitHubError(404, "Not Found")
-            if found.get("in_reply_to_id"):  # replies attach to the thread's first comment
-                found = next(c for rv in pr.reviews for c in rv.comments if c["id"] == found["in_reply_to_id"])
+            _, answered = found
+            if answered.get("in_reply_to_id"):  # replies join the thread's first comment
+                _, answered = _comment(issue, answered["in_reply_to_id"]) or found
             commit_id = pr.head_sha
             keep = ("path", "line", "side", "start_line", "start_side", "position", "diff_hunk")
-            comment = {"id": sim.store.new_id(), "body": body.body, "in_reply_to_id": found["id"]}
-            comment |= {k: found.get(k) for k in keep}
+            comment = {"id": sim.store.new_id(), "body": body.body, "in_reply_to_id": answered["id"]}
+            comment |= {k: answered.get(k) for k in keep}
         else:
             commit_id = body.commit_id or pr.head_sha
             if not r.git.commit_exists(commit_id):
                 raise custom_invalid("PullRequestReviewComment", "commit_id is not part of the pull request")
             if body.path is None:
                 raise GitHubError(422, "Invalid request.\n\nFor 'path', Field required.")
-            wanted = InlineComment.model_validate(body.model_dump(exclude={"commit_id", "in_reply_to"}))
-            resolved = _on_diff(wanted, _diffs(r, issue, commit_id))
-            if isinstance(resolved, str):  # one comment alone: GitHub names the field
-                field = _FIELDS.get(resolved, "pull_request_review_thread.line")
-                error = {"resource": "PullRequestReviewComment", "code": "custom", "field": field}
-                raise GitHubError(422, "Validation Failed", errors=[error | {"message": "could not be resolved"}])
+            resolved = _on_diff(body.path, body.body, body, _diffs(r, issue, commit_id))
+            if isinstance(resolved, OffDiff):  # one comment alone: GitHub names the field
+                error = {
+                    "resource": "PullRequestReviewComment",
+                    "code": "custom",
+                    "field": f"pull_request_review_thread.{resolved.field}",
+                    "message": "could not be resolved",
+                }
+                raise GitHubError(422, "Validation Failed", errors=[error])
             comment = {"id": sim.store.new_id(), **resolved}
         review = Review(
             id=sim.store.new_id(),
@@ -230,11 +240,15 @@ def get_review_comment(owner: str, repo: str, comment_id: int, request: Request)
     sim, _, r = load_repo(request, owner, repo)
     with sim.store.lock:
         for issue in r.issues.values():
-            for rv in issue.pr.reviews if issue.pr is not None else ():
-                for c in rv.comments:
-                    if c["id"] == comment_id:
-                        return JSONResponse(sim.pulls.review_comment(r, issue, rv, c))
+            if (found := _comment(issue, comment_id)) is not None:
+                return JSONResponse(sim.pulls.review_comment(r, issue, *found))
         raise GitHubError(404, "Not Found")
+
+
+def _comment(issue: Issue, comment_id: int) -> tuple[Review, dict[str, Any]] | None:
+    """The pull request's line comment with this id, and the review holding it."""
+    reviews = issue.pr.reviews if issue.pr is not None else []
+    return next(((rv, c) for rv in reviews for c in rv.comments if c["id"] == comment_id), None)
 
 
 @router.get("/repos/{owner}/{repo}/pulls/{number}/comments")
