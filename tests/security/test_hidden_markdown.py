@@ -12,7 +12,6 @@ lists, tables, link targets, and code with `<!--` in it. Hostile nesting is read
 
 from __future__ import annotations
 
-import asyncio
 import time
 from pathlib import Path
 
@@ -25,7 +24,7 @@ from portable_repos import load_messages
 from pydantic import SecretStr
 from temporalio.client import Client
 from temporalio.testing import ActivityEnvironment
-from waiting import DEADLINE_S
+from waiting import result_once_started
 
 from shopfloor.activities.alert_goal import render_alert_goal
 from shopfloor.activities.factory import FactoryActivities
@@ -397,7 +396,7 @@ async def test_a_triage_run_receives_hidden_markdown_only_under_its_label(
         number = f.open_issue("Checkout crash", ISSUE_BODY)
         triage = f"{f.handle.id}/triage"
         await f.state_when(lambda s: triage in s.children, "the triage agent to start")
-        done = await asyncio.wait_for(temporal_client.get_workflow_handle(triage).result(), timeout=DEADLINE_S)
+        done = await result_once_started(temporal_client.get_workflow_handle(triage))
         result = AgentResult.model_validate(done)
         await f.handle.terminate("test over")  # parked for a maintainer's /shopfloor fix
     assert result.state == "completed" and result.transcript, result

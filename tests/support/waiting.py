@@ -41,3 +41,17 @@ async def query_until(
                 raise
         assert asyncio.get_running_loop().time() < deadline, f"timed out waiting for {what}; last {query}: {last!r}"
         await asyncio.sleep(0.25)
+
+
+async def result_once_started(handle: WorkflowHandle[Any, Any], timeout_s: float = DEADLINE_S) -> Any:
+    """`handle`'s result. A parent lists a child as soon as it asks Temporal to start it, so
+    the child may not exist yet for a moment: "not found" counts as "not yet"."""
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    while True:
+        try:
+            return await asyncio.wait_for(handle.result(), timeout=timeout_s)
+        except RPCError as exc:
+            if exc.status != RPCStatusCode.NOT_FOUND:
+                raise
+        assert asyncio.get_running_loop().time() < deadline, f"{handle.id} was never started"
+        await asyncio.sleep(0.25)
