@@ -43,6 +43,7 @@ from shopfloor.activities.git_plumbing import git_date
 from shopfloor.activities.github.clients import GitHubClients
 from shopfloor.activities.github.errors import github_failure
 from shopfloor.activities.heartbeat import heartbeating
+from shopfloor.activities.push_refusal import push_refusal
 from shopfloor.activities.workspace import PatchError, Workspaces, portable
 from shopfloor.agents.policy import protected_match
 from shopfloor.models import failure_types
@@ -202,10 +203,9 @@ class GitRemoteActivities:
             said = redact((stdout + stderr).decode("utf-8", "replace"))
             if "stale info" in said:  # moved between our look and our push
                 raise _branch_moved(ref.repo, branch, inp.expected_remote_sha, None)
-            if "[remote rejected]" in said:  # a protected branch, a pre-receive hook: retrying will not help
-                raise _fail(
-                    failure_types.PUSH_REJECTED, f"{ref.repo}: the push to {branch!r} was rejected: {said.strip()}"
-                )
+            if "[remote rejected]" in said:  # a protected branch, an App permission: retrying will not help
+                log.warning("push rejected by the remote", repo=ref.repo, branch=branch, said=said[-2000:])
+                raise _fail(failure_types.PUSH_REJECTED, push_refusal(ref.repo, branch, said))
             raise _fail(failure_types.GIT_ERROR, f"{ref.repo}: pushing {branch!r} failed: {said.strip()}", retry=True)
         log.info("pushed workspace", repo=ref.repo, branch=branch, sha=head, files=files)
         return out.model_copy(update={"pushed": True})

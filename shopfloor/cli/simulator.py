@@ -15,11 +15,7 @@ from shopfloor.devserver import ensure_port_free
 from shopfloor.http_server import serve_as_job
 from shopfloor.settings import Settings
 from shopfloor.simulator.app import create_app
-from shopfloor.simulator.config import SimulatorConfig
-
-# What shopfloor's workers use as their GitHub token against the simulator: any token that is not
-# `user:<login>` acts as the bot `shopfloor[bot]` there (docs/design.md, Contracts).
-SIMULATOR_BOT_TOKEN = "shopfloor-simulator-bot"
+from shopfloor.simulator.config import SIMULATOR_BOT_TOKEN, SimulatorConfig
 
 
 @dataclass(frozen=True)

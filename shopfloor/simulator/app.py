@@ -16,10 +16,11 @@ from fastapi import FastAPI, Request, Response
 from starlette.concurrency import run_in_threadpool
 
 from shopfloor.simulator import errors
-from shopfloor.simulator.auth import authenticate, can, login_for_git
+from shopfloor.simulator.auth import authenticate, can, login_for_git, push_rules
 from shopfloor.simulator.config import SimulatorConfig
 from shopfloor.simulator.core import Simulator
 from shopfloor.simulator.errors import GitHubError
+from shopfloor.simulator.git.pre_receive import PushRules
 
 log = structlog.get_logger(__name__)
 API = "/api/v3"
@@ -64,7 +65,7 @@ def create_app(config: SimulatorConfig) -> FastAPI:
         headers: dict[str, str] = {}
         try:
             if not _uses_jwt(path):
-                actor = authenticate(sim.store, request.headers.get("authorization"))
+                actor = authenticate(sim.store, sim.config, request.headers.get("authorization"))
                 request.state.actor = actor
                 login = actor.login
                 resource = "search" if path.startswith(API + "/search/") else "core"
@@ -128,13 +129,21 @@ def create_app(config: SimulatorConfig) -> FastAPI:
         repo = sim.store.repo(owner, name)
         return repo.git if repo is not None else None
 
+    def rules_for(login: str, owner: str, name: str) -> PushRules:
+        repo, user = sim.store.repo(owner, name), sim.store.find_user(login)
+        if repo is None or user is None:
+            return PushRules()
+        return push_rules(sim.config, repo, user)
+
     app.include_router(
         git_router(
             resolve=resolve,
-            authenticate=lambda header: login_for_git(sim.store, header),
+            authenticate=lambda header: login_for_git(sim.store, sim.config, header),
             can_push=can_push,
             on_push=sim.on_git_push,
             can_read=can_read,
+            rules_for=rules_for,
+            hooks_dir=config.data_dir / "git-hooks",
         )
     )
     return app

@@ -2,8 +2,10 @@
 
 - `token user:<login>` (or `Bearer user:<login>`) acts as that human user, created on first use;
   tests act as named people through GitHub's normal API this way (no special endpoint needed).
-- `ghs_…` must be an installation token this simulator minted and that has not expired.
-- any other non-empty token acts as the installed app's bot, `shopfloor[bot]`.
+- `ghs_…` must be an installation token this simulator minted and that has not expired; it acts
+  as the installed app's bot, `shopfloor[bot]`.
+- a token in the configuration's `bot_tokens` (the bot's personal token) acts as that bot too.
+- anything else is a 401 "Bad credentials", as GitHub answers a token it does not know.
 - App endpoints (`GET /app`, installation look-ups, minting tokens) need a `Bearer <JWT>` signed
   RS256 by the app: verified with the configured public key for its `iss`, otherwise any
   well-formed JWT whose `exp` lies in the future is accepted.
@@ -18,6 +20,7 @@ import jwt
 
 from shopfloor.simulator.config import SimulatorConfig
 from shopfloor.simulator.errors import GitHubError
+from shopfloor.simulator.git.pre_receive import PushRules
 from shopfloor.simulator.store import BOT_LOGIN, PERMISSIONS, Repo, Store, User, now
 
 DOCS_AUTH = "https://docs.github.com/rest/overview/authenticating-to-the-rest-api"
@@ -49,7 +52,7 @@ def _key(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()[:16]
 
 
-def authenticate(store: Store, header: str | None) -> Actor:
+def authenticate(store: Store, config: SimulatorConfig, header: str | None) -> Actor:
     """The actor for an API request; raises 401 GitHubError when missing or bad."""
     token = _token(header)
     if token is None:
@@ -64,13 +67,15 @@ def authenticate(store: Store, header: str | None) -> Actor:
             minted = store.tokens.get(token)
             if minted is None or minted.expires_at <= now():
                 raise GitHubError(401, BAD_CREDENTIALS, docs=DOCS_AUTH)
+    elif not config.is_bot_token(token):
+        raise GitHubError(401, BAD_CREDENTIALS, docs=DOCS_AUTH)
     return Actor(store.user(BOT_LOGIN, type="Bot"), "bot", _key(token))
 
 
-def login_for_git(store: Store, header: str | None) -> str | None:
+def login_for_git(store: Store, config: SimulatorConfig, header: str | None) -> str | None:
     """The login behind git's Basic-auth password (handed to us as `token <password>`)."""
     try:
-        return authenticate(store, header).login
+        return authenticate(store, config, header).login
     except GitHubError:
         return None
 
@@ -136,3 +141,9 @@ def require(repo: Repo, actor: Actor, needed: str) -> None:
         if needed in ("write", "maintain")
         else "Must have triage rights to Repository.",
     )
+
+
+def push_rules(config: SimulatorConfig, repo: Repo, user: User) -> PushRules:
+    """What GitHub refuses of `user`'s pushes to `repo` even with write access: the App's bot
+    may not change workflow files without the App's `workflows` permission."""
+    return PushRules(may_change_workflows=user.login != BOT_LOGIN or config.app_may("workflows"))

@@ -18,6 +18,7 @@ import pytest
 from agent_runs import call, write_cassette
 from cli_runs import cli_env, invoke_cli, one_line
 from factory_runs import POLICY, TRIAGE_TURNS, factory, fix_turns
+from simulator_runs import BOT_TOKEN
 from temporalio.api.enums.v1 import EventType
 from waiting import DEADLINE_S, query_until
 
@@ -250,7 +251,7 @@ async def test_controls_that_cannot_apply_to_an_issue_run_say_why(temporal_clien
     from pydantic import SecretStr
 
     gh = settings.model_copy(
-        update={"github_api_url": simulator.api_url, "github_token": SecretStr("bot-token"), "factory_pipeline": False}
+        update={"github_api_url": simulator.api_url, "github_token": SecretStr(BOT_TOKEN), "factory_pipeline": False}
     )
     name = f"app-{uuid.uuid4().hex[:8]}"
     repo = f"acme/{name}"

@@ -66,7 +66,7 @@ async def test_simulator_prints_its_urls_serves_api_and_git_and_delivers_signed_
                     sim.check_alive()
                     try:
                         return (
-                            await http.get(f"{base}/api/v3/rate_limit", headers={"Authorization": "token x"})
+                            await http.get(f"{base}/api/v3/rate_limit", headers={"Authorization": "token user:alice"})
                         ).status_code == 200
                     except httpx.TransportError:
                         return False

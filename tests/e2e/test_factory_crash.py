@@ -24,7 +24,7 @@ from typing import Any
 
 from factory_runs import APPROVE, FIX, TEST_CMD, TRIAGE, edge_subscribed, sample_repo
 from pydantic import SecretStr
-from simulator_runs import SimulatorHandle
+from simulator_runs import BOT_TOKEN, SimulatorHandle
 from temporalio.client import Client, WorkflowHandle
 from temporalio.service import RPCError, RPCStatusCode
 from worker_process import WorkerProcess, worker_env_for
@@ -126,7 +126,7 @@ async def test_worker_killed_during_fix_and_during_review_still_merges_once(
     edge_settings = settings.model_copy(
         update={
             "github_api_url": simulator.api_url,
-            "github_token": SecretStr("bot-token"),
+            "github_token": SecretStr(BOT_TOKEN),
             "webhook_secret": SecretStr(SECRET),
         }
     )

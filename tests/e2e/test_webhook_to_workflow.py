@@ -17,7 +17,7 @@ from typing import TypeVar
 
 from factory_runs import edge_subscribed
 from pydantic import SecretStr
-from simulator_runs import SimulatorHandle
+from simulator_runs import BOT_TOKEN, SimulatorHandle
 from temporalio.client import Client, WorkflowHandle
 from temporalio.service import RPCError, RPCStatusCode
 
@@ -63,7 +63,7 @@ async def test_people_on_github_reach_the_issue_workflow_through_the_edge(
     worker_settings = settings.model_copy(
         update={
             "github_api_url": simulator.api_url,
-            "github_token": SecretStr("bot-token"),
+            "github_token": SecretStr(BOT_TOKEN),
             "webhook_secret": SecretStr(SECRET),
             "factory_pipeline": False,  # the edge and the inbox; the pipeline is tests/e2e/test_factory_issue.py
         }

@@ -17,7 +17,7 @@ from typing import Any
 
 from agent_runs import call, write_cassette
 from pydantic import SecretStr
-from simulator_runs import SimulatorHandle
+from simulator_runs import BOT_TOKEN, SimulatorHandle
 from temporalio.client import Client, WorkflowHandle
 from threaded_server import serving
 from waiting import DEADLINE_S, query_until
@@ -161,7 +161,7 @@ async def factory(
     worker_settings = settings.model_copy(
         update={
             "github_api_url": simulator.api_url,
-            "github_token": SecretStr("bot-token"),
+            "github_token": SecretStr(BOT_TOKEN),
             "webhook_secret": SecretStr(SECRET),
             "agent_models": agent_models,
             **extra_settings,

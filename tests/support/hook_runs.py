@@ -16,7 +16,7 @@ from agent_runs import write_cassette
 from factory_runs import CI_CMD, POLICY, SECRET, Factory, edge_subscribed, sample_repo
 from portable_repos import load_messages
 from pydantic import SecretStr
-from simulator_runs import SimulatorHandle
+from simulator_runs import BOT_TOKEN, SimulatorHandle
 from temporalio.client import Client
 
 from shopfloor.blobs import BlobStore
@@ -83,7 +83,7 @@ async def hooks_factory(
     worker_settings = settings.model_copy(
         update={
             "github_api_url": simulator.api_url,
-            "github_token": SecretStr("bot-token"),
+            "github_token": SecretStr(BOT_TOKEN),
             "webhook_secret": SecretStr(SECRET),
             "agent_models": agent_models,
         }

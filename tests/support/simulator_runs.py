@@ -26,6 +26,7 @@ from shopfloor.devserver import free_port
 from shopfloor.simulator.app import create_app
 from shopfloor.simulator.config import SimulatorConfig
 
+# The bot's personal token on the test simulator (its `bot_tokens`); any other token is a 401.
 BOT_TOKEN = "test-bot-token"
 
 
@@ -165,7 +166,9 @@ class SimulatorHandle:
 def running_simulator(data_dir: Path, **config_overrides: Any) -> Iterator[SimulatorHandle]:
     port = free_port()
     base_url = f"http://127.0.0.1:{port}"
-    config = SimulatorConfig(**{"base_url": base_url, "data_dir": Path(data_dir), **config_overrides})
+    config = SimulatorConfig(
+        **{"base_url": base_url, "data_dir": Path(data_dir), "bot_tokens": [BOT_TOKEN], **config_overrides}
+    )
     with serving(create_app(config), name="simulator", port=port):
         handle = SimulatorHandle(base_url=base_url, api_url=base_url + "/api/v3", data_dir=Path(data_dir))
         try:

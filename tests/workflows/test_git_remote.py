@@ -5,6 +5,7 @@
   delivery log shows one push event).
 - A branch a human moved is never overwritten; the default branch and branches outside
   `shopfloor/` are refused before anything is pushed; an empty workspace has nothing to push.
+- A push GitHub refuses (an App changing workflows without the permission) says why, first.
 - The token reaches git through its environment only: never argv, results or logs.
 - update_from_base: a base that moved cleanly → merged, the patch applies on the new tip; a
   conflicting change → the conflicting paths, and a patch holding the conflict markers.
@@ -84,6 +85,7 @@ class Env:
         ref = await self.editor.base_ref(REPO, self.clone_url, base)
         path = await self.editor.open(ref, run_id)
         for name, text in edits.items():
+            (path / name).parent.mkdir(parents=True, exist_ok=True)
             (path / name).write_text(text)
         return await self.editor.checkpoint(ref, run_id)
 
@@ -241,6 +243,20 @@ async def test_an_empty_workspace_has_nothing_to_push(env):
     undone = await env.workspace({"calc.py": CALC})
     assert undone.patch_digest is None
     assert (await refused(env.acts.push_workspace, push_input(undone))).type == "NothingToPush"
+    assert env.branch_sha(BRANCH) is None and env.pushes() == []
+
+
+async def test_a_workflow_change_the_app_may_not_push_is_refused_in_plain_words(env):
+    """A repository that unprotects `.github` lets a fix touch its CI; GitHub then refuses the
+    bot's push (the App has no `workflows` permission), and the refusal says so first."""
+    ref = await env.workspace({"calc.py": CALC.replace("a - b", "a + b"), ".github/workflows/ci.yml": "on: push\n"})
+    failure = await refused(env.acts.push_workspace, push_input(ref, protected_paths=[]))
+    assert failure.type == "PushRejected"
+    assert failure.message.startswith(
+        "acme/app: GitHub refused the push to 'shopfloor/issue-1' because it changes the workflow file "
+        "'.github/workflows/ci.yml' and shopfloor's GitHub App lacks the Workflows permission."
+    )
+    assert "grant the App Workflows: read & write" in failure.message
     assert env.branch_sha(BRANCH) is None and env.pushes() == []
 
 

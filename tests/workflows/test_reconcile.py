@@ -23,7 +23,7 @@ import pytest
 from agent_runs import record_history
 from github import Auth
 from pydantic import SecretStr
-from simulator_runs import SimulatorHandle, app_keys, running_simulator
+from simulator_runs import BOT_TOKEN, SimulatorHandle, app_keys, running_simulator
 from temporalio.client import Client, ScheduleIntervalSpec, ScheduleOverlapPolicy, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 from temporalio.worker import Worker
@@ -46,7 +46,7 @@ REPO = "acme/app"
 
 
 def github_settings(settings: Settings, sim: SimulatorHandle) -> Settings:
-    return settings.model_copy(update={"github_api_url": sim.api_url, "github_token": SecretStr("bot-token")})
+    return settings.model_copy(update={"github_api_url": sim.api_url, "github_token": SecretStr(BOT_TOKEN)})
 
 
 def make_repo(sim: SimulatorHandle, tmp_path: Path) -> str:

@@ -21,7 +21,7 @@ from shopfloor.simulator.auth import app_jwt
 from shopfloor.simulator.core import Simulator
 from shopfloor.simulator.deps import sim_of
 from shopfloor.simulator.errors import not_found
-from shopfloor.simulator.shapes.checks import APP_EVENTS, APP_PERMISSIONS
+from shopfloor.simulator.shapes.checks import APP_EVENTS
 from shopfloor.simulator.shapes.common import iso
 from shopfloor.simulator.store import APP_SLUG, Hook, InstallationToken, now
 
@@ -51,7 +51,7 @@ def _installation(sim, owner_login: str) -> dict:
         "client_id": f"Iv1.{sim.config.app_id:016x}",
         "target_id": owner.id,
         "target_type": owner.type,
-        "permissions": APP_PERMISSIONS,
+        "permissions": sim.config.app_permissions,
         "events": APP_EVENTS,
         "created_at": t,
         "updated_at": t,
@@ -87,7 +87,12 @@ def access_token(installation_id: int, request: Request) -> JSONResponse:
         expires = now() + timedelta(seconds=sim.config.installation_token_ttl_s)
         sim.store.tokens[token] = InstallationToken(token=token, installation_id=installation_id, expires_at=expires)
     return JSONResponse(
-        {"token": token, "expires_at": iso(expires), "permissions": APP_PERMISSIONS, "repository_selection": "all"},
+        {
+            "token": token,
+            "expires_at": iso(expires),
+            "permissions": sim.config.app_permissions,
+            "repository_selection": "all",
+        },
         status_code=201,
     )
 

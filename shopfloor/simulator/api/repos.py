@@ -9,10 +9,11 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
-from shopfloor.simulator.auth import RANK, permission, require
+from shopfloor.simulator.auth import RANK, permission, push_rules, require
 from shopfloor.simulator.core import LOGIN_RE
 from shopfloor.simulator.deps import actor_of, load_repo, paginate, sim_of
 from shopfloor.simulator.errors import GitHubError, invalid, not_found
+from shopfloor.simulator.git.pre_receive import WORKFLOWS_DIR
 from shopfloor.simulator.git.repos import GitError, RefUpdate
 from shopfloor.simulator.store import PERMISSIONS, now
 
@@ -153,6 +154,8 @@ class PutContents(BaseModel):
 @router.put("/repos/{owner}/{repo}/contents/{path:path}")
 def put_contents(owner: str, repo: str, path: str, body: PutContents, request: Request) -> JSONResponse:
     sim, actor, r = load_repo(request, owner, repo, "write")
+    if not push_rules(sim.config, r, actor.user).may_change_workflows and path.strip("/").startswith(WORKFLOWS_DIR):
+        raise GitHubError(403, "Resource not accessible by integration")
     try:
         content = base64.b64decode(body.content, validate=False)
     except (binascii.Error, ValueError):

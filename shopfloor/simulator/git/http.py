@@ -5,7 +5,9 @@ streamed into it and its answer streamed back. Clones and fetches are anonymous;
 token as the Basic password (`https://x-access-token:<token>@host/owner/repo.git`, as GitHub
 takes it) and the pusher's write permission. After a push, the refs that changed are handed to
 `on_push` — found by snapshotting the repository's refs before and after receive-pack, under a
-per-repository lock so two pushes to one repository never blur each other's changes.
+per-repository lock so two pushes to one repository never blur each other's changes. What GitHub
+refuses whatever the pusher's access (a protected branch, an App changing workflows without the
+permission) is decided by a pre-receive hook (`pre_receive.py`) before any ref moves.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ import base64
 import binascii
 import inspect
 import os
+import shlex
+import sys
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
@@ -24,6 +28,7 @@ from fastapi.responses import PlainTextResponse, StreamingResponse
 from starlette.requests import ClientDisconnect
 from starlette.types import Receive, Scope, Send
 
+from shopfloor.simulator.git.pre_receive import RULES_ENV, PushRules
 from shopfloor.simulator.git.repos import ZERO_SHA, BareRepo, RefUpdate
 
 log = structlog.get_logger(__name__)
@@ -33,6 +38,7 @@ CanPush = Callable[[str, str, str], bool]  # (login, owner, repo) → allowed
 CanRead = Callable[[str | None, str, str], bool]  # (login or None when anonymous, owner, repo) → may fetch
 OnPush = Callable[[str, str, str, list[RefUpdate]], None]  # (owner, repo, pusher login, updates)
 Resolve = Callable[[str, str], BareRepo | None]  # (owner, repo) → the repository, or None (→ 404)
+RulesFor = Callable[[str, str, str], PushRules]  # (login, owner, repo) → what the push may do
 
 _SERVICES = ("git-upload-pack", "git-receive-pack")
 _CHUNK = 64 * 1024
@@ -40,7 +46,14 @@ _CHALLENGE = {"WWW-Authenticate": 'Basic realm="GitHub"'}
 
 
 def git_router(
-    *, resolve: Resolve, authenticate: Authenticate, can_push: CanPush, on_push: OnPush, can_read: CanRead | None = None
+    *,
+    resolve: Resolve,
+    authenticate: Authenticate,
+    can_push: CanPush,
+    on_push: OnPush,
+    can_read: CanRead | None = None,
+    rules_for: RulesFor | None = None,
+    hooks_dir: Path | None = None,
 ) -> APIRouter:
     """Routes for `/{owner}/{repo}.git/...` (the `.git` suffix is optional, as on GitHub).
 
@@ -51,6 +64,21 @@ def git_router(
     """
     router = APIRouter()
     locks: dict[Path, asyncio.Lock] = {}
+    hooks = install_hooks(hooks_dir) if rules_for is not None and hooks_dir is not None else None
+
+    def hook_env(login: str, owner: str, repo: str) -> dict[str, str]:
+        """The environment that makes receive-pack run our pre-receive hook, when it has work."""
+        if hooks is None or rules_for is None:
+            return {}
+        rules = rules_for(login, owner, repo)
+        if not rules.restricts:
+            return {}
+        return {
+            "GIT_CONFIG_COUNT": "1",
+            "GIT_CONFIG_KEY_0": "core.hooksPath",
+            "GIT_CONFIG_VALUE_0": str(hooks),
+            RULES_ENV: rules.to_json(),
+        }
 
     def lookup(owner: str, repo: str) -> BareRepo | None:
         return resolve(owner, repo.removesuffix(".git"))
@@ -118,7 +146,8 @@ def git_router(
         lock = locks.setdefault(found.path.resolve(), asyncio.Lock())
         async with lock:
             before = await asyncio.to_thread(found.refs)
-            cgi = await _Cgi.start(found, "git-receive-pack", request, who)
+            extra = await asyncio.to_thread(hook_env, who, owner, name)
+            cgi = await _Cgi.start(found, "git-receive-pack", request, who, extra)
             body = b"".join([chunk async for chunk in cgi.body()])
             after = await asyncio.to_thread(found.refs)
             updates = ref_updates(before, after)
@@ -128,6 +157,21 @@ def git_router(
         return Response(body, cgi.status, headers=cgi.headers)
 
     return router
+
+
+def install_hooks(directory: Path) -> Path:
+    """Write the pre-receive hook into `directory` (a `core.hooksPath`) and return it."""
+    directory.mkdir(parents=True, exist_ok=True)
+    hook = directory / "pre-receive"
+    package_root = Path(__file__).resolve().parents[3]  # where `shopfloor` imports from
+    hook.write_text(
+        "#!/bin/sh\n"
+        f"PYTHONPATH={shlex.quote(str(package_root))}\n"
+        "export PYTHONPATH\n"
+        f"exec {shlex.quote(sys.executable)} -m shopfloor.simulator.git.pre_receive\n"
+    )
+    hook.chmod(0o755)
+    return directory
 
 
 def ref_updates(before: dict[str, str], after: dict[str, str]) -> list[RefUpdate]:
@@ -197,7 +241,9 @@ class _Cgi:
         self.stderr = asyncio.ensure_future(proc.stderr.read()) if proc.stderr else None
 
     @classmethod
-    async def start(cls, repo: BareRepo, action: str, request: Request, user: str | None) -> _Cgi:
+    async def start(
+        cls, repo: BareRepo, action: str, request: Request, user: str | None, extra: dict[str, str] | None = None
+    ) -> _Cgi:
         path = repo.path.resolve()
         env = {
             "PATH": os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin"),
@@ -223,6 +269,7 @@ class _Cgi:
             "REMOTE_USER": user,
         }
         env.update({k: v for k, v in optional.items() if v})
+        env.update(extra or {})
         proc = await asyncio.create_subprocess_exec(
             "git",
             "http-backend",
