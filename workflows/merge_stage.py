@@ -5,7 +5,8 @@ the issue after.
 
 CI: check_run / check_suite / status / workflow_run events routed to the workflow wake the wait
 (`PipelineContext.ci_events`), and GitHub's combined status for the head (`github_ci_status`) is
-what decides, read on every wake-up and at least every CI_POLL as the fallback for lost webhooks.
+what decides, read on every wake-up and at least every CI_POLL as the fallback for lost webhooks;
+a check the base branch's protection requires counts as pending until it reports.
 No result within policy.ci_timeout_minutes parks the run. Approval: when the policy wants a human
 (require_human_approval, or auto_merge off), a writer's accepted `/shopfloor approve` or APPROVED
 review must name the current head: a push after the approval needs a new one. A comment names a
@@ -83,7 +84,9 @@ async def wait_ci(ctx: PipelineContext, head: str, until: Callable[[], bool] | N
     while True:
         seen = ctx.ci_events
         status = await call(
-            GITHUB_CI_STATUS, CiStatusInput(repo=ctx.repo, sha=head), summary=f"CI status of {head[:12]}"
+            GITHUB_CI_STATUS,
+            CiStatusInput(repo=ctx.repo, sha=head, base_branch=ctx.base_branch),
+            summary=f"CI status of {head[:12]}",
         )
         state.ci_state = status.state
         if status.state != "pending":
@@ -91,7 +94,10 @@ async def wait_ci(ctx: PipelineContext, head: str, until: Callable[[], bool] | N
             return status.state
         left = deadline - workflow.now()
         if left <= timedelta(0):
-            ctx.progress.outcome("CI timed out")
+            never = [c.name for c in status.checks if c.kind == "required"]
+            running = [c.name for c in status.checks if c.state == "pending" and c.kind != "required"]
+            waiting = [*running, *(f"{name} (required by branch protection; never reported)" for name in never)]
+            ctx.progress.outcome("CI timed out" + (f" waiting for {', '.join(waiting)}"[:200] if waiting else ""))
             return "timeout"
 
         def woken(seen: int = seen) -> bool:  # a CI event since this read, or nothing left to wait for

@@ -68,6 +68,15 @@ def read_file(api: GitHubApi, inp: ReadFileInput) -> FileOutput:
     return FileOutput(found=True, content=text, sha=data.get("sha"))
 
 
+def required_checks(api: GitHubApi, repo: str, branch: str) -> list[str]:
+    """The checks `branch`'s protection requires (GitHub shows them to anyone who can read the
+    branch, so the App needs no Administration permission); none when it is not protected."""
+    found = api.get_or_none(f"/repos/{repo}/branches/{quote(branch, safe='/')}") or {}  # gone: the merge says so
+    rules = (found.get("protection") or {}).get("required_status_checks") or {}
+    named = [*(rules.get("contexts") or []), *(c.get("context") for c in rules.get("checks") or [])]
+    return sorted({n for n in named if isinstance(n, str) and n})
+
+
 def ci_status(api: GitHubApi, inp: CiStatusInput) -> CiStatusOutput:
     """Commit statuses (latest per context) and check runs (latest per name) in one verdict:
     any failure -> failure; else anything running, or nothing reported yet -> pending."""
@@ -88,6 +97,10 @@ def ci_status(api: GitHubApi, inp: CiStatusInput) -> CiStatusOutput:
         else:
             state = "success" if run.get("conclusion") in _PASSING_CONCLUSIONS else "failure"
         checks.append(CiCheck(name=run["name"], kind="check_run", state=state, url=run.get("html_url")))
+    reported = {c.name for c in checks}
+    for name in required_checks(api, inp.repo, inp.base_branch) if inp.base_branch else []:
+        if name not in reported:
+            checks.append(CiCheck(name=name, kind="required", state="pending"))
     states = {c.state for c in checks}
     overall: CiState = "success"
     if "failure" in states:

@@ -237,11 +237,15 @@ class FileOutput(BaseModel):
 
 class CiStatusInput(_RepoInput):
     sha: str = Field(pattern=r"^[0-9a-f]{40}$")
+    # The branch the head merges into: its protection's required checks count as pending until
+    # they report, so a quick check's green never stands in for a required one not yet started.
+    base_branch: str | None = None
 
 
 class CiCheck(BaseModel):
     name: str
-    kind: Literal["status", "check_run"]
+    # "required": a check the base branch's protection requires that has not reported yet.
+    kind: Literal["status", "check_run", "required"]
     state: CiState
     url: str | None = None
 

@@ -145,5 +145,10 @@ def require(repo: Repo, actor: Actor, needed: str) -> None:
 
 def push_rules(config: SimulatorConfig, repo: Repo, user: User) -> PushRules:
     """What GitHub refuses of `user`'s pushes to `repo` even with write access: the App's bot
-    may not change workflow files without the App's `workflows` permission."""
-    return PushRules(may_change_workflows=user.login != BOT_LOGIN or config.app_may("workflows"))
+    may not change workflow files without the App's `workflows` permission, and protected
+    branches take what their rules allow (protection.py)."""
+    admin = permission(repo, user) == "admin"
+    return PushRules(
+        may_change_workflows=user.login != BOT_LOGIN or config.app_may("workflows"),
+        protected={branch: rule.push_refusals(user, admin) for branch, rule in repo.protections.items()},
+    )

@@ -8,9 +8,11 @@ import re
 from typing import Any
 
 from shopfloor.simulator.api.issues import close
+from shopfloor.simulator.auth import can
 from shopfloor.simulator.errors import GitHubError
 from shopfloor.simulator.git.merge import Method
 from shopfloor.simulator.git.repos import GitError, MergeConflict, RefUpdate
+from shopfloor.simulator.protection import merge_refusal
 from shopfloor.simulator.store import Issue, Repo, User, now
 
 CLOSING_RE = re.compile(r"\b(?:close[sd]?|fix(?:e[sd])?|resolve[sd]?)\s*:?\s+#(\d+)\b", re.IGNORECASE)
@@ -50,6 +52,11 @@ def merge_pull(
     base_before = r.git.ref_sha(pr.base_ref)
     if base_before is None:
         raise GitHubError(405, NOT_MERGEABLE)
+    rule = r.protections.get(pr.base_ref)
+    if rule is not None:
+        refused = merge_refusal(r, issue, rule, lambda u: can(r, u, "write"), base_before)
+        if refused is not None:
+            raise GitHubError(405, refused)
     if method == "squash":
         default_title = f"{issue.title} (#{issue.number})"
         commits = r.git.commits_between(r.git.merge_base(base_before, pr.head_sha) or base_before, pr.head_sha)

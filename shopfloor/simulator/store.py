@@ -11,9 +11,12 @@ import itertools
 import threading
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from shopfloor.simulator.git.repos import BareRepo
+
+if TYPE_CHECKING:  # protection.py reads these records
+    from shopfloor.simulator.protection import Protection
 
 BOT_LOGIN = "shopfloor[bot]"
 APP_SLUG = "shopfloor"
@@ -203,6 +206,7 @@ class Repo:
     check_runs: dict[int, CheckRun] = field(default_factory=dict)
     check_suites: dict[int, CheckSuite] = field(default_factory=dict)
     hooks: dict[int, Hook] = field(default_factory=dict)
+    protections: dict[str, Protection] = field(default_factory=dict)  # by branch name
 
     @property
     def full_name(self) -> str:

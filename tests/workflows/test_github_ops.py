@@ -355,6 +355,38 @@ async def test_reads(gh, acts):
     assert (ci.state, ci.failing, ci.total) == ("failure", ["build"], 2)
 
 
+async def test_ci_waits_for_the_checks_the_base_branch_requires(gh, acts):
+    """A quick check's green is not CI's verdict while a check the base branch's protection
+    requires has not reported: it counts as pending, named, until it does."""
+    from shopfloor.models.github_ops import CiCheck, CiStatusInput
+
+    rules = {
+        "required_status_checks": {"strict": False, "contexts": ["tests"]},
+        "enforce_admins": False,
+        "required_pull_request_reviews": None,
+        "restrictions": None,
+    }
+    with gh.sim.api("acme") as owner:
+        owner.put(f"/repos/{REPO}/branches/main/protection", json=rules).raise_for_status()
+    with gh.sim.api() as c:
+        c.post(f"/repos/{REPO}/statuses/{gh.main_sha}", json={"state": "success", "context": "lint"}).raise_for_status()
+    asked = CiStatusInput(repo=REPO, sha=gh.main_sha, base_branch="main")
+    ci = await run(acts.ci_status, asked)
+    assert ci.state == "pending" and ci.pending == ["tests"]
+    assert ci.checks[-1] == CiCheck(name="tests", kind="required", state="pending")
+    # Without the base branch (a read for a reviewer), the reported checks alone decide.
+    assert (await run(acts.ci_status, CiStatusInput(repo=REPO, sha=gh.main_sha))).state == "success"
+    with gh.sim.api() as c:
+        c.post(
+            f"/repos/{REPO}/statuses/{gh.main_sha}", json={"state": "success", "context": "tests"}
+        ).raise_for_status()
+    ci = await run(acts.ci_status, asked)
+    assert (ci.state, ci.total) == ("success", 2)
+    # A base branch that is gone, or has no protection, adds nothing.
+    gone = await run(acts.ci_status, asked.model_copy(update={"base_branch": "no-such-branch"}))
+    assert (gone.state, gone.total) == ("success", 2)
+
+
 # --- faults through a real Temporal worker ----------------------------------------------------
 
 

@@ -6,9 +6,12 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 
+from shopfloor.simulator.auth import Actor, permission
 from shopfloor.simulator.deps import load_repo
 from shopfloor.simulator.errors import GitHubError, invalid, not_found
 from shopfloor.simulator.git.repos import ZERO_SHA, GitError, RefUpdate
+from shopfloor.simulator.protection import ref_refusal
+from shopfloor.simulator.store import Repo
 
 router = APIRouter()
 
@@ -62,6 +65,13 @@ def create_ref(owner: str, repo: str, body: NewRef, request: Request) -> JSONRes
         return JSONResponse(sim.git_shapes.ref(r, body.ref, body.sha), status_code=201)
 
 
+def _guard(r: Repo, actor: Actor, branch: str, *, deleting: bool = False, forced: bool = False) -> None:
+    admin = permission(r, actor.user) == "admin"
+    refused = ref_refusal(r, actor.user, branch, admin=admin, deleting=deleting, forced=forced)
+    if refused is not None:
+        raise GitHubError(422, refused)
+
+
 class MoveRef(BaseModel):
     sha: str
     force: bool = False
@@ -80,8 +90,10 @@ def update_ref(owner: str, repo: str, ref: str, body: MoveRef, request: Request)
             raise GitHubError(422, "Reference does not exist")
         if not r.git.commit_exists(body.sha):
             raise GitHubError(422, "Object does not exist")
-        if not body.force and not r.git.is_ancestor(old, body.sha):
+        forward = r.git.is_ancestor(old, body.sha)
+        if not body.force and not forward:
             raise GitHubError(422, "Update is not a fast forward")
+        _guard(r, actor, branch, forced=not forward)
         r.git.set_branch(branch, body.sha, force=body.force, expected_old=old)
         if old != body.sha:
             sim.refs_moved(r, actor.user, [RefUpdate(full, old, body.sha)])
@@ -99,6 +111,7 @@ def delete_ref(owner: str, repo: str, ref: str, request: Request) -> Response:
             raise GitHubError(422, "Reference does not exist")
         if branch == r.default_branch:
             raise GitHubError(422, "Cannot delete the default branch")
+        _guard(r, actor, branch, deleting=True)
         r.git.delete_branch(branch)
         sim.refs_moved(r, actor.user, [RefUpdate(full, old, ZERO_SHA)])
     return Response(status_code=204)

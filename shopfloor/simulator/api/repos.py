@@ -15,6 +15,7 @@ from shopfloor.simulator.deps import actor_of, load_repo, paginate, sim_of
 from shopfloor.simulator.errors import GitHubError, invalid, not_found
 from shopfloor.simulator.git.pre_receive import WORKFLOWS_DIR
 from shopfloor.simulator.git.repos import GitError, RefUpdate
+from shopfloor.simulator.protection import ref_refusal
 from shopfloor.simulator.store import PERMISSIONS, now
 
 router = APIRouter()
@@ -99,7 +100,11 @@ def list_branches(owner: str, repo: str, request: Request) -> JSONResponse:
     return paginate(
         request,
         branches,
-        shape=lambda b: {"name": b[0], "commit": {"sha": b[1], "url": f"{api}/{b[1]}"}, "protected": False},
+        shape=lambda b: {
+            "name": b[0],
+            "commit": {"sha": b[1], "url": f"{api}/{b[1]}"},
+            "protected": b[0] in r.protections,
+        },
     )
 
 
@@ -161,6 +166,9 @@ def put_contents(owner: str, repo: str, path: str, body: PutContents, request: R
     except (binascii.Error, ValueError):
         raise invalid("Content", "content") from None
     branch = body.branch or r.default_branch
+    refused = ref_refusal(r, actor.user, branch, admin=permission(r, actor.user) == "admin")
+    if refused is not None:
+        raise GitHubError(409, refused)
     person = body.author or body.committer
     author = (person.name, person.email) if person else (actor.login, f"{actor.login}@users.noreply.simulator")
     with sim.store.lock, r.git.lock:

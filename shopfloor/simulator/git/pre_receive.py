@@ -26,7 +26,8 @@ class PushRules:
 
     # False for a GitHub App's bot without the `workflows` permission.
     may_change_workflows: bool = True
-    # Branch name → GitHub's reasons a direct push there is refused (empty: allowed).
+    # Protected branch → GitHub's reasons any direct push there is refused (empty: a fast-forward
+    # may land; deleting a protected branch or force-pushing to it never may).
     protected: dict[str, list[str]] = field(default_factory=dict)
 
     def to_json(self) -> str:
@@ -52,11 +53,23 @@ def workflow_files_changed(new: str) -> list[str]:
     return sorted({line for line in out.splitlines() if line.startswith(WORKFLOWS_DIR)})
 
 
+def _forced(old: str, new: str) -> bool:
+    if old == ZERO:
+        return False
+    done = subprocess.run(["git", "merge-base", "--is-ancestor", old, new], check=False, capture_output=True)
+    return done.returncode != 0
+
+
 def refusals(rules: PushRules, updates: list[tuple[str, str, str]]) -> list[str]:
     """GitHub's messages for what this push may not do; empty when it may land."""
-    for _old, new, ref in updates:
+    for old, new, ref in updates:
         branch = ref.removeprefix("refs/heads/")
         reasons = rules.protected.get(branch) if ref.startswith("refs/heads/") else None
+        if reasons is not None:
+            if new == ZERO:
+                reasons = ["Cannot delete this protected branch"]
+            elif not reasons and _forced(old, new):
+                reasons = ["Cannot force-push to this branch"]
         if reasons:
             return [f"error: GH006: Protected branch update failed for {ref}.", *(f"error: {r}" for r in reasons)]
         if new != ZERO and not rules.may_change_workflows:

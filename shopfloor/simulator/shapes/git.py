@@ -86,15 +86,23 @@ class GitShapes:
         return data
 
     def branch(self, r: Repo, name: str, c: CommitInfo) -> dict[str, Any]:
+        """GitHub's `branch-with-protection`: its required checks are visible to readers."""
         api = self._api(r)
+        rule = r.protections.get(name)
+        contexts = list(rule.contexts) if rule is not None else []
+        level = "off" if rule is None or not contexts else "everyone" if rule.enforce_admins else "non_admins"
         return {
             "name": name,
             "commit": self.commit(r, c),
             "_links": {"self": f"{api}/branches/{name}", "html": f"{self.shapes.base}/{r.full_name}/tree/{name}"},
-            "protected": False,
+            "protected": rule is not None,
             "protection": {
-                "enabled": False,
-                "required_status_checks": {"enforcement_level": "off", "contexts": [], "checks": []},
+                "enabled": rule is not None,
+                "required_status_checks": {
+                    "enforcement_level": level,
+                    "contexts": contexts,
+                    "checks": [{"context": c, "app_id": None} for c in contexts],
+                },
             },
             "protection_url": f"{api}/branches/{name}/protection",
         }
