@@ -16,6 +16,7 @@ one review, not two.
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import quote
 
 from github import GithubException
 from temporalio.exceptions import ApplicationError
@@ -144,6 +145,16 @@ def _already_merged(api: GitHubApi, inp: MergePrInput, pr: dict[str, Any]) -> Me
     return MergeOutput(sha=pr["merge_commit_sha"], already_merged=True)
 
 
+def _branch_holds(api: GitHubApi, pr: dict[str, Any], sha: str) -> bool:
+    """Whether the pull request's head branch already points at `sha` (read from the branch itself)."""
+    head = pr["head"]
+    repo = (head.get("repo") or {}).get("full_name")
+    if not repo:  # the head's repository was deleted
+        return False
+    ref = api.get_or_none(f"/repos/{repo}/git/ref/heads/{quote(head['ref'], safe='/')}")
+    return bool(ref) and (ref.get("object") or {}).get("sha") == sha
+
+
 def merge_pr(api: GitHubApi, inp: MergePrInput) -> MergeOutput:
     path = f"/repos/{inp.repo}/pulls/{inp.pr_number}"
     pr = api.get(path)
@@ -156,6 +167,14 @@ def merge_pr(api: GitHubApi, inp: MergePrInput) -> MergeOutput:
             non_retryable=True,
         )
     if pr["head"]["sha"] != inp.head_sha:
+        read = api.last
+        if _branch_holds(api, pr, inp.head_sha):
+            raise ApplicationError(
+                f"{read}: pull request #{inp.pr_number} still shows head {pr['head']['sha'][:12]} while its "
+                f"branch is at {inp.head_sha[:12]}; GitHub moves the head in the background, so this is tried again",
+                type=failure_types.GITHUB_PR_HEAD_STALE,
+            )
+        api.last = read  # the refusal names the pull request's read, not the branch's
         raise _head_changed(api, inp, pr["head"]["sha"], merged=False)
     body: dict[str, Any] = {"sha": inp.head_sha, "merge_method": inp.method}
     if inp.title is not None:

@@ -21,6 +21,9 @@ GITHUB_FORBIDDEN: Final = "GitHubForbidden"
 GITHUB_REQUEST_FAILED: Final = "GitHubRequestFailed"  # any other 4xx
 GITHUB_HEAD_CHANGED: Final = "GitHubHeadChanged"  # a merge refused: the head is not the reviewed one
 GITHUB_NOT_MERGEABLE: Final = "GitHubNotMergeable"  # a merge refused: GitHub will not merge it
+# The pull request still shows an older head while its branch already holds the reviewed one
+# (GitHub moves pull request heads in the background after a push): retried.
+GITHUB_PR_HEAD_STALE: Final = "GitHubPullRequestHeadStale"
 GITHUB_NOT_A_FILE: Final = "GitHubNotAFile"
 GITHUB_FILE_TOO_LARGE: Final = "GitHubFileTooLarge"
 # A merge GitHub refused for the pull request's state: the run waits for a push instead of failing.

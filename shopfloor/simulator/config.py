@@ -47,6 +47,9 @@ class SimulatorConfig(BaseModel):
     )
     # PEM public keys by app id: JWTs from these apps are verified; others only need a future exp.
     app_public_keys: dict[int, str] = Field(default_factory=dict)
+    # GitHub moves a pull request's head (and sends `synchronize`, and starts CI) in the background
+    # after a push to its branch; this long after, here. 0: before the push is answered.
+    pr_sync_delay_s: float = Field(default=0, ge=0, le=60)
     ci_timeout_s: float = Field(default=600, gt=0)
     delivery_timeout_s: float = Field(default=10, gt=0)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import shutil
+import threading
 from pathlib import Path
 
 import structlog
@@ -230,18 +231,42 @@ class Simulator:
                 if not update.ref.startswith("refs/heads/") or update.after == "0" * 40:
                     continue
                 branch = update.ref.removeprefix("refs/heads/")
-                # PRs with this head: in this repository, and in the one it was forked from.
-                for base in (repo, repo.parent) if repo.parent is not None else (repo,):
-                    head_repo = None if base is repo else repo
-                    for issue in self.open_prs(base, head=branch, head_repo=head_repo):
-                        assert issue.pr is not None
-                        base.git.set_pull_head(issue.number, update.after, source=repo.git if head_repo else None)
-                        issue.pr.head_sha = update.after
-                        issue.updated_at = now()
-                        self.events.pull_request(
-                            base, issue, "synchronize", pusher, before=update.before, after=update.after
-                        )
-                        self.ci.trigger(base, issue)
+                delay = self.config.pr_sync_delay_s
+                if delay <= 0:
+                    self._sync_pull_heads(repo, branch, pusher)
+                    continue
+                self.busy.add()  # wait_idle covers the sync still to come
+                timer = threading.Timer(delay, self._sync_later, args=(repo, branch, pusher))
+                timer.daemon = True
+                timer.start()
+
+    def _sync_later(self, repo: Repo, branch: str, pusher: User) -> None:
+        try:
+            with self.store.lock:
+                self._sync_pull_heads(repo, branch, pusher)
+        except Exception:  # noqa: BLE001 - a background job: logged, never raised into a timer thread
+            log.exception("sim_pull_head_sync_failed", repo=repo.full_name, branch=branch)
+        finally:
+            self.busy.done()
+
+    def _sync_pull_heads(self, repo: Repo, branch: str, pusher: User) -> None:
+        """Move the heads of the open pull requests whose head is `branch` (in this repository,
+        or in the one it was forked from) to the branch's tip now: `synchronize`, then CI."""
+        after = repo.git.ref_sha(branch)
+        if after is None:
+            return
+        for base in (repo, repo.parent) if repo.parent is not None else (repo,):
+            head_repo = None if base is repo else repo
+            for issue in self.open_prs(base, head=branch, head_repo=head_repo):
+                assert issue.pr is not None
+                before = issue.pr.head_sha
+                if before == after:
+                    continue  # an earlier sync already took this push in
+                base.git.set_pull_head(issue.number, after, source=repo.git if head_repo else None)
+                issue.pr.head_sha = after
+                issue.updated_at = now()
+                self.events.pull_request(base, issue, "synchronize", pusher, before=before, after=after)
+                self.ci.trigger(base, issue)
 
     def on_git_push(self, owner: str, name: str, pusher_login: str, updates: list[RefUpdate]) -> None:
         repo = self.store.repo(owner, name)

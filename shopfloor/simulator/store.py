@@ -82,6 +82,9 @@ class PullRequest:
     # The base tip when the PR was merged or closed: its diff stays what it was, as on GitHub.
     frozen_base_sha: str | None = None
     reviews: list[Review] = field(default_factory=list)
+    # (head, base tip) GitHub's background job last computed `mergeable` for: a read of the pull
+    # request after either moves answers null and starts the job, as on GitHub.
+    mergeability_for: tuple[str, str] | None = None
 
 
 @dataclass

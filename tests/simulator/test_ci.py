@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from githubkit.webhooks import parse_obj
-from simulator_runs import BOT_TOKEN, SimulatorHandle
+from simulator_runs import BOT_TOKEN, SimulatorHandle, computed_pull
 from webhook_receiver import receiving, run_git
 
 API = "/repos/alice/calc"
@@ -50,7 +50,7 @@ def test_failing_push_then_fix_supersedes(simulator: SimulatorHandle, tmp_path: 
         assert old["app"]["slug"] == "shopfloor-sim-ci"
         (new,) = ci_runs(bot, fixed)
         assert (new["status"], new["conclusion"]) == ("completed", "success")
-        got = bot.get(f"{API}/pulls/{pr['number']}").json()
+        got = computed_pull(bot, f"{API}/pulls/{pr['number']}")
         assert got["head"]["sha"] == fixed and got["mergeable_state"] == "clean"
 
         sync = [r.payload() for r in receiver.received if r.event == "pull_request" and r.action == "synchronize"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import base64
 
-from simulator_runs import SimulatorHandle
+from simulator_runs import SimulatorHandle, computed_pull
 
 API = "/repos/alice/demo"
 
@@ -73,7 +73,9 @@ def test_merge_guards(simulator: SimulatorHandle):
 
     # A conflicting change lands on main first: the PR can no longer merge.
     put_file(bot, "shared.txt", "from main\n", "main")
-    got = bot.get(f"{API}/pulls/{n}").json()
+    first = bot.get(f"{API}/pulls/{n}").json()  # GitHub computes mergeability in the background
+    assert (first["mergeable"], first["mergeable_state"]) == (None, "unknown")
+    got = computed_pull(bot, f"{API}/pulls/{n}")
     assert got["mergeable"] is False and got["mergeable_state"] == "dirty"
     conflict = bot.put(f"{API}/pulls/{n}/merge", json={"sha": head})
     assert conflict.status_code == 405 and conflict.json()["message"] == "Pull Request is not mergeable"
@@ -81,7 +83,8 @@ def test_merge_guards(simulator: SimulatorHandle):
     branch_from_main(bot, "two")
     head2 = put_file(bot, "other.txt", "two\n", "two")
     pr2 = bot.post(f"{API}/pulls", json={"title": "two", "head": "two", "base": "main"}).json()
-    assert bot.get(f"{API}/pulls/{pr2['number']}").json()["mergeable"] is True
+    assert pr2["mergeable"] is None  # not computed yet when the pull request is created
+    assert computed_pull(bot, f"{API}/pulls/{pr2['number']}")["mergeable"] is True
     ok = bot.put(f"{API}/pulls/{pr2['number']}/merge", json={"sha": head2, "merge_method": "rebase"})
     assert ok.status_code == 200 and ok.json()["merged"] is True
     twice = bot.put(f"{API}/pulls/{pr2['number']}/merge", json={"sha": head2})

@@ -12,6 +12,7 @@ installed bot (`shopfloor[bot]`) with the token "test-bot-token".
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -43,7 +44,19 @@ def app_keys() -> tuple[str, str]:
     return private, public
 
 
-__all__ = ["BOT_TOKEN", "SimulatorHandle", "app_keys", "running_simulator", "user_token"]
+__all__ = ["BOT_TOKEN", "SimulatorHandle", "app_keys", "computed_pull", "running_simulator", "user_token"]
+
+
+def computed_pull(client: httpx.Client, path: str, tries: int = 20) -> dict[str, Any]:
+    """A pull request once GitHub's background job has computed `mergeable` (the first read
+    after its head or base moved answers null), read as a careful client does."""
+    for _ in range(tries):
+        got = client.get(path)
+        assert got.status_code == 200, got.text
+        if got.json()["mergeable"] is not None or got.json()["state"] != "open":
+            return got.json()
+        time.sleep(0.05)
+    raise AssertionError(f"{path}: mergeable was still null after {tries} reads")
 
 
 def user_token(login: str) -> str:

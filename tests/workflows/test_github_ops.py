@@ -315,6 +315,34 @@ async def test_merge_refuses_a_head_that_moved(gh, acts):
     assert gh.get(f"/repos/{REPO}/pulls/{pr.number}")["merged"] is False
 
 
+async def test_merge_waits_for_github_to_move_the_pull_requests_head(tmp_path):
+    """GitHub moves a pull request's head in the background after a push: a merge asked for in
+    that window sees an older head while the branch already holds the reviewed one. That is
+    retried (not refused as a moved head), and merges once GitHub caught up."""
+    with running_simulator(tmp_path / "sim", pr_sync_delay_s=2.0) as sim:
+        gh = seed(sim, tmp_path)
+        clients = GitHubClients(token_settings(sim))
+        acts = GitHubActivities(clients)
+        try:
+            first = await _branch_with_commit(gh, acts, "shopfloor/issue-1")
+            pr = await run(
+                acts.find_or_create_pr, FindOrCreatePrInput(repo=REPO, head="shopfloor/issue-1", base="main", title="t")
+            )
+            sim.wait_idle()
+            reviewed = gh.commit_to("shopfloor/issue-1", "more.txt", "a second commit\n")
+            assert gh.get(f"/repos/{REPO}/pulls/{pr.number}")["head"]["sha"] == first  # not moved yet
+            with pytest.raises(ApplicationError) as info:
+                await run(acts.merge_pr, MergePrInput(repo=REPO, pr_number=pr.number, head_sha=reviewed))
+            assert info.value.type == "GitHubPullRequestHeadStale" and not info.value.non_retryable
+            assert first[:12] in info.value.message and reviewed[:12] in info.value.message
+            assert gh.requests_to("PUT", f"/pulls/{pr.number}/merge") == []  # nothing was asked of GitHub
+            sim.wait_idle()  # GitHub moved the head: the retry merges
+            merged = await run(acts.merge_pr, MergePrInput(repo=REPO, pr_number=pr.number, head_sha=reviewed))
+            assert gh.get(f"/repos/{REPO}/pulls/{pr.number}")["merged"] is True and merged.already_merged is False
+        finally:
+            clients.close()
+
+
 async def test_close_issue_and_labels_twice_and_after_lost_responses(gh, acts):
     labels = LabelsInput(repo=REPO, issue_number=gh.issue, labels=["shopfloor", "bug"])
     assert (await run(acts.add_labels, labels)).labels == ["shopfloor", "bug"]

@@ -100,7 +100,7 @@ def create_pull(owner: str, repo: str, body: NewPull, request: Request) -> JSONR
 def get_pull(owner: str, repo: str, number: int, request: Request) -> JSONResponse:
     sim, _, r = load_repo(request, owner, repo)
     with sim.store.lock:
-        return JSONResponse(sim.pulls.full(r, load_issue(r, number, pr=True)))
+        return JSONResponse(sim.pulls.full(r, load_issue(r, number, pr=True), asked=True))
 
 
 class PullUpdate(BaseModel):

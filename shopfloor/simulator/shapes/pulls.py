@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from shopfloor.simulator.auth import can
+from shopfloor.simulator.protection import merge_refusal
 from shopfloor.simulator.shapes.common import Shapes, iso, node_id
 from shopfloor.simulator.store import Issue, Repo, Review
 
@@ -20,16 +22,29 @@ class PullShapes:
             return i.pr.frozen_base_sha
         return r.git.branches().get(i.pr.base_ref) or i.pr.head_sha
 
-    def mergeable(self, r: Repo, i: Issue) -> tuple[bool | None, str]:
+    def mergeable(self, r: Repo, i: Issue, *, asked: bool = False) -> tuple[bool | None, str]:
+        """GitHub's `mergeable` and `mergeable_state`. GitHub computes them in the background: the
+        first read of the pull request after its head or base moved (`asked`) answers null and
+        starts the job, later reads get the result; a webhook or a write's answer carries only
+        a result already computed."""
         pr = i.pr
         assert pr is not None
         if i.state != "open":
             return None, "unknown"
         base = r.git.branches().get(pr.base_ref)
-        if base is None or not r.git.can_merge(base, pr.head_sha):
-            return (False, "dirty") if base else (None, "unknown")
+        if base is None:
+            return None, "unknown"
+        if pr.mergeability_for != (pr.head_sha, base):
+            if asked:
+                pr.mergeability_for = (pr.head_sha, base)
+            return None, "unknown"
+        if not r.git.can_merge(base, pr.head_sha):
+            return False, "dirty"
         if pr.draft:
             return True, "draft"
+        rule = r.protections.get(pr.base_ref)
+        if rule is not None and merge_refusal(r, i, rule, lambda u: can(r, u, "write"), base) is not None:
+            return True, "blocked"
         runs = [c for c in r.check_runs.values() if c.head_sha == pr.head_sha]
         statuses = {s.context: s for s in r.statuses if s.sha == pr.head_sha}  # latest per context wins
         if any(c.status != "completed" for c in runs) or any(s.state == "pending" for s in statuses.values()):
@@ -109,7 +124,8 @@ class PullShapes:
             "draft": pr.draft,
         }
 
-    def full(self, r: Repo, i: Issue) -> dict[str, Any]:
+    def full(self, r: Repo, i: Issue, *, asked: bool = False) -> dict[str, Any]:
+        """GitHub's `pull-request`; `asked`: a read of this one pull request (see `mergeable`)."""
         pr = i.pr
         assert pr is not None
         data = self.simple(r, i)
@@ -117,7 +133,7 @@ class PullShapes:
         merge_base = r.git.merge_base(base_sha, pr.head_sha) or base_sha
         commits = r.git.commits_between(merge_base, pr.head_sha)
         files = r.git.changed_files(merge_base, pr.head_sha)
-        mergeable, state = self.mergeable(r, i)
+        mergeable, state = self.mergeable(r, i, asked=asked)
         data.update(
             {
                 "merged": pr.merged,

@@ -1,0 +1,43 @@
+"""What GitHub computes in the background: `mergeable` (null on the first read after the head or
+base moved, then true or false), and a pull request's head after a push to its branch (moved,
+with `synchronize` and CI, a moment after the push was answered)."""
+
+from __future__ import annotations
+
+import base64
+from pathlib import Path
+
+from simulator_runs import computed_pull, running_simulator
+from webhook_receiver import receiving
+
+API = "/repos/alice/demo"
+
+
+def test_mergeable_is_null_until_computed_and_a_pushed_head_moves_later(tmp_path: Path):
+    with receiving() as receiver, running_simulator(tmp_path / "sim", pr_sync_delay_s=1.0) as sim:
+        sim.create_repo("alice", "demo")
+        bot = sim.api()
+        bot.post(f"{API}/hooks", json={"config": {"url": receiver.url}, "events": ["pull_request"]}).raise_for_status()
+        main = bot.get(f"{API}/branches/main").json()["commit"]["sha"]
+        bot.post(f"{API}/git/refs", json={"ref": "refs/heads/topic", "sha": main}).raise_for_status()
+
+        def commit(name: str) -> str:
+            body = {"message": name, "content": base64.b64encode(b"x\n").decode(), "branch": "topic"}
+            return bot.put(f"{API}/contents/{name}", json=body).json()["commit"]["sha"]
+
+        first = commit("a.txt")
+        created = bot.post(f"{API}/pulls", json={"title": "t", "head": "topic", "base": "main"}).json()
+        assert (created["mergeable"], created["mergeable_state"]) == (None, "unknown")
+        url = f"{API}/pulls/{created['number']}"
+        assert bot.get(url).json()["mergeable"] is None  # this read starts the job ...
+        assert bot.get(url).json()["mergeable"] is True  # ... and the next one sees its result
+
+        second = commit("b.txt")
+        stale = bot.get(url).json()
+        assert stale["head"]["sha"] == first  # the push was answered; the pull request has not moved yet
+        sim.wait_idle()
+        moved = computed_pull(bot, url)
+        assert moved["head"]["sha"] == second and moved["mergeable"] is True
+        sync = [r.payload() for r in receiver.received if r.event == "pull_request" and r.action == "synchronize"]
+        assert [(p["before"], p["after"]) for p in sync] == [(first, second)]
+        assert sync[0]["pull_request"]["mergeable"] is None  # webhooks carry no fresh computation
