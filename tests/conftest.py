@@ -261,9 +261,11 @@ async def time_skipping_worker(time_skipping_env: WorkflowEnvironment, time_skip
 
 
 @pytest.fixture
-def simulator(tmp_path: Path):
-    """A GitHub simulator on a free port for this test (tests/support/simulator_runs.py)."""
+def simulator(tmp_path: Path, request: pytest.FixtureRequest):
+    """A GitHub simulator on a free port for this test (tests/support/simulator_runs.py),
+    configured by the test's `simulator_config` marker if it has one."""
     from simulator_runs import running_simulator
 
-    with running_simulator(tmp_path / "sim") as handle:
+    marker = request.node.get_closest_marker("simulator_config")
+    with running_simulator(tmp_path / "sim", **(marker.kwargs if marker else {})) as handle:
         yield handle

@@ -11,14 +11,16 @@ repository, a GitHubApi that knows who we are, and any failure mapped by `github
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 from collections.abc import Callable, Iterator
 from typing import Any, Concatenate, ParamSpec, TypeVar
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 from github import GithubException
 
 from shopfloor.activities.github.clients import PER_PAGE, GitHubClients, Session
+from shopfloor.activities.github.conditional import Remembered
 from shopfloor.activities.github.errors import github_failure
 
 _NEXT_LINK = re.compile(r'<([^>]+)>;\s*rel="next"')
@@ -54,6 +56,29 @@ class GitHubApi:
     def get(self, path: str, **params: Any) -> Any:
         return self.request("GET", path, params=params or None)
 
+    def poll(self, path: str, **params: Any) -> Any:
+        """GET for a read that is repeated (CI's state while a run waits): asked conditionally,
+        so an unchanged answer is a 304 that costs no rate limit and reuses the remembered body."""
+        self.last = f"GET {path}"
+        return self._fetch(path, params or None, conditional=True)[1]
+
+    def _fetch(self, url: str, params: dict[str, Any] | None, *, conditional: bool) -> tuple[dict[str, Any], Any]:
+        if not conditional:
+            return self._requester.requestJsonAndCheck("GET", url, parameters=params)
+        asked = url + ("?" + urlencode(sorted((k, str(v)) for k, v in params.items())) if params else "")
+        remembered = self.session.remembered.get(self.session.key, asked)
+        headers = {"If-None-Match": remembered.etag} if remembered is not None else None
+        status, answer_headers, output = self._requester.requestJson("GET", url, parameters=params, headers=headers)
+        if status == 304 and remembered is not None:
+            return remembered.headers, remembered.data
+        data = json.loads(output) if output else None
+        if status >= 400:
+            raise self._requester.createException(status, answer_headers, data if isinstance(data, dict) else {})
+        etag = {k.lower(): v for k, v in answer_headers.items()}.get("etag")
+        if etag:
+            self.session.remembered.put(self.session.key, asked, Remembered(etag, answer_headers, data))
+        return answer_headers, data
+
     def get_or_none(self, path: str, **params: Any) -> Any:
         """GET, with 404 meaning "absent" rather than an error."""
         try:
@@ -75,16 +100,18 @@ class GitHubApi:
     def delete(self, path: str) -> Any:
         return self.request("DELETE", path)
 
-    def paginate(self, path: str, *, items: str | None = None, **params: Any) -> Iterator[dict[str, Any]]:
+    def paginate(
+        self, path: str, *, items: str | None = None, conditional: bool = False, **params: Any
+    ) -> Iterator[dict[str, Any]]:
         """Every item of a listing, following `Link: rel="next"` (`items`: the key of the list
-        inside an object page, as for check runs)."""
+        inside an object page, as for check runs; `conditional`: each page asked as `poll` asks)."""
         url: str | None = path
         query: dict[str, Any] | None = {"per_page": PER_PAGE, **params}
         for _ in range(MAX_PAGES):
             if url is None:
                 return
             self.last = f"GET {path}"
-            headers, data = self._requester.requestJsonAndCheck("GET", url, parameters=query)
+            headers, data = self._fetch(url, query, conditional=conditional)
             yield from (data.get(items) or []) if items else (data or [])
             match = _NEXT_LINK.search(headers.get("link", ""))
             url, query = (match.group(1), None) if match else (None, None)

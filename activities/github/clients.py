@@ -27,6 +27,7 @@ import structlog
 from github import Auth, Github, GithubException, GithubIntegration
 from temporalio.exceptions import ApplicationError
 
+from shopfloor.activities.github.conditional import ConditionalCache
 from shopfloor.activities.github.errors import github_failure
 from shopfloor.errors import UsageError
 from shopfloor.models import failure_types
@@ -95,6 +96,7 @@ class Session:
     github: Github
     key: str  # "token", "anonymous" or "installation:<id>"
     auth_hint: str
+    remembered: ConditionalCache  # the worker's answers to repeated reads (conditional requests)
 
 
 class GitHubClients:
@@ -115,6 +117,7 @@ class GitHubClients:
         self._integration: GithubIntegration | None = None
         self._logins: dict[str, str] = {}
         self._locks: dict[str, asyncio.Lock] = {}
+        self.remembered = ConditionalCache()
         self._opened: list[Github] = []
         _scrub_pygithub_logs()
 
@@ -185,7 +188,7 @@ class GitHubClients:
             gh = clients[key] = Github(base_url=self.api_url, auth=self._auth(key), **_no_retries_no_throttle())
             with self._guard:
                 self._opened.append(gh)
-        return Session(gh, key, self.auth_hint)
+        return Session(gh, key, self.auth_hint, self.remembered)
 
     def git_token(self, repo: str) -> str | None:
         """The token `git push`/`fetch` present for `repo` (None: no credentials), blocking: an

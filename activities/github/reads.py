@@ -7,6 +7,7 @@ import binascii
 from typing import get_args
 from urllib.parse import quote
 
+from github import GithubException
 from temporalio.exceptions import ApplicationError
 
 from shopfloor.activities.github.api import GitHubApi, q
@@ -71,7 +72,12 @@ def read_file(api: GitHubApi, inp: ReadFileInput) -> FileOutput:
 def required_checks(api: GitHubApi, repo: str, branch: str) -> list[str]:
     """The checks `branch`'s protection requires (GitHub shows them to anyone who can read the
     branch, so the App needs no Administration permission); none when it is not protected."""
-    found = api.get_or_none(f"/repos/{repo}/branches/{quote(branch, safe='/')}") or {}  # gone: the merge says so
+    try:
+        found = api.poll(f"/repos/{repo}/branches/{quote(branch, safe='/')}")
+    except GithubException as exc:
+        if exc.status != 404:
+            raise
+        found = {}  # the base branch went away: the merge says so
     rules = (found.get("protection") or {}).get("required_status_checks") or {}
     named = [*(rules.get("contexts") or []), *(c.get("context") for c in rules.get("checks") or [])]
     return sorted({n for n in named if isinstance(n, str) and n})
@@ -81,7 +87,7 @@ def ci_status(api: GitHubApi, inp: CiStatusInput) -> CiStatusOutput:
     """Commit statuses (latest per context) and check runs (latest per name) in one verdict:
     any failure -> failure; else anything running, or nothing reported yet -> pending."""
     checks: list[CiCheck] = []
-    combined = api.get(f"/repos/{inp.repo}/commits/{inp.sha}/status")
+    combined = api.poll(f"/repos/{inp.repo}/commits/{inp.sha}/status")  # polled while a run waits for CI
     for status in combined.get("statuses") or []:
         checks.append(
             CiCheck(
@@ -91,7 +97,10 @@ def ci_status(api: GitHubApi, inp: CiStatusInput) -> CiStatusOutput:
                 url=status.get("target_url"),
             )
         )
-    for run in api.paginate(f"/repos/{inp.repo}/commits/{inp.sha}/check-runs", items="check_runs", filter="latest"):
+    runs = api.paginate(
+        f"/repos/{inp.repo}/commits/{inp.sha}/check-runs", items="check_runs", conditional=True, filter="latest"
+    )
+    for run in runs:
         if run.get("status") != "completed":
             state: CiState = "pending"
         else:

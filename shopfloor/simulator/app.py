@@ -16,7 +16,8 @@ from fastapi import FastAPI, Request, Response
 from starlette.concurrency import run_in_threadpool
 
 from shopfloor.simulator import errors
-from shopfloor.simulator.auth import authenticate, can, login_for_git, push_rules
+from shopfloor.simulator.auth import Actor, authenticate, can, login_for_git, push_rules
+from shopfloor.simulator.conditional import with_etag
 from shopfloor.simulator.config import SimulatorConfig
 from shopfloor.simulator.core import Simulator
 from shopfloor.simulator.errors import GitHubError
@@ -24,6 +25,14 @@ from shopfloor.simulator.git.pre_receive import PushRules
 
 log = structlog.get_logger(__name__)
 API = "/api/v3"
+RATE_LIMIT_PATH = API + "/rate_limit"
+WRITES = frozenset({"POST", "PATCH", "PUT", "DELETE"})  # GitHub's content-creating requests
+DOCS_LIMITS = "https://docs.github.com/rest/overview/rate-limits-for-the-rest-api"
+DOCS_SECONDARY = DOCS_LIMITS + "#about-secondary-rate-limits"
+SECONDARY_LIMIT = (
+    "You have exceeded a secondary rate limit. Please wait a few minutes before you try again. If you reach "
+    "out to GitHub Support for help, please include the request ID."
+)
 # Endpoints authenticated by an app JWT instead of a token (auth happens in the route).
 _JWT_PATHS = ("/api/v3/app", "/api/v3/app/")
 _JWT_SUFFIX = "/installation"
@@ -62,6 +71,8 @@ def create_app(config: SimulatorConfig) -> FastAPI:
         if not path.startswith(API):
             return await call_next(request)
         login: str | None = None
+        actor: Actor | None = None
+        resource = "core"
         headers: dict[str, str] = {}
         try:
             if not _uses_jwt(path):
@@ -69,20 +80,27 @@ def create_app(config: SimulatorConfig) -> FastAPI:
                 request.state.actor = actor
                 login = actor.login
                 resource = "search" if path.startswith(API + "/search/") else "core"
-                headers, allowed = sim.limits.charge(actor.token_key, resource)
-                if not allowed:
-                    kind = "installation" if actor.kind == "bot" else "user"
-                    raise GitHubError(
-                        403,
-                        f"API rate limit exceeded for {kind} ID {actor.user.id}.",
-                        docs="https://docs.github.com/rest/overview/rate-limits-for-the-rest-api",
-                    )
+                if path != RATE_LIMIT_PATH:  # reading the limit does not count against it
+                    headers, allowed = sim.limits.charge(actor.token_key, resource)
+                    if not allowed:
+                        kind = "installation" if actor.kind == "bot" else "user"
+                        raise GitHubError(
+                            403,
+                            f"API rate limit exceeded for {kind} ID {actor.user.id}.",
+                            docs=DOCS_LIMITS,
+                        )
+                if request.method in WRITES and (wait := sim.limits.over_secondary(actor.token_key)) is not None:
+                    raise GitHubError(403, SECONDARY_LIMIT, docs=DOCS_SECONDARY, headers={"retry-after": str(wait)})
             fault = sim.faults.take(request.method, path)
             if fault is not None and fault.spec.when == "before":
                 raise fault.error()
             response = await call_next(request)
             if fault is not None:  # "after": the request was applied, its response is lost
                 response = fault.error().response()
+            elif request.method == "GET" and response.status_code == 200 and actor is not None:
+                response, unchanged = await with_etag(response, request.headers.get("if-none-match"))
+                if unchanged:  # a 304 costs nothing on GitHub
+                    headers = sim.limits.refund(actor.token_key, resource)
         except GitHubError as exc:
             response = exc.response()
         except Exception:  # noqa: BLE001 - a bug answers GitHub's 500 body, still logged and counted

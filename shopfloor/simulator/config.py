@@ -35,6 +35,10 @@ class SimulatorConfig(BaseModel):
     default_hook_secret: SecretStr | None = None
     rate_limit: int = Field(default=5000, ge=1)
     search_rate_limit: int = Field(default=30, ge=1)
+    # GitHub's secondary limit: at most this many content-creating requests (POST, PATCH, PUT,
+    # DELETE) per token per minute; more get 403 with `retry-after` this many seconds.
+    secondary_writes_per_minute: int = Field(default=80, ge=1)
+    secondary_retry_after_s: int = Field(default=60, ge=1)
     installation_token_ttl_s: int = Field(default=3600, ge=1)
     app_id: int = 1
     # Tokens that act as the App's bot besides the installation tokens it mints; any other token

@@ -47,7 +47,12 @@ class Simulator:
         self.dispatcher = Dispatcher(self.store, self.busy, timeout_s=config.delivery_timeout_s)
         self.events = Events(self)
         self.faults = Faults()
-        self.limits = RateLimits(config.rate_limit, config.search_rate_limit)
+        self.limits = RateLimits(
+            config.rate_limit,
+            config.search_rate_limit,
+            writes_per_minute=config.secondary_writes_per_minute,
+            retry_after_s=config.secondary_retry_after_s,
+        )
         self.ci = CiRunner(self)
 
     @property

@@ -7,9 +7,11 @@ response, which is what makes idempotent writes matter.
 
 from __future__ import annotations
 
+import math
 import re
 import threading
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -114,12 +116,18 @@ class Bucket:
 
 
 class RateLimits:
-    """Per token and resource (`core`, `search`), fixed windows like GitHub's."""
+    """Per token and resource (`core`, `search`), fixed windows like GitHub's; and GitHub's
+    secondary limit on content-creating requests (writes per token per minute)."""
 
-    def __init__(self, core_limit: int, search_limit: int) -> None:
+    def __init__(
+        self, core_limit: int, search_limit: int, writes_per_minute: int = 80, retry_after_s: int = 60
+    ) -> None:
         self._lock = threading.Lock()
         self._limits = {"core": (core_limit, 3600), "search": (search_limit, 60)}
         self._buckets: dict[tuple[str, str], Bucket] = {}
+        self._writes_per_minute, self._retry_after_s = writes_per_minute, retry_after_s
+        self._writes: dict[str, deque[float]] = {}
+        self._blocked: dict[str, float] = {}  # token → when its secondary-limit wait ends
 
     def _bucket(self, key: str, resource: str) -> Bucket:
         limit, window = self._limits[resource]
@@ -137,6 +145,32 @@ class RateLimits:
                 b.used += 1
             return self._headers(b, resource), allowed
 
+    def refund(self, key: str, resource: str) -> dict[str, str]:
+        """Take back one request's charge (a 304: conditional requests cost nothing on GitHub)."""
+        with self._lock:
+            b = self._bucket(key, resource)
+            b.used = max(0, b.used - 1)
+            return self._headers(b, resource)
+
+    def over_secondary(self, key: str) -> int | None:
+        """Count one write; the seconds to wait (GitHub's `retry-after`) when this token wrote
+        more than its secondary limit in the last minute, else None (and the write counts). A
+        token that met the limit is refused until its wait is over, then starts afresh."""
+        t = time.monotonic()
+        with self._lock:
+            until = self._blocked.get(key, 0.0)
+            if t < until:
+                return max(1, math.ceil(until - t))
+            recent = self._writes.setdefault(key, deque())
+            while recent and recent[0] <= t - 60:
+                recent.popleft()
+            if len(recent) >= self._writes_per_minute:
+                self._blocked[key] = t + self._retry_after_s
+                recent.clear()
+                return self._retry_after_s
+            recent.append(t)
+            return None
+
     def peek(self, key: str, resource: str) -> dict[str, int]:
         with self._lock:
             b = self._bucket(key, resource)
@@ -145,6 +179,8 @@ class RateLimits:
     def clear(self) -> None:
         with self._lock:
             self._buckets.clear()
+            self._writes.clear()
+            self._blocked.clear()
 
     @staticmethod
     def _headers(b: Bucket, resource: str) -> dict[str, str]:

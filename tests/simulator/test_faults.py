@@ -56,3 +56,40 @@ def test_rate_limit_headers_and_exhaustion(tmp_path):
         searches = [carol.get("/search/issues", params={"q": "x"}) for _ in range(3)]
         assert [r.status_code for r in searches] == [200, 200, 403]
         assert searches[0].headers["x-ratelimit-resource"] == "search"
+
+
+def test_conditional_requests_answer_304_and_cost_nothing(tmp_path):
+    with running_simulator(tmp_path / "sim", rate_limit=100) as sim:
+        sim.create_repo("alice", "demo")
+        bot = sim.api()
+        first = bot.get(API)
+        etag = first.headers["etag"]
+        assert etag.startswith('W/"') and first.headers["x-ratelimit-remaining"] == "99"
+        same = bot.get(API, headers={"If-None-Match": etag})
+        assert (same.status_code, same.content, same.headers["etag"]) == (304, b"", etag)
+        assert same.headers["x-ratelimit-remaining"] == "99"  # not counted
+        assert bot.get(API, headers={"If-None-Match": '"something-else"'}).status_code == 200
+        # A change gives a new ETag: the old one no longer matches.
+        sim.api("alice").post(f"{API}/issues", json={"title": "new"}).raise_for_status()
+        issues = bot.get(f"{API}/issues")
+        bot.post(f"{API}/issues/1/comments", json={"body": "hi"}).raise_for_status()
+        moved = bot.get(f"{API}/issues", headers={"If-None-Match": issues.headers["etag"]})
+        assert moved.status_code == 200 and moved.headers["etag"] != issues.headers["etag"]
+        # Reading the rate limit does not count against it either.
+        before = bot.get("/rate_limit").json()["resources"]["core"]["used"]
+        assert bot.get("/rate_limit").json()["resources"]["core"]["used"] == before
+
+
+def test_a_burst_of_writes_meets_the_secondary_rate_limit(tmp_path):
+    with running_simulator(tmp_path / "sim", secondary_writes_per_minute=5, secondary_retry_after_s=7) as sim:
+        sim.create_repo("alice", "demo")
+        bot = sim.api()
+        issue = bot.post(f"{API}/issues", json={"title": "busy"}).json()["number"]
+        answers = [bot.post(f"{API}/issues/{issue}/comments", json={"body": f"c{i}"}) for i in range(5)]
+        assert [a.status_code for a in answers] == [201, 201, 201, 201, 403]
+        refused = answers[-1]
+        assert refused.headers["retry-after"] == "7"
+        assert refused.json()["message"].startswith("You have exceeded a secondary rate limit")
+        assert len(bot.get(f"{API}/issues/{issue}/comments").json()) == 4  # the refused write did nothing
+        assert bot.get(API).status_code == 200  # reads are not content-creating
+        assert sim.api("carol").post(f"{API}/issues", json={"title": "other token"}).status_code == 201

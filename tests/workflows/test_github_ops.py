@@ -315,6 +315,26 @@ async def test_merge_refuses_a_head_that_moved(gh, acts):
     assert gh.get(f"/repos/{REPO}/pulls/{pr.number}")["merged"] is False
 
 
+async def test_ci_polls_ask_conditionally_and_an_unchanged_answer_costs_nothing(gh, acts):
+    from shopfloor.models.github_ops import CiStatusInput
+
+    asked = CiStatusInput(repo=REPO, sha=gh.main_sha, base_branch="main")
+    first = await run(acts.ci_status, asked)
+    again = await run(acts.ci_status, asked)
+    assert first == again and first.state == "pending"
+    for suffix in (f"/commits/{gh.main_sha}/status", f"/commits/{gh.main_sha}/check-runs", "/branches/main"):
+        assert [r["status"] for r in gh.requests_to("GET", suffix)] == [200, 304], suffix
+    with gh.sim.api() as c:
+        c.post(f"/repos/{REPO}/statuses/{gh.main_sha}", json={"state": "success", "context": "ci"}).raise_for_status()
+        used = c.get("/rate_limit").json()["resources"]["core"]["used"]
+    changed = await run(acts.ci_status, asked)  # a changed answer is a 200 with the new body
+    assert changed.state == "success" and [c.name for c in changed.checks] == ["ci"]
+    assert [r["status"] for r in gh.requests_to("GET", f"/commits/{gh.main_sha}/status")] == [200, 304, 200]
+    await run(acts.ci_status, asked)
+    with gh.sim.api() as c:  # the changed read counted; the three 304s after it did not
+        assert c.get("/rate_limit").json()["resources"]["core"]["used"] == used + 1
+
+
 async def test_merge_waits_for_github_to_move_the_pull_requests_head(tmp_path):
     """GitHub moves a pull request's head in the background after a push: a merge asked for in
     that window sees an older head while the branch already holds the reviewed one. That is
@@ -497,6 +517,24 @@ async def test_a_secondary_rate_limit_waits_retry_after(gh, through_worker):
     assert seconds_between(scheduled, started) >= 2.0  # GitHub's Retry-After, not the 0.5 s backoff
     assert [r["status"] for r in gh.requests_to("POST", "/comments")] == [403, 201]
     assert len(gh.get(f"/repos/{REPO}/issues/{gh.issue}/comments")) == 1
+
+
+@pytest.mark.simulator_config(secondary_writes_per_minute=3, secondary_retry_after_s=2)
+async def test_a_burst_of_writes_waits_out_githubs_secondary_limit(gh, through_worker):
+    """No fault injected: the fourth comment within a minute meets the simulator's secondary
+    limit, as a burst would on GitHub; the write waits its Retry-After and then lands, once."""
+    for n in range(3):
+        result, _ = await through_worker("github_upsert_comment", comment(gh).model_copy(update={"kind": f"k{n}"}))
+        assert result["action"] == "created"
+    result, handle = await through_worker("github_upsert_comment", comment(gh))
+    assert result["action"] == "created"
+    scheduled, started = await activity_attempts(handle)
+    attrs = started.activity_task_started_event_attributes
+    assert attrs.attempt == 2 and attrs.last_failure.application_failure_info.type == "GitHubRateLimited"
+    assert attrs.last_failure.application_failure_info.next_retry_delay.ToTimedelta() == timedelta(seconds=2)
+    assert seconds_between(scheduled, started) >= 2.0
+    assert [r["status"] for r in gh.requests_to("POST", "/comments")] == [201, 201, 201, 403, 201]
+    assert len(gh.get(f"/repos/{REPO}/issues/{gh.issue}/comments")) == 4
 
 
 async def test_a_bad_gateway_retries_on_the_policy_backoff(gh, through_worker):
