@@ -35,6 +35,8 @@ class SimulatorConfig(BaseModel):
     default_hook_secret: SecretStr | None = None
     rate_limit: int = Field(default=5000, ge=1)
     search_rate_limit: int = Field(default=30, ge=1)
+    # Search is eventually consistent: an issue is found by what it says this long after it changed.
+    search_index_delay_s: float = Field(default=2.0, ge=0, le=600)
     # GitHub's secondary limit: at most this many content-creating requests (POST, PATCH, PUT,
     # DELETE) per token per minute; more get 403 with `retry-after` this many seconds.
     secondary_writes_per_minute: int = Field(default=80, ge=1)

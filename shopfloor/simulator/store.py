@@ -106,6 +106,7 @@ class Issue:
     assignees: list[User] = field(default_factory=list)
     comments: list[Comment] = field(default_factory=list)
     pr: PullRequest | None = None
+    search_index: Any = None  # what search sees of it (search_index.Indexed), once indexed
 
 
 @dataclass

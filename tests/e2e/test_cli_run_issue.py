@@ -9,7 +9,7 @@ from pathlib import Path
 
 from cli_runs import arun_cli, cli_env, invoke_cli, one_line
 from edge_app import github_signals
-from simulator_runs import SimulatorHandle
+from simulator_runs import BOT_TOKEN, SimulatorHandle
 from temporalio.client import Client
 
 from shopfloor.blobs import FileBlobStore, get_json
@@ -32,7 +32,7 @@ async def test_run_issue_starts_then_signals_the_issue_workflow(
         SHOPFLOOR_TASK_QUEUE=f"test-run-{uuid.uuid4().hex[:8]}",  # nobody polls it: the run waits as started
         SHOPFLOOR_DATA_DIR=str(tmp_path / "data"),
         SHOPFLOOR_GITHUB_API_URL=simulator.api_url,
-        SHOPFLOOR_GITHUB_TOKEN="bot-token",
+        SHOPFLOOR_GITHUB_TOKEN=BOT_TOKEN,
     )
 
     first = await arun_cli(["run", "issue", f"{repo}#{number}"], env)
@@ -66,7 +66,7 @@ async def test_run_issue_refuses_what_it_cannot_run_in_one_line(simulator: Simul
         SHOPFLOOR_TEMPORAL_ADDRESS=temporal_server.address,
         SHOPFLOOR_DATA_DIR=str(tmp_path / "data"),
         SHOPFLOOR_GITHUB_API_URL=simulator.api_url,
-        SHOPFLOOR_GITHUB_TOKEN="bot-token",
+        SHOPFLOOR_GITHUB_TOKEN=BOT_TOKEN,
     )
     alice = simulator.api("alice")
     closed = alice.post("/repos/acme/refusals/issues", json={"title": "old"}).json()["number"]
@@ -82,4 +82,4 @@ async def test_run_issue_refuses_what_it_cannot_run_in_one_line(simulator: Simul
         assert result.returncode == 2, str(result)
         line = one_line(result.stderr)
         assert line.startswith("shopfloor: ") and words in line, line
-        assert "bot-token" not in result.stderr
+        assert BOT_TOKEN not in result.stderr

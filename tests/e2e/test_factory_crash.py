@@ -143,7 +143,7 @@ async def test_worker_killed_during_fix_and_during_review_still_merges_once(
             fake,
             SHOPFLOOR_SANDBOX=settings.sandbox,
             SHOPFLOOR_GITHUB_API_URL=simulator.api_url,
-            SHOPFLOOR_GITHUB_TOKEN="bot-token",
+            SHOPFLOOR_GITHUB_TOKEN=BOT_TOKEN,
             SHOPFLOOR_AGENT_MODELS=json.dumps(
                 {agent: f"openai:{agent}-model" for agent in ("triage", "fix", "review")}
             ),

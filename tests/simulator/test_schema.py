@@ -28,6 +28,7 @@ def check(model: Any, resp, status: int = 200) -> Any:
     return body
 
 
+@pytest.mark.simulator_config(search_index_delay_s=0)  # search results to validate, at once
 def test_rest_responses_and_webhooks_match_githubs_schemas(simulator: SimulatorHandle, tmp_path: Path):
     with receiving() as receiver:
         simulator.create_repo("alice", "demo", ci_command="true")
@@ -109,7 +110,8 @@ def test_rest_responses_and_webhooks_match_githubs_schemas(simulator: SimulatorH
         check(list[m.PullRequestReview], bot.get(f"{api}/pulls/{number}/reviews"))
         inline = check(list[m.PullRequestReviewComment], bot.get(f"{api}/pulls/{number}/comments"))
         check(m.PullRequestReviewComment, bot.get(f"{api}/pulls/comments/{inline[0]['id']}"))
-        check(m.SearchIssuesGetResponse200, bot.get("/search/issues", params={"q": "repo:alice/demo crash"}))
+        found = check(m.SearchIssuesGetResponse200, bot.get("/search/issues", params={"q": "repo:alice/demo crash"}))
+        assert found["items"], "the search should find the issue above, so its shape is checked"
         check(m.RepositoryCollaboratorPermission, bot.get(f"{api}/collaborators/carol/permission"))
         check(m.PullRequestMergeResult, bot.put(f"{api}/pulls/{number}/merge", json={"merge_method": "merge"}))
         check(m.PullRequest, bot.get(f"{api}/pulls/{number}"))

@@ -1,12 +1,18 @@
-"""`GET /search/issues` with the qualifiers shopfloor uses to find its own issues and PRs."""
+"""`GET /search/issues`: the qualifiers shopfloor uses, words matched as GitHub matches them, and
+an index that catches up with a change a while after it."""
 
 from __future__ import annotations
 
-from simulator_runs import SimulatorHandle
+import time
+from pathlib import Path
+
+import pytest
+from simulator_runs import SimulatorHandle, running_simulator
 
 API = "/repos/alice/demo"
 
 
+@pytest.mark.simulator_config(search_index_delay_s=0)  # what is matched, not when it is indexed
 def test_search_qualifiers(simulator: SimulatorHandle):
     simulator.create_repo("alice", "demo")
     simulator.create_repo("alice", "other")
@@ -43,3 +49,35 @@ def test_search_qualifiers(simulator: SimulatorHandle):
     pr = bot.get("/search/issues", params={"q": "repo:alice/demo is:pr"}).json()["items"][0]
     assert "pull_request" in pr
     assert bot.get("/search/issues").status_code == 422
+    # Words, not substrings: a part of a word finds nothing; a plural finds its singular.
+    assert numbers("repo:alice/demo log") == []
+    assert numbers("repo:alice/demo logins") == [("demo", 1), ("demo", 2), ("demo", 3)]
+    assert numbers('repo:alice/demo "login page"') == [("demo", 2)]
+    assert numbers('repo:alice/demo "page login"') == []
+
+
+def test_search_is_eventually_consistent(tmp_path: Path):
+    with running_simulator(tmp_path / "sim", search_index_delay_s=1.5) as sim:
+        sim.create_repo("alice", "demo")
+        bot = sim.api()
+
+        def found(q: str) -> list[int]:
+            return [
+                i["number"] for i in bot.get("/search/issues", params={"q": f"repo:alice/demo {q}"}).json()["items"]
+            ]
+
+        def eventually(q: str, want: list[int]) -> float:
+            start = time.monotonic()
+            while found(q) != want:
+                assert time.monotonic() - start < 10, f"{q!r} never found {want}"
+                time.sleep(0.1)
+            return time.monotonic() - start
+
+        bot.post(f"{API}/issues", json={"title": "Checkout crashes on empty cart"}).raise_for_status()
+        assert found("checkout") == []  # just created: not indexed yet
+        assert eventually("checkout", [1]) > 0.3
+        bot.patch(f"{API}/issues/1", json={"title": "Payment page times out"}).raise_for_status()
+        assert found("checkout") == [1]  # the index still has the old words ...
+        assert found("payment") == []  # ... and not the new ones
+        eventually("payment", [1])
+        assert found("checkout") == []

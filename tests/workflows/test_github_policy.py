@@ -153,6 +153,8 @@ def open_issues(sim: SimulatorHandle, *titles: str, bodies: dict[str, str] | Non
     return numbers
 
 
+# GitHub indexes an issue a while after it changes; these tests are about what is matched.
+@pytest.mark.simulator_config(search_index_delay_s=0)
 async def test_similar_issues_finds_related_ones_and_not_itself(simulator, tmp_path, acts):
     main_sha = make_repo(simulator, tmp_path, None)
     n = open_issues(
@@ -194,6 +196,7 @@ async def test_similar_issues_finds_related_ones_and_not_itself(simulator, tmp_p
     assert len(limited.issues) == 1
 
 
+@pytest.mark.simulator_config(search_index_delay_s=0)
 async def test_search_syntax_in_a_title_stays_plain_words(simulator, tmp_path, acts):
     make_repo(simulator, tmp_path, None)
     simulator.create_repo("evil", "other")

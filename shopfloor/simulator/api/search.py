@@ -1,10 +1,13 @@
 """`GET /search/issues`: the qualifiers an issue bot uses (repo, is, state, label, in, author) plus
-free-text words, matched case-insensitively."""
+free-text words, matched as GitHub matches them: whole words (a plural `s` folded), quoted phrases
+as consecutive words, and only against what the index holds — an issue is indexed a while after it
+changes (`search_index_delay_s`), and until then search sees its previous version, or nothing."""
 
 from __future__ import annotations
 
 import shlex
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
@@ -12,6 +15,7 @@ from fastapi.responses import JSONResponse
 from shopfloor.simulator.auth import can
 from shopfloor.simulator.deps import actor_of, paginate, sim_of
 from shopfloor.simulator.errors import GitHubError
+from shopfloor.simulator.search_index import Indexed, has_phrase, indexed, phrase_words
 from shopfloor.simulator.store import Issue, Repo
 
 router = APIRouter()
@@ -62,28 +66,25 @@ def parse(q: str) -> Query:
     return out
 
 
-def matches(query: Query, issue: Issue) -> bool:
-    if query.kind == "issue" and issue.pr is not None or query.kind == "pr" and issue.pr is None:
+def matches(query: Query, doc: Indexed) -> bool:
+    if query.kind == "issue" and doc.is_pr or query.kind == "pr" and not doc.is_pr:
         return False
     if query.state == "merged":
-        if not (issue.pr and issue.pr.merged):
+        if not doc.merged:
             return False
-    elif query.state and issue.state != query.state:
+    elif query.state and doc.state != query.state:
         return False
-    names = {lab.name.lower() for lab in issue.labels}
-    if any(label not in names for label in query.labels):
+    if any(label not in doc.labels for label in query.labels):
         return False
-    if query.authors and issue.user.login.lower() not in query.authors:
+    if query.authors and doc.author not in query.authors:
         return False
     scopes = query.scopes or {"title", "body", "comments"}
-    haystack = " ".join(
-        [
-            issue.title if "title" in scopes else "",
-            (issue.body or "") if "body" in scopes else "",
-            " ".join(c.body for c in issue.comments) if "comments" in scopes else "",
-        ]
-    ).lower()
-    return all(word in haystack for word in query.words)
+    fields = [
+        words
+        for scope, words in (("title", doc.title), ("body", doc.body), ("comments", doc.comments))
+        if scope in scopes
+    ]
+    return all(any(has_phrase(words, phrase_words(word)) for words in fields) for word in query.words)
 
 
 @router.get("/search/issues")
@@ -99,7 +100,11 @@ def search_issues(request: Request) -> JSONResponse:
             for r in sim.store.repos.values()
             if can(r, actor.user, "read") and (not query.repos or r.full_name.lower() in query.repos)
         ]
-        found = [(r, i) for r in repos for i in r.issues.values() if matches(query, i)]
+        t = datetime.now(UTC)
+        delay = sim.config.search_index_delay_s
+        found = [
+            (r, i) for r in repos for i in r.issues.values() if (doc := indexed(i, t, delay)) and matches(query, doc)
+        ]
         found.sort(key=lambda ri: ri[1].created_at, reverse=request.query_params.get("order", "desc") != "asc")
 
         def shape(ri: tuple[Repo, Issue]) -> dict:
