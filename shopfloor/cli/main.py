@@ -1,4 +1,5 @@
-"""The `shopfloor` command: one Typer app, each group of commands in its own module."""
+"""The `shopfloor` command: one Typer app, each group of commands in its own module, imported
+only when one of its commands runs (lazy.py)."""
 
 from __future__ import annotations
 
@@ -8,26 +9,21 @@ import sys
 
 import typer
 
-from shopfloor.cli import agent, bench, control, demo, dev, follow, replay, run, simulator, status, transcript
+from shopfloor.cli.lazy import LazyGroup
 
 app = typer.Typer(
     name="shopfloor",
+    cls=LazyGroup,
     help="An event-driven software factory: durable LLM agents on Temporal.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-dev.register(app)
-agent.register(app)
-status.register(app)
-follow.register(app)
-bench.register(app)
-replay.register(app)
-control.register(app)
-simulator.register(app)
-transcript.register(app)
-run.register(app)
-demo.register(app)
+
+
+@app.callback()
+def _shopfloor() -> None:
+    """An event-driven software factory: durable LLM agents on Temporal."""
 
 
 def main() -> None:

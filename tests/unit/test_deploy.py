@@ -24,11 +24,10 @@ from typing import Any, get_args
 import pytest
 import yaml
 from pydantic import AliasChoices, SecretStr
-from typer.main import get_command
 
 from shopfloor.activities.sandbox_mounts import shown_by_default
 from shopfloor.blobs import FileBlobStore
-from shopfloor.cli.main import app as cli_app
+from shopfloor.cli.lazy import every_command
 from shopfloor.settings import Settings
 from shopfloor.webhooks.app import create_app
 
@@ -64,7 +63,7 @@ SECRET_ENV_NAMES = {
     if Settings.model_fields[field].annotation is SecretStr
     or SecretStr in get_args(Settings.model_fields[field].annotation)
 } | {"AWS_SECRET_ACCESS_KEY"}  # boto3's, for the S3 blob store
-CLI_COMMANDS = set(get_command(cli_app).commands)
+CLI_COMMANDS = set(every_command().commands)
 DEFAULT_WEBHOOK_PORT = Settings.model_fields["webhook_port"].default
 
 

@@ -11,10 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import typer.main
 from pydantic import AliasChoices, AliasPath, SecretStr
 
-from shopfloor.cli.main import app
+from shopfloor.cli.lazy import every_command
 from shopfloor.settings import Settings
 
 pytestmark = pytest.mark.fast
@@ -182,7 +181,7 @@ def runs_alone(command: Any) -> bool:
 
 
 def cli() -> Any:
-    root = typer.main.get_command(app)
+    root = every_command()
     assert is_group(root)
     return root
 
