@@ -129,9 +129,10 @@ def sdk_reason(exc: BaseException) -> str:
     return text.splitlines()[0][:500] if text else "no reason given"
 
 
-def load_settings() -> Settings:
+def load_settings(**given: Any) -> Settings:
+    """The settings from the environment, with what the command line `given` (None: not given) on top."""
     try:
-        settings = Settings()
+        settings = Settings(**{name: value for name, value in given.items() if value is not None})
     except ValidationError as exc:
         problems = "; ".join(
             f"SHOPFLOOR_{'_'.join(str(p) for p in e['loc']).upper()}: {e['msg']}" for e in exc.errors()

@@ -26,13 +26,28 @@ from shopfloor.worker import run_worker
 log = structlog.get_logger(__name__)
 
 
+HOST_HELP = "Address the webhook server listens on (default: SHOPFLOOR_WEBHOOK_HOST, else 127.0.0.1)."
+PORT_HELP = "Port of the webhook server (default: SHOPFLOOR_WEBHOOK_PORT, else 8000)."
+WEBHOOK_PORT_SETTING = "--port or SHOPFLOOR_WEBHOOK_PORT"
+
+
 def register(app: typer.Typer) -> None:
     @app.command()
     @command
-    async def dev() -> None:
+    async def dev(
+        host: str | None = typer.Option(None, "--host", help=HOST_HELP),
+        port: int | None = typer.Option(None, "--port", min=1, max=65535, help=PORT_HELP),
+        simulator_port: int | None = typer.Option(
+            None,
+            "--simulator-port",
+            min=1,
+            max=65535,
+            help="Port of the GitHub simulator, when it runs (default: SHOPFLOOR_SIMULATOR_PORT, else 8100).",
+        ),
+    ) -> None:
         """Run the whole factory on this machine: Temporal dev server with UI, worker, webhook server, and
         the GitHub simulator when no GitHub credentials are configured."""
-        settings = load_settings()
+        settings = load_settings(webhook_host=host, webhook_port=port, simulator_port=simulator_port)
         async with running_stack(settings) as stack:
             _banner(stack.settings, embedded=stack.embedded, sim=stack.sim)
             await run_until(stack.stop, *stack.jobs)
@@ -50,10 +65,13 @@ def register(app: typer.Typer) -> None:
 
     @app.command()
     @command
-    async def webhooks() -> None:
+    async def webhooks(
+        host: str | None = typer.Option(None, "--host", help=HOST_HELP),
+        port: int | None = typer.Option(None, "--port", min=1, max=65535, help=PORT_HELP),
+    ) -> None:
         """Run the webhook server alone."""
-        settings = load_settings()
-        ensure_port_free(settings.webhook_host, settings.webhook_port, "webhook server", "SHOPFLOOR_WEBHOOK_PORT")
+        settings = load_settings(webhook_host=host, webhook_port=port)
+        ensure_port_free(settings.webhook_host, settings.webhook_port, "webhook server", WEBHOOK_PORT_SETTING)
         client = await connect(settings)
         stop = stop_on_signals()
         await run_until(stop, asyncio.create_task(_serve_webhooks(client, settings, stop)))
@@ -92,7 +110,7 @@ async def running_stack(settings: Settings) -> AsyncIterator[Stack]:
 
     Inside the block the jobs run; leaving it (or a signal, which sets `stack.stop`) stops them
     all and then the dev server. Also used by `shopfloor demo`."""
-    ensure_port_free(settings.webhook_host, settings.webhook_port, "webhook server", "SHOPFLOOR_WEBHOOK_PORT")
+    ensure_port_free(settings.webhook_host, settings.webhook_port, "webhook server", WEBHOOK_PORT_SETTING)
     # No GitHub credentials: run against the simulator, wired to our own webhook server.
     sim = None
     if not settings.github_configured:

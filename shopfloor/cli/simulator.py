@@ -37,14 +37,20 @@ class EmbeddedSimulator:
         ]
 
 
-def simulator_for(settings: Settings, *, webhook_url: str | None, invent_secret: bool) -> EmbeddedSimulator:
+def simulator_for(
+    settings: Settings,
+    *,
+    webhook_url: str | None,
+    invent_secret: bool,
+    port_setting: str = "--simulator-port or SHOPFLOOR_SIMULATOR_PORT",
+) -> EmbeddedSimulator:
     """The simulator's configuration, and settings that send shopfloor's GitHub calls to it.
 
     With `invent_secret` (`shopfloor dev`, which runs both ends) a missing webhook secret is made up
     for this run, so deliveries are signed and verified end to end. Alone, the simulator signs with
     SHOPFLOOR_WEBHOOK_SECRET or, like GitHub for a hook without a secret, not at all.
     """
-    ensure_port_free(settings.simulator_host, settings.simulator_port, "GitHub simulator", "SHOPFLOOR_SIMULATOR_PORT")
+    ensure_port_free(settings.simulator_host, settings.simulator_port, "GitHub simulator", port_setting)
     secret = settings.webhook_secret
     if secret is None and invent_secret:
         secret = SecretStr(secrets.token_hex(16))
@@ -97,11 +103,19 @@ def register(app: typer.Typer) -> None:
             None, help="Where repositories' default hook delivers (default: shopfloor's webhook server)."
         ),
         no_webhooks: bool = typer.Option(False, "--no-webhooks", help="Create repositories without a default hook."),
+        host: str | None = typer.Option(
+            None, "--host", help="Address it listens on (default: SHOPFLOOR_SIMULATOR_HOST, else 127.0.0.1)."
+        ),
+        port: int | None = typer.Option(
+            None, "--port", min=1, max=65535, help="Its port (default: SHOPFLOOR_SIMULATOR_PORT, else 8100)."
+        ),
     ) -> None:
         """Run the GitHub simulator alone: GitHub's REST API, git over HTTP, signed webhooks, simulated CI."""
-        settings = load_settings()
+        settings = load_settings(simulator_host=host, simulator_port=port)
         target = None if no_webhooks else (webhook_url or webhook_target(settings))
-        sim = simulator_for(settings, webhook_url=target, invent_secret=False)
+        sim = simulator_for(
+            settings, webhook_url=target, invent_secret=False, port_setting="--port or SHOPFLOOR_SIMULATOR_PORT"
+        )
         stop = stop_on_signals()
         lines = ["GitHub simulator is running (Ctrl-C stops it)", *sim.describe()]
         if target and settings.webhook_secret is None:

@@ -162,7 +162,8 @@ async def test_dev_runs_the_whole_stack_and_ctrl_c_stops_it(tmp_path):
 async def test_dev_with_a_temporal_address_and_github_credentials_uses_those(
     temporal_server, temporal_client, tmp_path
 ):
-    temporal_port, ui_port, webhook_port, sim_port = distinct_ports(4)  # all but the webhook port must stay unused
+    # All but the webhook port must stay unused; the environment's webhook port gives way to --port.
+    temporal_port, ui_port, webhook_port, sim_port, env_webhook_port = distinct_ports(5)
     data = tmp_path / "data"
     queue = f"test-dev-external-{uuid.uuid4().hex[:10]}"
     env = cli_env(
@@ -171,15 +172,17 @@ async def test_dev_with_a_temporal_address_and_github_credentials_uses_those(
         SHOPFLOOR_DATA_DIR=str(data),
         SHOPFLOOR_TEMPORAL_PORT=str(temporal_port),
         SHOPFLOOR_TEMPORAL_UI_PORT=str(ui_port),
-        SHOPFLOOR_WEBHOOK_PORT=str(webhook_port),
+        SHOPFLOOR_WEBHOOK_PORT=str(env_webhook_port),
         SHOPFLOOR_SIMULATOR_PORT=str(sim_port),
         SHOPFLOOR_GITHUB_API_URL="https://github.example.com/api/v3",
         SHOPFLOOR_GITHUB_TOKEN="ghp_not-a-real-token",
         SHOPFLOOR_MODEL="scripted:explore-demo",
     )
-    with LongRunning(["dev"], env, tmp_path / "dev.log", reap_marker=str(data)) as dev:
+    args = ["dev", "--host", "127.0.0.1", "--port", str(webhook_port)]
+    with LongRunning(args, env, tmp_path / "dev.log", reap_marker=str(data)) as dev:
         ready = await wait_ready(dev, webhook_port)
         assert ready.json() == {"status": "ok", "temporal": "reachable"}
+        assert not port_open(env_webhook_port)
         assert f"Temporal    {temporal_server.address} (external server)" in dev.output()
         assert "Temporal UI" not in dev.output()
         assert not (data / "temporal.sqlite").exists()

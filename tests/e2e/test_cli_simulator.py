@@ -48,18 +48,19 @@ def _git(*args: str, cwd: Path | None = None, home: Path) -> subprocess.Complete
 
 
 async def test_simulator_prints_its_urls_serves_api_and_git_and_delivers_signed_webhooks(tmp_path):
-    sim_port, hook_port = free_port(), free_port()
+    sim_port, hook_port, env_port = free_port(), free_port(), free_port()
     receiver = HTTPServer(("127.0.0.1", hook_port), _Receiver)
     threading.Thread(target=receiver.serve_forever, daemon=True).start()
     env = cli_env(
         SHOPFLOOR_DATA_DIR=str(tmp_path / "data"),
-        SHOPFLOOR_SIMULATOR_PORT=str(sim_port),
+        SHOPFLOOR_SIMULATOR_PORT=str(env_port),  # --port below wins over it
         SHOPFLOOR_WEBHOOK_SECRET=SECRET,
     )
     hook_url = f"http://127.0.0.1:{hook_port}/hook"
     base = f"http://127.0.0.1:{sim_port}"
     try:
-        with LongRunning(["simulator", "--webhook-url", hook_url], env, tmp_path / "sim.log") as sim:
+        args = ["simulator", "--webhook-url", hook_url, "--host", "127.0.0.1", "--port", str(sim_port)]
+        with LongRunning(args, env, tmp_path / "sim.log") as sim:
             async with httpx.AsyncClient(trust_env=False, timeout=10) as http:
 
                 async def answers():

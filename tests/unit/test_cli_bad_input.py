@@ -222,3 +222,23 @@ def test_a_bad_port_setting_is_one_line_and_status_2(tmp_path):
     env = cli_env(SHOPFLOOR_DATA_DIR=str(tmp_path / "data"), SHOPFLOOR_WEBHOOK_PORT="eighty")
     result = invoke_cli(["dev"], env, timeout_s=60)
     assert_usage_error(result, ["bad setting", "SHOPFLOOR_WEBHOOK_PORT"])
+
+
+@pytest.mark.parametrize("command", ["dev", "webhooks", "simulator"])
+def test_a_port_option_out_of_range_is_a_usage_error(command, tmp_path):
+    result = invoke_cli([command, "--port", "70000"], cli_env(SHOPFLOOR_DATA_DIR=str(tmp_path / "data")))
+    assert result.returncode == 2, str(result)
+    said = " ".join(result.stderr.replace("│", " ").split())
+    assert "Invalid value for '--port'" in said and "less than or equal to 65535" in said, said
+
+
+def test_a_port_given_on_the_command_line_that_is_taken_names_the_option(tmp_path):
+    port = free_port()
+    holder = _listening_socket(port)
+    try:
+        result = invoke_cli(["webhooks", "--port", str(port)], cli_env(SHOPFLOOR_DATA_DIR=str(tmp_path / "data")))
+    finally:
+        holder.close()
+    assert result.returncode == 2, str(result)
+    line = one_line(result.stderr)
+    assert f"port {port}" in line and "already in use" in line and "--port or SHOPFLOOR_WEBHOOK_PORT" in line, line
