@@ -113,12 +113,16 @@ def resolve_symlink_free(root: Path, relative: str) -> Path:
 
 
 def walk_files(
-    real_root: Path, base: Path, descend: Callable[[tuple[str, ...]], bool] | None = None
+    real_root: Path,
+    base: Path,
+    descend: Callable[[tuple[str, ...]], bool] | None = None,
+    skip: Callable[[tuple[str, ...], bool], bool] | None = None,
 ) -> Iterator[tuple[tuple[str, ...], Path]]:
     """(components relative to base, real path) of each regular file under base.
 
     Never descends into symlinked directories or `.git`; a symlinked file is yielded (under the
-    link's name) only if its target is a regular file inside the workspace.
+    link's name) only if its target is a regular file inside the workspace. `skip(parts, is_dir)`
+    leaves out a file, or a directory and everything under it (the repository's ignores).
     """
     stack: list[tuple[tuple[str, ...], str]] = [((), str(base))]
     while stack:
@@ -135,12 +139,12 @@ def walk_files(
             try:
                 if entry.is_symlink():
                     real = Path(os.path.realpath(entry.path))
-                    if is_inside(real, real_root) and real.is_file():
+                    if is_inside(real, real_root) and real.is_file() and not (skip and skip(parts, False)):
                         yield parts, real
                 elif entry.is_dir(follow_symlinks=False):
-                    if descend is None or descend(parts):
+                    if (descend is None or descend(parts)) and not (skip and skip(parts, True)):
                         stack.append((parts, entry.path))
-                elif entry.is_file(follow_symlinks=False):
+                elif entry.is_file(follow_symlinks=False) and not (skip and skip(parts, False)):
                     yield parts, Path(entry.path)
             except OSError:
                 continue

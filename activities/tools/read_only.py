@@ -8,7 +8,9 @@ into symlinked directories and skip symlinked files whose target lies outside.
 
 `.git` is walked by neither glob nor grep (it is metadata, and huge); list_dir shows it as
 ".git/ (git metadata)" so the model knows the checkout is a git repository; naming a path inside
-`.git` explicitly is allowed.
+`.git` explicitly is allowed. Paths the repository ignores (gitignore.py: a `.venv`, build
+output) are not walked either, and list_dir marks them; a path inside one, named as the place to
+search, is searched.
 
 Lines are split on "\\n" only (a trailing "\\r" is dropped), so read_file and grep agree on line
 numbers with each other and with git and editors.
@@ -41,6 +43,7 @@ from shopfloor.activities.tools.confine import (
     walk_files,
     workspace_root,
 )
+from shopfloor.activities.tools.gitignore import Ignores
 from shopfloor.agents.tools import GlobArgs, GrepArgs, ListDirArgs, ReadFileArgs
 from shopfloor.errors import ToolError
 
@@ -65,6 +68,7 @@ MAX_PATTERN_CHARS = 2000
 MAX_GLOB_CHARS = 1000
 MAX_GLOB_RESULTS = 1000
 MAX_DIR_ENTRIES = 1000
+IGNORED_MARK = " (ignored by .gitignore)"
 
 
 # --- read_file ---------------------------------------------------------------------------------
@@ -239,10 +243,48 @@ def list_dir(root: Path, args: ListDirArgs) -> str:
         raise ToolError(f"cannot list {name}: {e.strerror}") from None
     if not entries:
         return f"{name} is an empty directory"
-    lines = [_describe(e, real_root) for e in entries[:MAX_DIR_ENTRIES]]
+    ignores = Ignores(real_root)
+    here = path.relative_to(real_root).parts
+    marked = not ignores.under_ignored(here)  # inside an ignored directory named on purpose: no marks
+    lines = [
+        _describe(e, real_root) + (IGNORED_MARK if marked and _is_ignored(ignores, here, e) else "")
+        for e in entries[:MAX_DIR_ENTRIES]
+    ]
     if len(entries) > MAX_DIR_ENTRIES:
         lines.append(f"... {len(entries) - MAX_DIR_ENTRIES} more entries not shown; use glob to narrow")
     return "\n".join(lines)
+
+
+def _is_ignored(ignores: Ignores, here: tuple[str, ...], entry: os.DirEntry[str]) -> bool:
+    if entry.name == GIT_DIR:
+        return False
+    try:
+        is_dir = entry.is_dir(follow_symlinks=False)
+    except OSError:
+        is_dir = False
+    return ignores.ignored((*here, entry.name), is_dir)
+
+
+class _Skipped:
+    """The repository's ignores for a walk from `prefix`, counting what they left out. A walk
+    that starts inside an ignored directory was asked for by name: nothing is left out."""
+
+    def __init__(self, real_root: Path, prefix: tuple[str, ...]) -> None:
+        self._ignores = Ignores(real_root)
+        self._prefix = prefix
+        self._named = self._ignores.under_ignored(prefix)
+        self.count = 0
+
+    def skip(self, rel: tuple[str, ...], is_dir: bool) -> bool:
+        if self._named or not self._ignores.ignored(self._prefix + rel, is_dir):
+            return False
+        self.count += 1
+        return True
+
+    def note(self) -> str:
+        if not self.count:
+            return ""
+        return f" ({self.count} path(s) ignored by .gitignore were not searched; name one as the path to search it)"
 
 
 def _describe(entry: os.DirEntry[str], real_root: Path) -> str:
@@ -278,16 +320,17 @@ def glob(root: Path, args: GlobArgs) -> str:
     base = _existing_dir(real_root, args.path)
     pattern = _glob_pattern(args.pattern)
     prefix = base.relative_to(real_root).parts
+    skipped = _Skipped(real_root, prefix)
     hits = sorted(
         "/".join(map(_show_name, prefix + rel))
-        for rel, _ in walk_files(real_root, base, pattern.may_match_below)
+        for rel, _ in walk_files(real_root, base, pattern.may_match_below, skipped.skip)
         if pattern.matches(rel)
     )
     if not hits:
         message = f"no files match {shown(args.pattern)} in {shown(args.path)}"
         if "/" not in args.pattern:
             message += f"; '*' does not cross directories, try '**/{args.pattern}'"
-        return message
+        return message + skipped.note()
     lines = hits[:MAX_GLOB_RESULTS]
     if len(hits) > MAX_GLOB_RESULTS:
         lines.append(f"... {len(hits) - MAX_GLOB_RESULTS} more files not shown; narrow the pattern or path")
@@ -326,9 +369,10 @@ def grep(root: Path, args: GrepArgs) -> str:
         files = [("/".join(map(_show_name, target.relative_to(real_root).parts)), target)]
     else:
         prefix = target.relative_to(real_root).parts
+        skipped = _Skipped(real_root, prefix)
         files = sorted(
             ("/".join(map(_show_name, prefix + rel)), path)
-            for rel, path in walk_files(real_root, target)
+            for rel, path in walk_files(real_root, target, skip=skipped.skip)
             if filt is None or _selected(filt, args.glob or "", rel, prefix + rel)
         )
 
@@ -362,6 +406,8 @@ def grep(root: Path, args: GrepArgs) -> str:
         out.append(f"no matches for {shown(args.pattern)} in {name}")
         if args.glob:
             out[0] += f" (files matching {shown(args.glob)})"
+        if not explicit:
+            out[0] += skipped.note()
     elif search.total > len(out):
         at_least = "at least " if search.stopped else ""
         out.append(

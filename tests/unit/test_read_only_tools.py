@@ -490,3 +490,73 @@ def test_secret_never_appears_in_any_output(ws: Path) -> None:
         assert SECRET not in out, (fn.__name__, args)
         seen += 1
     assert seen == len(calls)
+
+
+# --- the repository's ignores ------------------------------------------------------------------
+
+
+def ignoring_workspace(base: Path) -> Path:
+    """A checkout with a `.venv` inside it (as the quickstart makes one), build output, logs,
+    and a nested `.gitignore` that re-includes one log and ignores a generated file."""
+    ws = base / "ws"
+    (ws / "src").mkdir(parents=True)
+    (ws / "src" / "app.py").write_text("def login():\n    return 'LOGIN'\n")
+    (ws / ".gitignore").write_text("# local\n.venv/\nbuild\n*.log\n")
+    (ws / ".venv" / "lib" / "site").mkdir(parents=True)
+    (ws / ".venv" / "lib" / "site" / "dep.py").write_text("def login():\n    return 'vendored LOGIN'\n")
+    (ws / "build").mkdir()
+    (ws / "build" / "out.py").write_text("LOGIN = 1\n")
+    (ws / "debug.log").write_text("LOGIN failed\n")
+    (ws / "logs").mkdir()
+    (ws / "logs" / ".gitignore").write_text("!keep.log\ngenerated.py\n")
+    (ws / "logs" / "keep.log").write_text("LOGIN kept\n")
+    (ws / "logs" / "other.log").write_text("LOGIN other\n")
+    (ws / "logs" / "generated.py").write_text("LOGIN generated\n")
+    (ws / ".git" / "info").mkdir(parents=True)
+    (ws / ".git" / "info" / "exclude").write_text("scratch.py\n")
+    (ws / "scratch.py").write_text("LOGIN scratch\n")
+    return ws
+
+
+def test_glob_and_grep_leave_out_what_the_repository_ignores(tmp_path: Path) -> None:
+    ws = ignoring_workspace(tmp_path)
+    found = glob(ws, GlobArgs(pattern="**/*.py", path=".")).splitlines()
+    assert found == ["src/app.py"]
+    logs = glob(ws, GlobArgs(pattern="**/*.log", path=".")).splitlines()
+    assert logs == ["logs/keep.log"]  # re-included by the nested .gitignore, deeper wins
+    hits = grep(ws, GrepArgs(pattern="LOGIN", path=".")).splitlines()
+    assert hits == ["logs/keep.log:1: LOGIN kept", "src/app.py:2:     return 'LOGIN'"]
+    none = glob(ws, GlobArgs(pattern="**/dep.py", path="."))
+    assert none.startswith("no files match") and "ignored by .gitignore were not searched" in none
+
+
+def test_an_ignored_directory_named_on_purpose_is_searched(tmp_path: Path) -> None:
+    ws = ignoring_workspace(tmp_path)
+    assert glob(ws, GlobArgs(pattern="**/*.py", path=".venv")).splitlines() == [".venv/lib/site/dep.py"]
+    assert grep(ws, GrepArgs(pattern="vendored", path=".venv")).splitlines() == [
+        ".venv/lib/site/dep.py:2:     return 'vendored LOGIN'"
+    ]
+    assert "vendored" in read_file(ws, ReadFileArgs(path=".venv/lib/site/dep.py"))
+
+
+def test_list_dir_marks_what_the_repository_ignores(tmp_path: Path) -> None:
+    ws = ignoring_workspace(tmp_path)
+    listed = list_dir(ws, ListDirArgs(path=".")).splitlines()
+    assert ".venv/ (ignored by .gitignore)" in listed and "build/ (ignored by .gitignore)" in listed
+    assert "debug.log (ignored by .gitignore)" in listed and "scratch.py (ignored by .gitignore)" in listed
+    assert "src/" in listed and ".gitignore" in listed and ".git/ (git metadata)" in listed
+    assert list_dir(ws, ListDirArgs(path="logs")).splitlines() == [
+        ".gitignore",
+        "generated.py (ignored by .gitignore)",
+        "keep.log",
+        "other.log (ignored by .gitignore)",
+    ]
+    assert list_dir(ws, ListDirArgs(path=".venv")).splitlines() == ["lib/"]  # named on purpose: no marks
+
+
+def test_an_ignore_file_that_is_a_link_is_not_followed(tmp_path: Path) -> None:
+    ws = ignoring_workspace(tmp_path)
+    outside = tmp_path / "elsewhere"
+    outside.write_text("src/\n")
+    (ws / "src" / ".gitignore").symlink_to(outside)  # would hide src/app.py if followed
+    assert "src/app.py" in glob(ws, GlobArgs(pattern="**/*.py", path="."))
