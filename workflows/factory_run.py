@@ -81,6 +81,10 @@ if TYPE_CHECKING:
     from shopfloor.workflows.issue import IssueWorkflow
 
 NOT_FIXABLE_KINDS = {"question", "duplicate", "invalid"}
+NO_MODEL_REASON = (
+    "not triaged: no real model is configured (SHOPFLOOR_MODEL), so nobody read this issue; set one where the "
+    "worker runs (openai:<model> with OPENAI_API_KEY, or anthropic:<model> with ANTHROPIC_API_KEY) and restart it"
+)
 MAX_TRIAGES_PER_START = 3  # triage again when the text changed under it, this often, then park
 
 
@@ -293,7 +297,9 @@ class FactoryRun(OnPipeline):
         policy = self.policy
         self.progress.stage("policy")
         reasons, no_label = [], ""
-        if triage.kind in NOT_FIXABLE_KINDS:
+        if self.ctx.config.triage_has_no_model:
+            reasons.append(NO_MODEL_REASON)
+        elif triage.kind in NOT_FIXABLE_KINDS:
             reasons.append(f"triaged as {triage.kind}" + (f" of #{triage.duplicate_of}" if triage.duplicate_of else ""))
         if policy.auto_fix == "never":
             reasons.append("the repository's policy is auto_fix: never")
@@ -304,7 +310,7 @@ class FactoryRun(OnPipeline):
             if policy.labels.trigger not in issue.labels and not self.trigger_labeled:
                 no_label = f"auto_fix is label and the issue has no `{policy.labels.trigger}` label"
                 reasons.append(no_label)
-        if triage.fixability < policy.fixability_threshold:
+        if triage.fixability < policy.fixability_threshold and not self.ctx.config.triage_has_no_model:
             reasons.append(
                 f"fixability {triage.fixability:.2f} is below the threshold {policy.fixability_threshold:.2f}"
             )

@@ -53,7 +53,10 @@ class AnthropicMessagesProvider:
         # Passed explicitly so the SDK never falls back to environment variables or profiles.
         self.base_url = base_url or ANTHROPIC_DEFAULT_BASE_URL
         if not api_key:
-            raise ModelCallError(f"{self.label}: no API key: set ANTHROPIC_API_KEY", retryable=False)
+            raise ModelCallError(
+                f"{self.label}: no API key in the worker's environment: set ANTHROPIC_API_KEY where the worker runs",
+                retryable=False,
+            )
         self._client = anthropic.AsyncAnthropic(
             api_key=api_key,
             base_url=self.base_url,

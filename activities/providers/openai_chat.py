@@ -58,7 +58,7 @@ class OpenAIChatProvider:
         self._official = base_url is None
         if not api_key and base_url is None:
             raise ModelCallError(
-                f"{self.label}: no API key: set OPENAI_API_KEY "
+                f"{self.label}: no API key in the worker's environment: set OPENAI_API_KEY where the worker runs "
                 "(or OPENAI_BASE_URL for an OpenAI-compatible server that needs none)",
                 retryable=False,
             )

@@ -7,6 +7,33 @@ from shopfloor.activities.providers.scripted import ScriptedProvider, load_casse
 from shopfloor.errors import ModelCallError
 from shopfloor.models.model_spec import ModelSpec
 
+# Where a worker's missing key has to be set: the worker calls the models, not the command that
+# started the run (a key exported only in the terminal of `shopfloor agent` never reaches it).
+WORKER_ENVIRONMENT = (
+    "the worker's environment: set it where `shopfloor dev` or `shopfloor worker` runs (a key set only "
+    "where you start runs does not reach the worker)"
+)
+
+
+def missing_key(
+    spec: ModelSpec, *, openai_api_key: str | None, openai_base_url: str | None, anthropic_api_key: str | None
+) -> str | None:
+    """The environment variable this model still needs before it can be called, or None."""
+    if spec.provider == "openai" and not openai_api_key and not openai_base_url:
+        return "OPENAI_API_KEY"
+    if spec.provider == "anthropic" and not anthropic_api_key:
+        return "ANTHROPIC_API_KEY"
+    return None
+
+
+def key_problem(spec: ModelSpec, env_name: str, where: str) -> str:
+    alternative = (
+        " (or OPENAI_BASE_URL for an OpenAI-compatible server that needs no key)"
+        if env_name == "OPENAI_API_KEY"
+        else ""
+    )
+    return f"model {spec} needs {env_name}{alternative}, and it is not set in {where}"
+
 
 def check_credentials(
     spec: ModelSpec,
@@ -15,18 +42,18 @@ def check_credentials(
     openai_base_url: str | None,
     anthropic_api_key: str | None,
     anthropic_base_url: str | None,
+    where: str = "this process",
 ) -> str | None:
-    """The one-line problem that would stop this model from being called, or None.
+    """The one-line problem that would stop this model from being called here, or None.
 
-    For the CLI to refuse early, before a run starts and fails on its first model call.
+    For a process that calls the model itself (a worker, `shopfloor demo`) to refuse early,
+    before a run starts and fails on its first model call.
     """
-    if spec.provider == "openai" and not openai_api_key and not openai_base_url:
-        return (
-            f"model {spec} needs an API key: set OPENAI_API_KEY "
-            "(or OPENAI_BASE_URL for an OpenAI-compatible server that needs no key)"
-        )
-    if spec.provider == "anthropic" and not anthropic_api_key:
-        return f"model {spec} needs an API key: set ANTHROPIC_API_KEY"
+    name = missing_key(
+        spec, openai_api_key=openai_api_key, openai_base_url=openai_base_url, anthropic_api_key=anthropic_api_key
+    )
+    if name is not None:
+        return key_problem(spec, name, where)
     if spec.provider == "scripted":
         try:
             load_cassette(spec.model)
@@ -53,6 +80,7 @@ def open_provider(
         openai_base_url=openai_base_url,
         anthropic_api_key=anthropic_api_key,
         anthropic_base_url=anthropic_base_url,
+        where=WORKER_ENVIRONMENT,
     )
     if problem is not None:
         raise ModelCallError(problem, retryable=False)

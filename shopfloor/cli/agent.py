@@ -51,7 +51,7 @@ def validate_agent_args(name: str, repo: Path, goal: str, model: str, settings: 
         raise UsageError("the goal is empty: say what the agent should do with --goal")
     if not repo.is_dir():
         raise UsageError(f"--repo {repo} is not a directory")
-    spec = usable_model(settings, model)
+    spec = usable_model(settings, model, called_here=False)
     return repo.resolve(), spec
 
 
@@ -280,7 +280,7 @@ def register(app: typer.Typer) -> None:
         settings = load_settings()
         if not message.strip():
             raise UsageError("the message is empty: say what the agent should do next")
-        spec = usable_model(settings, model) if model else None
+        spec = usable_model(settings, model, called_here=False) if model else None
         client = await connect(settings)
         record = await _agent_run_record(client, workflow_id, "continue")
         if record.running:
@@ -317,7 +317,7 @@ def register(app: typer.Typer) -> None:
         settings = load_settings()
         if message is not None and not message.strip():
             raise UsageError("the message is empty: leave it out, or say what the agent should do")
-        spec = usable_model(settings, model) if model else None
+        spec = usable_model(settings, model, called_here=False) if model else None
         client = await connect(settings)
         record = await _agent_run_record(client, workflow_id, "fork")
         origin = record

@@ -162,21 +162,34 @@ def command(fn: Callable[P, Coroutine[Any, Any, T]]) -> Callable[P, T]:
     return wrapper
 
 
-def usable_model(settings: Settings, model: str) -> ModelSpec:
-    """`provider:model` parsed, with the credentials its provider needs present; else UsageError."""
-    from shopfloor.activities.providers.registry import check_credentials
+def usable_model(settings: Settings, model: str, *, called_here: bool) -> ModelSpec:
+    """`provider:model` parsed and checked; UsageError when it cannot work.
+
+    `called_here`: this process runs the worker that calls the model (`shopfloor demo`), so a
+    missing key is refused at once, naming this terminal. Otherwise a worker elsewhere calls it,
+    with its own environment: a key missing here is only a note on stderr saying where it must be.
+    """
+    from shopfloor.activities.providers.registry import check_credentials, missing_key
 
     try:
         spec = ModelSpec.parse(model)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    problem = check_credentials(
-        spec,
-        openai_api_key=settings.openai_api_key.get_secret_value() if settings.openai_api_key else None,
-        openai_base_url=settings.openai_base_url,
-        anthropic_api_key=settings.anthropic_api_key.get_secret_value() if settings.anthropic_api_key else None,
-        anthropic_base_url=settings.anthropic_base_url,
-    )
+    keys = {
+        "openai_api_key": settings.openai_api_key.get_secret_value() if settings.openai_api_key else None,
+        "openai_base_url": settings.openai_base_url,
+        "anthropic_api_key": settings.anthropic_api_key.get_secret_value() if settings.anthropic_api_key else None,
+    }
+    absent = missing_key(spec, **keys)
+    if absent is not None and not called_here:
+        typer.echo(
+            f"note: {absent} is not set in this terminal. The worker calls {spec}, so the key must be set where "
+            "`shopfloor dev` or `shopfloor worker` runs; if it is not, the run fails on its first model call.",
+            err=True,
+        )
+        return spec
+    where = "this terminal (this command runs the worker that calls the model)"
+    problem = check_credentials(spec, **keys, anthropic_base_url=settings.anthropic_base_url, where=where)
     if problem:
         raise UsageError(problem)
     return spec

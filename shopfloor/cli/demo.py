@@ -90,7 +90,7 @@ def _choose_model(model: str | None, settings: Settings) -> str | None:
         if not from_env or from_env.startswith("scripted:"):
             return None
         model = from_env
-    spec = usable_model(settings, model)
+    spec = usable_model(settings, model, called_here=True)
     return str(spec)
 
 

@@ -18,7 +18,7 @@ from shopfloor.cli.simulator import EmbeddedSimulator, serve_simulator, simulato
 from shopfloor.devserver import DevServer, ensure_port_free
 from shopfloor.http_server import serve_as_job
 from shopfloor.reconcile_schedule import ensure_reconcile_schedule
-from shopfloor.settings import Settings
+from shopfloor.settings import DEFAULT_MODEL, Settings
 from shopfloor.temporal import connect, ensure_search_attributes
 from shopfloor.webhooks.app import create_app
 from shopfloor.worker import run_worker
@@ -178,5 +178,37 @@ def _banner(settings: Settings, *, embedded: bool, sim: EmbeddedSimulator | None
         f"  task queue  {settings.task_queue} · model {settings.model}",
         f"  data        {settings.data_dir}",
         "  try:        shopfloor agent explore --repo . --goal 'What does this project do?'",
+        *model_warnings(settings),
     ]
     typer.echo("\n".join(line for line in lines if line))
+
+
+def model_warnings(settings: Settings) -> list[str]:
+    """What a new user should know before opening an issue: the factory has no real model, or
+    this process (which runs the worker) lacks a configured model's key."""
+    from shopfloor.activities.providers.registry import missing_key
+    from shopfloor.models.model_spec import ModelSpec
+
+    if settings.model == DEFAULT_MODEL and not settings.agent_models:
+        return [
+            "  note:       no real model is configured (SHOPFLOOR_MODEL): the agents run a scripted demo model, so "
+            "an issue opened now is answered 'not triaged' and left for a person. Set SHOPFLOOR_MODEL=openai:<model> "
+            "or anthropic:<model> (and its key) here and restart to have issues triaged and fixed."
+        ]
+    keys = {
+        "openai_api_key": settings.openai_api_key.get_secret_value() if settings.openai_api_key else None,
+        "openai_base_url": settings.openai_base_url,
+        "anthropic_api_key": settings.anthropic_api_key.get_secret_value() if settings.anthropic_api_key else None,
+    }
+    warnings = []
+    for model in dict.fromkeys([settings.model, *settings.agent_models.values()]):
+        try:
+            absent = missing_key(ModelSpec.parse(model), **keys)
+        except ValueError:
+            continue  # the worker refuses it with its own message
+        if absent is not None:
+            warnings.append(
+                f"  warning:    {model} needs {absent}, which is not set here, where the worker runs: "
+                "every agent run on it fails at its first model call"
+            )
+    return warnings

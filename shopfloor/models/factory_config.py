@@ -9,6 +9,10 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
+# With no real model configured, the factory's triage runs this built-in script: it says so on the
+# issue and the run parks for a person, instead of failing on the explore agent's script.
+NO_MODEL_TRIAGE = "scripted:no-model-triage"
+
 
 class FactoryConfig(BaseModel):
     default_model: str = "scripted:explore-demo"
@@ -29,6 +33,10 @@ class FactoryConfig(BaseModel):
         if round_ is not None and (chosen := self.agent_models.get(f"{agent}-{round_}")):
             return chosen
         return self.agent_models.get(agent) or self.default_model
+
+    @property
+    def triage_has_no_model(self) -> bool:
+        return self.model_for("triage") == NO_MODEL_TRIAGE
 
     def is_priced(self, model: str) -> bool:
         return model not in self.unpriced_models

@@ -174,6 +174,7 @@ async def test_a_real_model_without_its_key_is_refused_before_anything_starts(tm
     by_env = await arun_cli(["demo"], demo_env(tmp_path) | {"SHOPFLOOR_MODEL": "anthropic:claude-sonnet-4-5"})
     for result, key in ((by_flag, "OPENAI_API_KEY"), (by_env, "ANTHROPIC_API_KEY")):
         assert result.returncode == 2, str(result)
-        assert key in result.stderr and "Traceback" not in result.stderr, str(result)
+        said = " ".join(result.stderr.split())
+        assert key in said and "not set in this terminal" in said and "Traceback" not in said, str(result)
         assert "starting the embedded stack" not in result.stdout, str(result)
     assert list(tmp_path.glob("shopfloor-demo-*")) == [] and pids_with_arg(str(tmp_path)) == []

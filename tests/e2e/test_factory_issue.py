@@ -144,3 +144,19 @@ async def test_low_fixability_feature_is_parked_until_a_maintainer_asks(
     refusals = [c for c in f.get(f"/issues/{number}/comments") if "needs write access" in c["body"]]
     assert len(refusals) == 1 and "@bob" in refusals[0]["body"]
     assert outcome.commands_refused == 1
+
+
+async def test_without_a_real_model_an_issue_is_left_for_a_person_saying_why(
+    simulator, settings, running_worker, temporal_client, tmp_path
+):
+    """`shopfloor dev` with no model configured: triage runs the built-in no-model script, which
+    says on the issue that nobody read it and how to configure a model; the run parks instead of
+    failing on the explore agent's script ("cassette explore-demo has 4 turns ...")."""
+    assert settings.model == "scripted:explore-demo"  # the default: no real model
+    async with factory(simulator, settings, running_worker, temporal_client, tmp_path, models={}) as f:
+        number = f.open_issue("add() subtracts", "add(2, 3) returns -1, expected 5.")
+        parked = await f.state_when(lambda s: s.result in ("parked", "failed"), "triage to end")
+        body = await f.progress_when(number, "not triaged: no real model is configured")
+    assert parked.result == "parked" and parked.reason.startswith("not triaged: no real model"), parked
+    assert "SHOPFLOOR_MODEL" in body and "explore-demo has" not in body and "fixability" not in parked.reason
+    assert f.get("/pulls", state="all") == []

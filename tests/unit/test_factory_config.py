@@ -52,3 +52,39 @@ async def test_models_without_a_price_are_named_so_runs_skip_the_cost_limit(tmp_
     assert not config.is_priced(config.model_for("triage-x")) and config.is_priced(config.model_for("fix"))
     assert config.is_priced(config.model_for("review")) and config.is_priced(config.model_for("triage"))
     assert config.model_heartbeat_s == 7
+
+
+async def test_without_a_real_model_triage_gets_the_no_model_script_and_it_is_a_valid_triage(tmp_path):
+    from shopfloor.activities.providers.scripted import load_cassette
+    from shopfloor.agents.outputs import TriageResult
+    from shopfloor.models.factory_config import NO_MODEL_TRIAGE
+
+    unset = Settings(data_dir=tmp_path, model="scripted:explore-demo", agent_models={})
+    default = await ActivityEnvironment().run(FactoryConfigActivity(unset).factory_config)
+    assert default.model_for("triage") == NO_MODEL_TRIAGE and default.triage_has_no_model
+    assert default.model_for("fix") == "scripted:explore-demo"
+    for chosen in (
+        Settings(data_dir=tmp_path, model="openai:m"),
+        Settings(data_dir=tmp_path, agent_models={"triage": "scripted:t"}),
+    ):
+        config = await ActivityEnvironment().run(FactoryConfigActivity(chosen).factory_config)
+        assert not config.triage_has_no_model, chosen
+    _, cassette = load_cassette(NO_MODEL_TRIAGE.removeprefix("scripted:"))
+    (turn,) = cassette.turns
+    (submit,) = turn.tool_calls
+    triage = TriageResult.model_validate(submit.arguments)
+    assert triage.fixability == 0.0 and "SHOPFLOOR_MODEL" in triage.summary
+
+
+def test_shopfloor_dev_says_what_is_missing_about_its_model(tmp_path):
+    from shopfloor.cli.dev import model_warnings
+
+    (note,) = model_warnings(Settings(data_dir=tmp_path, model="scripted:explore-demo", agent_models={}))
+    assert "no real model is configured" in note and "SHOPFLOOR_MODEL" in note
+    keyless = {"openai_api_key": None, "openai_base_url": None}
+    (warning,) = model_warnings(
+        Settings(data_dir=tmp_path, model="openai:gpt-x", agent_models={"fix": "scripted:x"}, **keyless)
+    )
+    assert "openai:gpt-x needs OPENAI_API_KEY" in warning and "where the worker runs" in warning
+    keyed = Settings(data_dir=tmp_path, model="openai:gpt-x", openai_api_key=SecretStr("sk-x"))
+    assert model_warnings(keyed) == []

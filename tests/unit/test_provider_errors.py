@@ -192,6 +192,9 @@ def test_missing_keys_are_refused_early_with_the_variable_to_set() -> None:
         with pytest.raises(ModelCallError) as info:
             open_provider(ModelSpec.parse(spec), **_keys())
         assert not info.value.retryable and "API_KEY" in str(info.value)
+        # The worker says the key is missing in its own environment, and where that is.
+        assert "not set in the worker's environment" in str(info.value)
+        assert "where `shopfloor dev` or `shopfloor worker` runs" in str(info.value)
     # A compatible server (vLLM, Ollama) needs no key, and given keys are enough.
     assert check_credentials(ModelSpec.parse("openai:llama3"), **_keys(openai_base_url="http://h/v1")) is None
     assert check_credentials(ModelSpec.parse("openai:gpt-4o"), **_keys(openai_api_key="sk")) is None
