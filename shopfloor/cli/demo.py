@@ -389,6 +389,10 @@ def timeline_rows(view: ProgressView, children: list[str], tokens_of: dict[str, 
             f"{tokens:>8,} {f'${entry.cost_usd:.2f}':>8}  {child.rsplit('/', 1)[1] if child else '-'}"
         )
     total = (last - first).total_seconds() if first and last else 0.0
+    staged = sum(took for e in view.timeline if e.stage != "done" and (took := _seconds(e)) is not None)
+    between = total - staged
+    if between >= 0.05:  # pushing, opening the pull request, waking up between stages: no stage's own
+        rows.append(f"  {'between':<8} {f'{between:.1f}s':>9} {'':>6} {'':>8} {'':>8}  (between the stages)")
     rows.append(f"  {'total':<8} {f'{total:.1f}s':>9} {view.step:>6} {view.tokens:>8,} {f'${view.cost_usd:.2f}':>8}")
     return rows
 
@@ -400,7 +404,12 @@ async def _report(client: Client, settings: Settings, follower: Follower, script
     tokens_of = await _agent_tokens(client, state.children)
     typer.echo("")
     typer.echo(
-        f"Timeline of {follower.workflow_id}" + (" (scripted model: no model was called, cost $0)" if scripted else "")
+        f"Timeline of {follower.workflow_id}"
+        + (
+            " (scripted model: no real model was called; its tokens are the script's own counts, and cost $0)"
+            if scripted
+            else ""
+        )
     )
     for row in timeline_rows(view, state.children, tokens_of):
         typer.echo(row)
@@ -478,6 +487,10 @@ def register(app: typer.Typer) -> None:
             typer.echo("shopfloor demo interrupted: everything is stopped")
             raise typer.Exit(EXIT_INTERRUPTED)
         typer.echo(f"shopfloor demo finished in {time.monotonic() - clock.t0:.1f} s; everything it started is stopped")
+        if not keep:
+            typer.echo(
+                "(its links stop working with it: `shopfloor demo --keep` leaves everything running to open them)"
+            )
         if outcome != "merged":
             raise typer.Exit(EXIT_FAILURE)
 
@@ -529,7 +542,11 @@ def _inspect_hints(stack: Stack, number: int | None) -> None:
     s = stack.settings
     assert stack.sim is not None
     base = stack.sim.config.base_url
-    env = f"SHOPFLOOR_TEMPORAL_ADDRESS={s.effective_temporal_address} SHOPFLOOR_DATA_DIR={s.data_dir}"
+    # The demo's own UI port too, so the links `shopfloor status` prints open this demo's UI.
+    env = (
+        f"SHOPFLOOR_TEMPORAL_ADDRESS={s.effective_temporal_address} SHOPFLOOR_TEMPORAL_UI_PORT={s.temporal_ui_port} "
+        f"SHOPFLOOR_DATA_DIR={s.data_dir}"
+    )
     user = f"-H 'Authorization: token user:{REPORTER}'"
     typer.echo("")
     typer.echo("--keep: everything is still running; Ctrl-C stops it all.")

@@ -61,7 +61,7 @@ def assert_merged_run(output: str) -> None:
         "review: an agent reviews",
         "review done (",
         "merge done (",
-        f"Timeline of {ISSUE} (scripted model: no model was called, cost $0)",
+        f"Timeline of {ISSUE} (scripted model: no real model was called; its tokens are the script's own counts, and cost $0)",
         "Workflows in the Temporal UI",
     ]
     at = 0
@@ -75,6 +75,11 @@ def assert_merged_run(output: str) -> None:
         row = rf"^  {stage:<8} +\d+\.\ds +{steps} +{re.escape(tokens)} +\$0\.00  {re.escape(child)}$"
         assert re.search(row, output, re.MULTILINE), f"no timeline row for {stage} in:\n{output}"
     assert re.search(r"^  total +\d+\.\ds +9 +29,814 +\$0\.00$", output, re.MULTILINE), output
+    # The stages and the time between them add up to the total.
+    seconds = [float(x) for x in re.findall(r"^  (?:\w+) +(\d+\.\d)s ", output, re.MULTILINE)]
+    *parts, total = seconds
+    assert re.search(r"^  between +\d+\.\ds +\(between the stages\)$", output, re.MULTILINE), output
+    assert abs(sum(parts) - total) <= 0.1 * len(parts), output
     # A Temporal UI link for the issue run and each of its agent runs.
     for workflow_id in WORKFLOWS:
         url = f"http://localhost:{ui_port}/namespaces/default/workflows/{workflow_id.replace('/', '%2F')}"
@@ -104,6 +109,7 @@ async def test_demo_takes_the_sample_issue_to_a_merged_fix(tmp_path):
     assert re.search(
         r"^shopfloor demo finished in \d+\.\d s; everything it started is stopped$", result.stdout, re.MULTILINE
     )
+    assert "`shopfloor demo --keep` leaves everything running to open them" in result.stdout
     assert_all_gone(tmp_path, result.stdout + result.stderr)
 
 
@@ -135,16 +141,23 @@ async def test_demo_keep_leaves_it_running_for_inspection_until_ctrl_c(tmp_path)
         assert f"Temporal UI   http://localhost:{ui_port}/namespaces/default/workflows" in output
         assert f"git clone http://127.0.0.1:{sim_port}/demo/pricing.git" in output
         hint = re.search(
-            r"its status    SHOPFLOOR_TEMPORAL_ADDRESS=(\S+) SHOPFLOOR_DATA_DIR=(\S+) shopfloor status (\S+)$",
+            r"its status    SHOPFLOOR_TEMPORAL_ADDRESS=(\S+) SHOPFLOOR_TEMPORAL_UI_PORT=(\d+) SHOPFLOOR_DATA_DIR=(\S+) "
+            r"shopfloor status (\S+)$",
             output,
             re.MULTILINE,
         )
-        assert hint, output
+        assert hint and int(hint.group(2)) == ui_port, output
         status = await arun_cli(
-            ["status", hint.group(3)],
-            cli_env(SHOPFLOOR_TEMPORAL_ADDRESS=hint.group(1), SHOPFLOOR_DATA_DIR=hint.group(2)),
+            ["status", hint.group(4)],
+            cli_env(
+                SHOPFLOOR_TEMPORAL_ADDRESS=hint.group(1),
+                SHOPFLOOR_TEMPORAL_UI_PORT=hint.group(2),
+                SHOPFLOOR_DATA_DIR=hint.group(3),
+            ),
         )
         assert status.returncode == 0 and "state     completed" in status.stdout, str(status)
+        # Its links are this demo's UI, not the default port's.
+        assert f"http://localhost:{ui_port}/" in status.stdout and ":8233/" not in status.stdout, status.stdout
 
         demo.check_alive()  # still running after all that
         code, _ = demo.interrupt(timeout_s=30)
