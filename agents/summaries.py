@@ -30,4 +30,11 @@ def summarize_call(name: str, arguments: dict[str, Any]) -> str:
     if name == "grep" and "pattern" in a:
         where = a.get("path", ".")
         return _clip(f"grep '{a['pattern']}' in {where}")
+    if name == "run_command" and isinstance(a.get("command"), str):
+        return _clip(f"run_command {a['command']}")
+    if name == "edit_file" and all(isinstance(a.get(k), str) for k in ("path", "old", "new")):
+        return _clip(f'edit_file "{_clip(a["old"], 40)}" -> "{_clip(a["new"], 40)}" ({a["path"]})')
+    if name == "write_file" and isinstance(a.get("path"), str) and isinstance(a.get("content"), str):
+        lines = len(a["content"].splitlines())
+        return _clip(f"write_file {a['path']} ({lines} line{'' if lines == 1 else 's'})")
     return _clip(f"{name} {args_preview(a)}")

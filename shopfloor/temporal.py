@@ -123,6 +123,7 @@ class SignalWithStart:
     restart_closed: bool
     search_attributes: TypedSearchAttributes | None = None
     static_summary: str | None = None  # what the Temporal UI shows for the run (set by a start only)
+    static_details: str | None = None  # the UI's longer description of the run (markdown)
 
 
 def _repo_and_number(repo: str, number: int) -> TypedSearchAttributes:
@@ -142,6 +143,12 @@ def issue_workflow_start(event: RepoEvent, number: int, *, restart_closed: bool,
         restart_closed=restart_closed,
         search_attributes=_repo_and_number(event.repo, number),
         static_summary=f"{ISSUE_WORKFLOW} for {event.repo}#{number}, started by {started_by}",
+        static_details=(
+            f"One run for issue {event.repo}#{number}: its GitHub events arrive as `{GITHUB_EVENT_SIGNAL}` signals; "
+            "the pipeline is triage → policy → fix → pull request → CI → review → merge, each agent a child run.\n"
+            "- state: the `factory` query, or `shopfloor status` with this id\n"
+            "- controls: `shopfloor pause|resume|cancel` with this id, or `/shopfloor stop` on the issue"
+        ),
     )
 
 
@@ -158,6 +165,11 @@ def pull_request_workflow_start(
         restart_closed=restart_closed,
         search_attributes=_repo_and_number(event.repo, number),
         static_summary=f"{PULL_REQUEST_WORKFLOW} for {event.repo}#{number}, started by {started_by}",
+        static_details=(
+            f"One run for pull request {event.repo}#{number}: its GitHub events arrive as `{GITHUB_EVENT_SIGNAL}` "
+            "signals; a review agent reviews each new head, and the run merges where the policy allows.\n"
+            "- state: `shopfloor status` with this id"
+        ),
     )
 
 
@@ -173,6 +185,11 @@ def alert_workflow_start(source: str, alert: Alert) -> SignalWithStart:
         signal_arg=alert,
         restart_closed=alert.status == "firing",
         static_summary=f"{workflow_id} on {alert.repo or 'no repository (unrouted)'}",
+        static_details=(
+            f"One run for alert fingerprint `{alert.fingerprint}` from {source}: it assesses the alert, files one "
+            "issue, starts that issue's run, and watches for the alert firing again or resolving.\n"
+            "- state: `shopfloor status` with this id"
+        ),
     )
 
 
@@ -194,6 +211,7 @@ async def send_signal_with_start(
         ),
         search_attributes=start.search_attributes,
         static_summary=start.static_summary,
+        static_details=start.static_details,
         rpc_timeout=rpc_timeout,
     )
     # The signal-with-start response says whether this call created the run (private, but the

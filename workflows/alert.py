@@ -111,7 +111,9 @@ class AlertWorkflow(AlertIssueFlow):
             try:
                 if seconds <= 0:
                     raise TimeoutError
-                await workflow.wait_condition(lambda: bool(self._queue), timeout=timedelta(seconds=seconds))
+                await workflow.wait_condition(
+                    lambda: bool(self._queue), timeout=timedelta(seconds=seconds), timeout_summary=f"alert: next {why}"
+                )
             except TimeoutError:
                 if why == "window":
                     self.set_phase("closed")
@@ -173,7 +175,11 @@ class AlertWorkflow(AlertIssueFlow):
             try:
                 if left.total_seconds() <= 0:
                     raise TimeoutError
-                await workflow.wait_condition(self._handled_since(handled), timeout=left)
+                await workflow.wait_condition(
+                    self._handled_since(handled),
+                    timeout=left,
+                    timeout_summary="alert: idle, ends unless it fires again",
+                )
             except TimeoutError:
                 break
         s.state = "idle"

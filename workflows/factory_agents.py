@@ -145,6 +145,7 @@ async def run_agent(
         id=child_id,
         result_type=AgentResult,
         static_summary=f"{agent} for {ctx.repo}#{ctx.number} (round {round_}) with {model}",
+        static_details=agent_details(agent, ctx, round_, model, ws, steps, required_command),
     )
     result: AgentResult = await with_live_progress(progress, child_id, child)
     state.running_agent = None
@@ -160,6 +161,23 @@ async def run_agent(
         cost=result.cost_usd,
     )
     return result
+
+
+def agent_details(
+    agent: str, ctx: PipelineContext, round_: int, model: str, ws: WorkspaceRef, steps: int, required: str | None
+) -> str:
+    """What the Temporal UI shows of an agent run started by the pipeline (its static details)."""
+    lines = [
+        f"**{agent}** agent, round {round_}, for {ctx.repo}#{ctx.number}, started by `{workflow.info().workflow_id}`",
+        f"- model: `{model}`",
+        f"- limits: {steps} steps",
+        f"- workspace: {ws.repo} at `{(ws.base_sha or '')[:12]}`"
+        + (" with earlier changes" if ws.patch_digest else ""),
+    ]
+    if required:
+        lines.append(f"- must pass before it submits: `{required[:200]}`")
+    lines.append("- its steps: the `status` query, `shopfloor status` or `shopfloor follow` with this id")
+    return "\n".join(lines)
 
 
 async def push(ctx: PipelineContext, ws: WorkspaceRef, title: str) -> PushOutput:

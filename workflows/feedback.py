@@ -73,7 +73,11 @@ class PeopleFeedback:
         """Wait until no feedback arrived for GATHER: a review's line comments are one round."""
         for _ in range(GATHER_MAX):
             try:
-                await workflow.wait_condition(self._more_since(self.arrived), timeout=GATHER)
+                await workflow.wait_condition(
+                    self._more_since(self.arrived),
+                    timeout=GATHER,
+                    timeout_summary="feedback: gather a review's comments",
+                )
             except TimeoutError:
                 return
 

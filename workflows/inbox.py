@@ -166,7 +166,9 @@ class GitHubInbox(CommandHandling):
                 try:
                     if left <= timedelta(0):
                         raise TimeoutError
-                    await workflow.wait_condition(self._wakes, timeout=left)
+                    await workflow.wait_condition(
+                        self._wakes, timeout=left, timeout_summary="inbox: idle, ends unless an event comes"
+                    )
                 except TimeoutError:
                     c.state = "idle"
                     break

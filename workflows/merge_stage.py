@@ -104,7 +104,9 @@ async def wait_ci(ctx: PipelineContext, head: str, until: Callable[[], bool] | N
             return ctx.ci_events > seen or bool(until and until())
 
         try:
-            await workflow.wait_condition(woken, timeout=min(CI_POLL, left))
+            await workflow.wait_condition(
+                woken, timeout=min(CI_POLL, left), timeout_summary=f"CI: read {head[:12]}'s checks again"
+            )
         except TimeoutError:
             pass
         if until is not None and until():

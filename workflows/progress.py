@@ -101,7 +101,18 @@ class ProgressComment:
             v.timeline[-1].ended_at = workflow.now()
         if v.final:
             v.waiting_calls = []  # a final comment asks nobody for an answer
+        workflow.set_current_details(self.ui_details())  # the Temporal UI's run page; no history event
         await self.refresh()
+
+    def ui_details(self) -> str:
+        """One line for the Temporal UI: state, stage, what it waits for, and what it spent."""
+        v = self.view
+        waits = f", waiting for {v.waiting_for}" if v.waiting_for else ""
+        why = f" ({v.reason[:200]})" if v.reason else ""
+        return (
+            f"**{v.state}** at {v.stage}{waits}{why} · round {v.round}, {v.step} steps, {v.tokens:,} tokens, "
+            f"${v.cost_usd:.2f}"
+        )
 
     async def refresh(self) -> None:
         """Upsert the comment as the view stands now (rendered once the previous upsert is done)."""

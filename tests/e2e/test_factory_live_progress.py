@@ -173,7 +173,7 @@ async def test_a_tool_call_under_way_is_shown_by_its_summary(
         extra = models_for(tmp_path, settings, fake, progress_edit_seconds=0.2, sandbox_readonly_paths=[str(gate)])
         async with factory(simulator, settings, running_worker, temporal_client, tmp_path, {}, **extra) as f:
             number = f.open_issue("add() subtracts", "add(2, 3) returns -1, expected 5.")
-            body = await body_when(f, number, "- ⏳ ` run_command {", "` running since ")
+            body = await body_when(f, number, "- ⏳ ` run_command until [", "` running since ")
             line = next(x for x in body.splitlines() if x.startswith("- ⏳"))
             assert "until [ -e" in line, line  # the call's own summary, not just the tool's name
             assert f"- ✓ ` {EDIT} `" in body

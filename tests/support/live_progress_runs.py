@@ -23,7 +23,7 @@ FIX_SCRIPT = [
     ScriptTurn.tool("run_command", command=TEST_CMD),
     ScriptTurn.tool("submit", **FIX),
 ]
-READ, EDIT = "read_file calc/ops.py", 'edit_file {"new": "return a + b", "old": "return a - b", "path": "calc/ops.py"}'
+READ, EDIT = "read_file calc/ops.py", 'edit_file "return a - b" -> "return a + b" (calc/ops.py)'
 
 
 class HeldScript:
