@@ -164,4 +164,7 @@ def create_app(config: SimulatorConfig) -> FastAPI:
             hooks_dir=config.data_dir / "git-hooks",
         )
     )
+    from shopfloor.simulator.pages import router as pages_router
+
+    app.include_router(pages_router)  # after git's routes: `/{owner}/{repo}/info/refs` is git's
     return app

@@ -138,6 +138,14 @@ async def test_demo_keep_leaves_it_running_for_inspection_until_ctrl_c(tmp_path)
             assert "if quantity >= BULK_MIN_QUANTITY:" in base64.b64decode(cart["content"]).decode()
             pull = (await http.get(f"{api}/pulls/2", headers=alice)).json()
             assert pull["merged"] is True, pull
+            # Every link it printed, and every link its progress comment holds, opens.
+            comments = (await http.get(f"{api}/issues/1/comments", headers=alice)).json()
+            progress = next(c["body"] for c in comments if ":progress -->" in c["body"])
+            links = set(re.findall(r"https?://[^\s)`'\"<>\]]+", output + progress))
+            assert any("/pull/2" in u for u in links) and any("/tree/shopfloor/issue-1" in u for u in links), links
+            for link in sorted(links):  # an API link is printed in a curl line with alice's token
+                opened = await http.get(link, follow_redirects=True, headers=alice if "/api/v3/" in link else None)
+                assert opened.status_code == 200, f"{link}: {opened.status_code}"
         assert f"Temporal UI   http://localhost:{ui_port}/namespaces/default/workflows" in output
         assert f"git clone http://127.0.0.1:{sim_port}/demo/pricing.git" in output
         hint = re.search(

@@ -289,6 +289,16 @@ class BareRepo:
                 return mode, kind, obj
         return None
 
+    def list_dir(self, rev: str) -> list[tuple[str, str]]:
+        """(name, "blob" or "tree") of each entry at the root of `rev`, directories first."""
+        out = run_git(["ls-tree", "-z", rev], git_dir=self.path).stdout.decode(errors="replace")
+        entries = []
+        for record in out.split("\0"):
+            meta, _, name = record.partition("\t")
+            if name:
+                entries.append((name, meta.split(" ")[1]))
+        return sorted(entries, key=lambda e: (e[1] != "tree", e[0]))
+
     def read_file(self, rev: str, path: str) -> bytes | None:
         entry = self._entry(rev, path)
         if entry is None or entry[1] != "blob":
