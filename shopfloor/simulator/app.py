@@ -26,6 +26,11 @@ from shopfloor.simulator.git.pre_receive import PushRules
 log = structlog.get_logger(__name__)
 API = "/api/v3"
 RATE_LIMIT_PATH = API + "/rate_limit"
+DOCS_USER_AGENT = "https://docs.github.com/rest/using-the-rest-api/getting-started-with-the-rest-api#user-agent"
+NO_USER_AGENT = (
+    "Request forbidden by administrative rules. Please make sure your request has a User-Agent header "
+    f"({DOCS_USER_AGENT}). Check https://developer.github.com for other possible causes."
+)
 WRITES = frozenset({"POST", "PATCH", "PUT", "DELETE"})  # GitHub's content-creating requests
 DOCS_LIMITS = "https://docs.github.com/rest/overview/rate-limits-for-the-rest-api"
 DOCS_SECONDARY = DOCS_LIMITS + "#about-secondary-rate-limits"
@@ -75,6 +80,8 @@ def create_app(config: SimulatorConfig) -> FastAPI:
         resource = "core"
         headers: dict[str, str] = {}
         try:
+            if not request.headers.get("user-agent"):
+                raise GitHubError(403, NO_USER_AGENT, docs=DOCS_USER_AGENT)
             if not _uses_jwt(path):
                 actor = authenticate(sim.store, sim.config, request.headers.get("authorization"))
                 request.state.actor = actor

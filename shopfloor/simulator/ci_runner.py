@@ -66,6 +66,13 @@ class CiRunner:
                 updated_at=t,
             )
             repo.check_suites[suite.id] = suite
+            # GitHub asks the App for a suite on a new head (`requested`) before any run exists.
+            self.sim.events.send(
+                repo,
+                "check_suite",
+                {"action": "requested", "check_suite": self.sim.checks.suite(repo, suite)},
+                self.bot(),
+            )
         run = CheckRun(
             id=store.new_id(),
             name=CHECK_NAME,

@@ -233,6 +233,7 @@ class Simulator:
             repo.pushed_at = repo.updated_at = now()
             for update in updates:
                 self.events.push(repo, update, pusher)
+                self.events.ref_created_or_deleted(repo, update, pusher)
                 if not update.ref.startswith("refs/heads/") or update.after == "0" * 40:
                     continue
                 branch = update.ref.removeprefix("refs/heads/")

@@ -96,6 +96,21 @@ class Events:
             "modified": modified,
         }
 
+    def ref_created_or_deleted(self, repo: Repo, update: RefUpdate, sender: User) -> None:
+        """`create` or `delete` beside the push, for a new or removed branch or tag."""
+        kind = (
+            "branch" if update.ref.startswith("refs/heads/") else "tag" if update.ref.startswith("refs/tags/") else None
+        )
+        if kind is None or ZERO_SHA not in (update.before, update.after):
+            return
+        name = update.ref.removeprefix("refs/heads/").removeprefix("refs/tags/")
+        payload: dict[str, Any] = {"ref": name, "ref_type": kind, "pusher_type": "user"}
+        if update.before == ZERO_SHA:
+            payload |= {"master_branch": repo.default_branch, "description": repo.description}
+            self.send(repo, "create", payload, sender)
+        else:
+            self.send(repo, "delete", payload, sender)
+
     def push(self, repo: Repo, update: RefUpdate, pusher: User) -> None:
         git = repo.git
         created, deleted = update.before == ZERO_SHA, update.after == ZERO_SHA

@@ -83,7 +83,9 @@ class Dispatcher:
                 if app_hook is not None and app_hook.url and hook_wants(app_hook, event) and repo.parent is None:
                     hooks.append(app_hook)
             for hook in hooks:
-                delivery = self._record(hook, event, payload, repository_id=repo.id, guid=guid, redelivery=False)
+                # `installation` is in what an App's webhook gets, never in a repository hook's delivery.
+                body = payload if hook.app_id is not None else {k: v for k, v in payload.items() if k != "installation"}
+                delivery = self._record(hook, event, body, repository_id=repo.id, guid=guid, redelivery=False)
                 self._enqueue(hook.id, delivery)
         return guid
 

@@ -115,6 +115,7 @@ def test_events_reach_the_repository_hook_and_the_app_hook_but_not_from_forks(ap
             to_app.headers["x-github-hook-installation-target-id"],
         ) == ("integration", str(APP_ID))
         assert to_app.payload()["installation"]["id"] == app.get(f"{API}/installation").json()["id"]
+        assert "installation" not in to_repo.payload()  # only an App's own webhook hears of its installation
         # The repository hook's ping went to that hook only.
         assert [int(r.headers["x-github-hook-id"]) for r in receiver.received if r.event == "ping"] == [repo_hook["id"]]
 
@@ -132,7 +133,12 @@ def test_events_reach_the_repository_hook_and_the_app_hook_but_not_from_forks(ap
     pushes = [(d["hook_id"], d["payload"]["ref"]) for d in sim.deliveries() if d["event"] == "push"]
     assert sorted(pushes) == sorted([(carol_hook["id"], "refs/heads/in-fork"), (app_hook_id, "refs/heads/in-parent")])
     listed = app.get("/app/hook/deliveries").json()
-    assert [(d["event"], d["repository_id"]) for d in listed] == [("push", repo_id), ("issues", repo_id)]
+    # Newest first: the new branch's `create` came with its push.
+    assert [(d["event"], d["repository_id"]) for d in listed] == [
+        ("create", repo_id),
+        ("push", repo_id),
+        ("issues", repo_id),
+    ]
 
 
 def test_failed_app_hook_deliveries_are_listed_paged_and_redelivered_with_their_guid(app_sim: AppSim):

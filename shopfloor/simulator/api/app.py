@@ -20,7 +20,7 @@ from shopfloor.simulator.api.hooks import HookConfig, apply_config, deliveries_p
 from shopfloor.simulator.auth import app_jwt
 from shopfloor.simulator.core import Simulator
 from shopfloor.simulator.deps import sim_of
-from shopfloor.simulator.errors import not_found
+from shopfloor.simulator.errors import GitHubError, not_found
 from shopfloor.simulator.shapes.checks import APP_EVENTS
 from shopfloor.simulator.shapes.common import iso
 from shopfloor.simulator.store import APP_SLUG, Hook, InstallationToken, now
@@ -175,3 +175,27 @@ def redeliver_hook_delivery(delivery_id: int, request: Request) -> JSONResponse:
         if hook is None:
             raise not_found()
         return redeliver_to(sim, hook, original)
+
+
+@router.get("/installation/repositories")
+def installation_repositories(request: Request) -> JSONResponse:
+    """The repositories an installation token reaches (all of its owner's, forks aside)."""
+    sim = sim_of(request)
+    header = request.headers.get("authorization") or ""
+    token = header.strip().partition(" ")[2].strip()
+    with sim.store.lock:
+        minted = sim.store.tokens.get(token)
+        if minted is None:
+            raise GitHubError(403, "This endpoint requires you to be authenticated as an installation.")
+        owners = {login for login, inst in sim.store.installations.items() if inst == minted.installation_id}
+        repos = sorted(
+            (r for r in sim.store.repos.values() if r.owner.login.lower() in owners and r.parent is None),
+            key=lambda r: r.full_name,
+        )
+        return JSONResponse(
+            {
+                "total_count": len(repos),
+                "repository_selection": "all",
+                "repositories": [sim.shapes.repo(r, full=True) for r in repos],
+            }
+        )

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
-from shopfloor.simulator.deps import load_issue, load_repo, paginate
+from shopfloor.simulator.deps import actor_of, load_issue, load_repo, paginate
 from shopfloor.simulator.errors import GitHubError, invalid, not_found
 from shopfloor.simulator.store import Issue, Label, Repo, User, now
 
@@ -64,7 +64,9 @@ def create_label(owner: str, repo: str, body: NewLabel, request: Request) -> JSO
             raise invalid("Label", "name", "already_exists")
         label = get_or_create_label(sim, r, body.name)
         label.color, label.description = color.lower(), body.description
-        return JSONResponse(sim.shapes.label(r, label), status_code=201)
+        shaped = sim.shapes.label(r, label)
+        sim.events.send(r, "label", {"action": "created", "label": shaped}, actor_of(request).user)
+        return JSONResponse(shaped, status_code=201)
 
 
 @router.get("/repos/{owner}/{repo}/labels/{name}")

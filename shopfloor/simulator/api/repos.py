@@ -187,7 +187,7 @@ def put_contents(owner: str, repo: str, path: str, body: PutContents, request: R
         data = r.git.read_file(commit_sha, path) or b""
         payload = {
             "content": sim.git_shapes.content(r, path.strip("/"), branch, data, blob_sha),
-            "commit": sim.git_shapes.commit(r, r.git.commit(commit_sha)),
+            "commit": sim.git_shapes.git_commit(r, r.git.commit(commit_sha)),
         }
     return JSONResponse(payload, status_code=200 if existing else 201)
 
@@ -210,8 +210,14 @@ def put_collaborator(owner: str, repo: str, login: str, body: PutCollaborator, r
         user = sim.store.user(login)
         if user.id == r.owner.id:
             raise custom_owner()
+        before = r.collaborators.get(user.login.lower())
         r.collaborators[user.login.lower()] = level
         r.updated_at = now()
+        if before != level:
+            change = {"permission": {"to": level}} if before is None else {"permission": {"from": before, "to": level}}
+            action = "added" if before is None else "edited"
+            payload = {"action": action, "member": sim.shapes.user(user), "changes": change}
+            sim.events.send(r, "member", payload, actor.user)
     return Response(status_code=204)
 
 

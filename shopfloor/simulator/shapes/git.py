@@ -66,6 +66,31 @@ class GitShapes:
             data["files"] = [self.file(r, c.sha, f) for f in files]
         return data
 
+    def git_commit(self, r: Repo, c: CommitInfo) -> dict[str, Any]:
+        """GitHub's `git-commit` (the Git database API's shape, and the contents API's `commit`)."""
+        api = self._api(r)
+        return {
+            "sha": c.sha,
+            "node_id": node_id("Commit", c.sha),
+            "url": f"{api}/git/commits/{c.sha}",
+            "html_url": f"{self.shapes.base}/{r.full_name}/commit/{c.sha}",
+            "author": {"name": c.author_name, "email": c.author_email, "date": git_date(c.author_date)},
+            "committer": {"name": c.committer_name, "email": c.committer_email, "date": git_date(c.committer_date)},
+            "message": c.message,
+            "tree": {"sha": c.tree_sha, "url": f"{api}/git/trees/{c.tree_sha}"},
+            "parents": [
+                {"sha": p, "url": f"{api}/git/commits/{p}", "html_url": f"{self.shapes.base}/{r.full_name}/commit/{p}"}
+                for p in c.parents
+            ],
+            "verification": {
+                "verified": False,
+                "reason": "unsigned",
+                "signature": None,
+                "payload": None,
+                "verified_at": None,
+            },
+        }
+
     def file(self, r: Repo, sha: str, f: FileChange) -> dict[str, Any]:
         api = self._api(r)
         data: dict[str, Any] = {
