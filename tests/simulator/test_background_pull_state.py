@@ -41,3 +41,37 @@ def test_mergeable_is_null_until_computed_and_a_pushed_head_moves_later(tmp_path
         sync = [r.payload() for r in receiver.received if r.event == "pull_request" and r.action == "synchronize"]
         assert [(p["before"], p["after"]) for p in sync] == [(first, second)]
         assert sync[0]["pull_request"]["mergeable"] is None  # webhooks carry no fresh computation
+
+
+def test_githubs_test_merge_ref_follows_the_pull_request(simulator, tmp_path: Path):
+    """`refs/pull/<n>/merge`: the merge of the head into the base, made by the mergeability job,
+    fetched as CI systems fetch it; gone when the two conflict."""
+    from webhook_receiver import run_git
+
+    simulator.create_repo("alice", "demo")
+    bot = simulator.api()
+    main = bot.get(f"{API}/branches/main").json()["commit"]["sha"]
+    bot.post(f"{API}/git/refs", json={"ref": "refs/heads/topic", "sha": main}).raise_for_status()
+
+    def put(name: str, text: str, branch: str) -> str:
+        sha = bot.get(f"{API}/contents/{name}", params={"ref": branch})
+        body = {"message": name, "content": base64.b64encode(text.encode()).decode(), "branch": branch}
+        if sha.status_code == 200:
+            body["sha"] = sha.json()["sha"]
+        return bot.put(f"{API}/contents/{name}", json=body).json()["commit"]["sha"]
+
+    head = put("shared.txt", "from topic\n", "topic")
+    pr = bot.post(f"{API}/pulls", json={"title": "t", "head": "topic", "base": "main"}).json()
+    url = f"{API}/pulls/{pr['number']}"
+    assert computed_pull(bot, url)["mergeable"] is True
+    home, work = tmp_path / "home", tmp_path / "work"
+    run_git(tmp_path, "init", "-q", str(work), home=home)
+    run_git(work, "fetch", "-q", simulator.git_url("alice", "demo"), f"refs/pull/{pr['number']}/merge", home=home)
+    parents = run_git(work, "log", "-1", "--format=%P", "FETCH_HEAD", home=home).split()
+    assert parents == [main, head]  # a merge commit of base and head
+    assert run_git(work, "show", "FETCH_HEAD:shared.txt", home=home) == "from topic\n"
+
+    put("shared.txt", "from main\n", "main")  # now they conflict
+    assert computed_pull(bot, url)["mergeable"] is False
+    gone = bot.get(f"{API}/git/matching-refs/pull/{pr['number']}/merge").json()
+    assert gone == []

@@ -175,8 +175,9 @@ def install_hooks(directory: Path) -> Path:
 
 
 def ref_updates(before: dict[str, str], after: dict[str, str]) -> list[RefUpdate]:
-    """The refs that differ between two snapshots, sorted by name."""
-    names = sorted(set(before) | set(after))
+    """The refs that differ between two snapshots, sorted by name. `refs/pull/*` are GitHub's own
+    (heads and test merges, moved by the simulator itself, never by a push) and not counted."""
+    names = sorted(n for n in set(before) | set(after) if not n.startswith("refs/pull/"))
     return [
         RefUpdate(ref=ref, before=before.get(ref, ZERO_SHA), after=after.get(ref, ZERO_SHA))
         for ref in names

@@ -136,3 +136,17 @@ def can_merge(repo: BareRepo, base_sha: str, head_sha: str) -> bool:
         except MergeConflict:
             return False
     return True
+
+
+def test_merge(repo: BareRepo, base_sha: str, head_sha: str) -> str | None:
+    """The merge commit of head into base that GitHub keeps as `refs/pull/<n>/merge` (a merge
+    commit even when one contains the other); None when they conflict or share no history."""
+    base, head = repo.resolve(base_sha), repo.resolve(head_sha)
+    if base is None or head is None or repo.merge_base(base, head) is None:
+        return None
+    with tempfile.TemporaryDirectory(prefix="shopfloor-sim-test-merge-") as tmp:
+        scratch = _Scratch(repo, Path(tmp), identity_env(_PROBE_IDENTITY))
+        try:
+            return _combine(scratch, repo, base, head, "merge", f"Merge {head} into {base}")
+        except MergeConflict:
+            return None

@@ -171,6 +171,18 @@ class BareRepo:
             raise GitError(f"cannot set refs/pull/{number}/head to {sha}: no such commit")
         run_git(["update-ref", f"refs/pull/{number}/head", sha], git_dir=self.path)
 
+    def set_test_merge(self, number: int, base_sha: str, head_sha: str) -> bool:
+        """Point `refs/pull/<number>/merge` at the merge of head into base, or remove it when they
+        conflict, as GitHub's mergeability job does; True when they merge cleanly."""
+        from shopfloor.simulator.git.merge import test_merge
+
+        merged = test_merge(self, base_sha, head_sha)
+        if merged is None:
+            run_git(["update-ref", "-d", f"refs/pull/{number}/merge"], git_dir=self.path, check=False)
+            return False
+        run_git(["update-ref", f"refs/pull/{number}/merge", merged], git_dir=self.path)
+        return True
+
     def fetch_commit(self, source: BareRepo, sha: str) -> None:
         """Bring `sha` and its history over from `source` (fork and parent share a network)."""
         if not self.commit_exists(sha):

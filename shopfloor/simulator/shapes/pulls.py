@@ -35,8 +35,9 @@ class PullShapes:
         if base is None:
             return None, "unknown"
         if pr.mergeability_for != (pr.head_sha, base):
-            if asked:
+            if asked:  # the job runs now; its answer (and refs/pull/<n>/merge) is there for the next read
                 pr.mergeability_for = (pr.head_sha, base)
+                r.git.set_test_merge(i.number, base, pr.head_sha)
             return None, "unknown"
         if not r.git.can_merge(base, pr.head_sha):
             return False, "dirty"
