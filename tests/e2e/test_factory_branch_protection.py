@@ -4,6 +4,7 @@
   the run waits at CI, and goes on once the required check reports.
 - A rule shopfloor cannot satisfy itself (an approving review by a writer) refuses the merge;
   the run parks with GitHub's reason on its progress comment, and nothing is merged.
+- A push GitHub refuses for the App's permissions (a workflow file) ends the run saying why.
 
 Both need the simulator's branch protection (before it, `PUT …/protection` answered 405).
 """
@@ -87,3 +88,29 @@ async def test_a_merge_the_branch_rules_refuse_parks_with_githubs_reason(
     (pr,) = f.get("/pulls", state="all")
     assert pr["state"] == "open" and not f.get(f"/pulls/{pr['number']}")["merged"]
     assert "return a - b" in f.file("calc/ops.py")  # main untouched
+
+
+async def test_a_workflow_change_the_app_may_not_push_ends_the_run_saying_why(
+    simulator, settings, running_worker, temporal_client, tmp_path
+):
+    """A repository that unprotects `.github` lets its fix touch CI; GitHub refuses the bot's push
+    (the App has no `workflows` permission), and the progress comment says so in plain words.
+    On the old simulator the push landed."""
+    from factory_runs import FIX, GOOD_EDIT, POLICY, TEST_CMD
+
+    fix = [
+        {"tool_calls": [call("edit_file", **GOOD_EDIT)]},
+        {"tool_calls": [call("write_file", path=".github/workflows/ci.yml", content="on: push\njobs: {}\n")]},
+        {"tool_calls": [call("run_command", command=TEST_CMD)]},
+        {"tool_calls": [call("submit", **FIX)]},
+    ]
+    models = {"triage": TRIAGE_TURNS, "fix": fix}
+    policy = POLICY + "protected_paths: ['/CODEOWNERS']\n"
+    async with factory(simulator, settings, running_worker, temporal_client, tmp_path, models, policy) as f:
+        number = f.open_issue("add() subtracts", "add(2, 3) returns -1, expected 5.")
+        ended = await f.state_when(lambda s: s.result != "", "the run to end")
+        body = await f.progress_when(number, "lacks the Workflows permission")
+    assert ended.result == "failed", ended
+    assert "GitHub refused the push to 'shopfloor/issue-1' because it changes the workflow file" in body
+    branches = [b["name"] for b in f.get("/branches")]
+    assert "shopfloor/issue-1" not in branches and f.get("/pulls", state="all") == []
