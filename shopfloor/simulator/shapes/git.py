@@ -38,21 +38,7 @@ class GitShapes:
             "node_id": node_id("Commit", c.sha),
             "html_url": f"{self.shapes.base}/{r.full_name}/commit/{c.sha}",
             "comments_url": f"{api}/commits/{c.sha}/comments",
-            "commit": {
-                "url": f"{api}/git/commits/{c.sha}",
-                "author": {"name": c.author_name, "email": c.author_email, "date": git_date(c.author_date)},
-                "committer": {"name": c.committer_name, "email": c.committer_email, "date": git_date(c.committer_date)},
-                "message": c.message,
-                "comment_count": 0,
-                "tree": {"sha": c.tree_sha, "url": f"{api}/git/trees/{c.tree_sha}"},
-                "verification": {
-                    "verified": False,
-                    "reason": "unsigned",
-                    "signature": None,
-                    "payload": None,
-                    "verified_at": None,
-                },
-            },
+            "commit": {"url": f"{api}/git/commits/{c.sha}", **self._git_fields(r, c), "comment_count": 0},
             "author": None,
             "committer": None,
             "parents": [
@@ -74,14 +60,21 @@ class GitShapes:
             "node_id": node_id("Commit", c.sha),
             "url": f"{api}/git/commits/{c.sha}",
             "html_url": f"{self.shapes.base}/{r.full_name}/commit/{c.sha}",
-            "author": {"name": c.author_name, "email": c.author_email, "date": git_date(c.author_date)},
-            "committer": {"name": c.committer_name, "email": c.committer_email, "date": git_date(c.committer_date)},
-            "message": c.message,
-            "tree": {"sha": c.tree_sha, "url": f"{api}/git/trees/{c.tree_sha}"},
+            **self._git_fields(r, c),
             "parents": [
                 {"sha": p, "url": f"{api}/git/commits/{p}", "html_url": f"{self.shapes.base}/{r.full_name}/commit/{p}"}
                 for p in c.parents
             ],
+        }
+
+    def _git_fields(self, r: Repo, c: CommitInfo) -> dict[str, Any]:
+        """What a git commit says of itself: who, when, its message and tree; never signed here."""
+        api = self._api(r)
+        return {
+            "author": {"name": c.author_name, "email": c.author_email, "date": git_date(c.author_date)},
+            "committer": {"name": c.committer_name, "email": c.committer_email, "date": git_date(c.committer_date)},
+            "message": c.message,
+            "tree": {"sha": c.tree_sha, "url": f"{api}/git/trees/{c.tree_sha}"},
             "verification": {
                 "verified": False,
                 "reason": "unsigned",
