@@ -81,6 +81,17 @@ async def connect(settings: Settings, *, address: str | None = None, timeout_s: 
         raise TemporalUnreachable(f"cannot reach Temporal at {target}: {hint} ({exc})") from exc
 
 
+async def missing_search_attributes(client: Client, namespace: str) -> list[str] | None:
+    """shopfloor's search attributes the namespace lacks (a workflow that sets one fails its
+    task until it is registered); None when the server cannot say (no operator access)."""
+    try:
+        listed = await client.operator_service.list_search_attributes(ListSearchAttributesRequest(namespace=namespace))
+    except RPCError:
+        return None
+    present = set(listed.custom_attributes) | set(listed.system_attributes)
+    return sorted(key.name for key in ALL_KEYS if key.name not in present)
+
+
 async def ensure_search_attributes(client: Client, namespace: str) -> list[str]:
     """Register shopfloor's search attributes where missing; returns the names it added.
 

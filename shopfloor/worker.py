@@ -40,9 +40,11 @@ from shopfloor.activities.workspace import Workspaces
 from shopfloor.activities.workspace_setup import WorkspaceSetupActivities
 from shopfloor.agents.budget import Price
 from shopfloor.blobs import BlobStore, open_blob_store
+from shopfloor.errors import ShopfloorError
 from shopfloor.models.model_spec import ModelSpec
 from shopfloor.settings import Settings
 from shopfloor.sticky_reset import ResetStickyOnRetry
+from shopfloor.temporal import missing_search_attributes
 from shopfloor.workflows.agent import AgentWorkflow
 from shopfloor.workflows.alert import AlertWorkflow
 from shopfloor.workflows.issue import IssueWorkflow
@@ -245,6 +247,14 @@ async def run_worker(client: Client, settings: Settings, *, graceful: bool = Tru
     # Which of a command's total limits hold on this machine, and by what means.
     check_cgroup_setting(sandbox.cgroup)  # a cgroup the operator named that does not work stops here
     log.info("command limits", sandbox=mode, **enforcement(sandbox.cgroup, sandbox.scratch_dir))
+    missing = await missing_search_attributes(client, settings.temporal_namespace)
+    if missing:  # every run would fail its first task that sets one: refuse now, saying what to do
+        raise ShopfloorError(
+            f"the Temporal namespace {settings.temporal_namespace!r} lacks shopfloor's search attributes "
+            f"{', '.join(missing)}: run `shopfloor setup` against it once (it is idempotent), then start the worker"
+        )
+    if missing is None:
+        log.warning("could not check the namespace's search attributes; if runs fail, run `shopfloor setup`")
     providers = ProviderCache(settings)
     # Beside the start, not before it: a replacement for a crashed worker polls seconds sooner.
     warming = asyncio.create_task(

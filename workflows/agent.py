@@ -231,14 +231,6 @@ class AgentWorkflow(AgentControls):
 
     def step_started(self, step: int) -> None:
         self.live.step = step
-        # What the Temporal UI shows on the run's page ("current details"); no history event.
-        spent, limits = self.carry.spent, self.carry.limits
-        cost = f"${spent.cost_usd:.2f}" + ("+" if spent.cost_unknown else "")
-        cap = f" of ${limits.max_cost_usd:.2f}" if limits.max_cost_usd is not None else ""
-        workflow.set_current_details(
-            f"**{self.inp.agent}** on `{self.carry.model or self.inp.model}`: step {step} of {limits.max_steps}, "
-            f"{spent.tokens:,} tokens, {cost}{cap} spent"
-        )
 
     def has_change(self, name: str) -> bool:
         return workflow.patched(name)

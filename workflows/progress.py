@@ -35,7 +35,7 @@ with workflow.unsafe.imports_passed_through():
     from shopfloor.models.factory_run import FactoryState
     from shopfloor.models.github_ops import UpsertCommentInput
     from shopfloor.models.inbox import IssueText
-    from shopfloor.search_attributes import SHOPFLOOR_AGENT, SHOPFLOOR_STAGE
+    from shopfloor.search_attributes import SHOPFLOOR_AGENT, SHOPFLOOR_COST, SHOPFLOOR_STAGE
     from shopfloor.workflows.activity_catalogue import COMMENT_RETRY, GITHUB_UPSERT_COMMENT, call
 
 # ShopfloorStage -> the progress comment's stage.
@@ -53,6 +53,10 @@ _VIEW_STAGE = {
 }
 
 
+# Histories recorded before runs listed their cost as a search attribute do not set it.
+COST_ATTRIBUTE_PATCH = "cost-search-attribute"
+
+
 class ProgressComment:
     def __init__(
         self, workflow_id: str, repo: str, number: int, state: FactoryState, on_change: Callable[[], None] | None = None
@@ -64,6 +68,7 @@ class ProgressComment:
         self.text_section = ""  # the issue text the agents work from (show_text)
         self.upserts = 0  # upserts made: a live edit (activities/live_progress.py) sees the run rewrote it
         self._upserting = asyncio.Lock()
+        self._cost_listed = 0.0  # the ShopfloorCostUsd search attribute as last set
 
     def links(self, **links: Any) -> None:
         self.view.links = self.view.links.model_copy(update={k: v for k, v in links.items() if v})
@@ -101,18 +106,10 @@ class ProgressComment:
             v.timeline[-1].ended_at = workflow.now()
         if v.final:
             v.waiting_calls = []  # a final comment asks nobody for an answer
-        workflow.set_current_details(self.ui_details())  # the Temporal UI's run page; no history event
+        if s.cost_usd != self._cost_listed and workflow.patched(COST_ATTRIBUTE_PATCH):
+            workflow.upsert_search_attributes([SHOPFLOOR_COST.value_set(round(s.cost_usd, 6))])
+            self._cost_listed = s.cost_usd
         await self.refresh()
-
-    def ui_details(self) -> str:
-        """One line for the Temporal UI: state, stage, what it waits for, and what it spent."""
-        v = self.view
-        waits = f", waiting for {v.waiting_for}" if v.waiting_for else ""
-        why = f" ({v.reason[:200]})" if v.reason else ""
-        return (
-            f"**{v.state}** at {v.stage}{waits}{why} · round {v.round}, {v.step} steps, {v.tokens:,} tokens, "
-            f"${v.cost_usd:.2f}"
-        )
 
     async def refresh(self) -> None:
         """Upsert the comment as the view stands now (rendered once the previous upsert is done)."""

@@ -9,6 +9,7 @@ OpenAI-compatible server over HTTP.
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 from factory_runs import GOOD_EDIT, POLICY, TRIAGE, factory
@@ -73,6 +74,18 @@ def metered(fake: FakeModelServer) -> dict:
     }
 
 
+async def listed_cost(handle, timeout_s: float = 30) -> float | None:
+    """The run's ShopfloorCostUsd search attribute once set (it follows the final comment)."""
+    from shopfloor.search_attributes import SHOPFLOOR_COST
+
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    while True:
+        cost = (await handle.describe()).typed_search_attributes.get(SHOPFLOOR_COST)
+        if cost is not None or asyncio.get_running_loop().time() > deadline:
+            return cost
+        await asyncio.sleep(0.2)
+
+
 async def test_a_budget_spent_by_triage_starts_no_fix(simulator, settings, running_worker, temporal_client, tmp_path):
     policy = POLICY + "budgets:\n  max_cost_usd_per_run: 0.004\n"
     with FakeModelServer(TRIAGE_METERED) as fake:
@@ -82,7 +95,10 @@ async def test_a_budget_spent_by_triage_starts_no_fix(simulator, settings, runni
             number = f.open_issue("add() subtracts", "add(2, 3) returns -1, expected 5.")
             state = await f.state_when(lambda s: s.result != "", "the run to end")
             final = await f.progress_when(number, "Final state: failed")
+            assert f.handle is not None
+            listed = await listed_cost(f.handle)
         requests = fake.settled_requests()
+    assert listed == 0.004  # what the Temporal UI's list can show beside the run
     assert len(requests) == 2 and state.cost_usd == 0.004 and state.children == [f"{f.handle.id}/triage"], state
     assert state.result == "failed" and "budget of $0.004 is spent" in state.reason, state
     assert f.get("/pulls", state="all") == []
