@@ -119,12 +119,17 @@ class Factory:
         return comments[0]["body"]
 
     async def progress_when(self, number: int, text: str, timeout_s: float = 60) -> str:
-        """The progress comment once it holds `text` (the `factory` query runs ahead of its upsert)."""
+        """The progress comment once it holds `text` (the `factory` query runs ahead of its upsert,
+        and a run that parks before its first stage has no comment until that upsert lands)."""
         deadline = asyncio.get_running_loop().time() + timeout_s
-        while text not in (body := self.progress(number)):
+        while True:
+            comments = self.progress_comments(number)
+            assert len(comments) <= 1, comments  # never two progress comments
+            body = comments[0]["body"] if comments else ""
+            if text in body:
+                return body
             assert asyncio.get_running_loop().time() < deadline, f"the progress comment never said {text!r}: {body}"
             await asyncio.sleep(0.3)
-        return body
 
     def progress_comments(self, number: int) -> list[dict[str, Any]]:
         return [
