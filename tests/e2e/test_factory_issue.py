@@ -34,10 +34,22 @@ async def test_bug_issue_becomes_a_merged_fix(simulator, settings, running_worke
         number = f.open_issue("add() subtracts", "add(2, 3) returns -1, expected 5.")
         outcome = await approve_and_finish(f, number)
         await record_history(f.handle, "issue-factory-merged")
+        # What the Temporal UI shows: every timer says what it waits for; the runs say what they are.
+        timers = [
+            e.user_metadata.summary.data.decode()
+            async for e in f.handle.fetch_history_events()
+            if e.HasField("timer_started_event_attributes")
+        ]
+        fix = temporal_client.get_workflow_handle(f"{f.handle.id}/fix-1")
+        fix_details = await (await fix.describe()).static_details()
+        issue_details = await (await f.handle.describe()).static_details()
     pr = assert_merged(f, number, outcome)
     assert outcome.factory.fix_round == 1 and outcome.factory.review_round == 1
     assert outcome.factory.approved_heads == [pr["head"]["sha"]]
     assert outcome.factory.children == [f"{f.handle.id}/triage", f"{f.handle.id}/fix-1", f"{f.handle.id}/review-1"]
+    assert timers and all(t.strip() for t in timers), timers  # a summary, JSON-encoded, on each
+    assert fix_details and "**fix** agent, round 1" in fix_details and "- model: `scripted:" in fix_details
+    assert issue_details and "triage → policy → fix" in issue_details
 
 
 async def test_ci_fails_on_the_first_push_then_a_second_round_is_merged(

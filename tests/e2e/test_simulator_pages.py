@@ -19,6 +19,7 @@ from simulator_runs import SimulatorHandle, computed_pull
 
 API = "/repos/alice/shop"
 ADDED, REMOVED = (0xDA, 0xFB, 0xE1), (0xFF, 0xEB, 0xE9)  # pages.py's .add and .del backgrounds
+OPEN, HEADER = (0x1F, 0x88, 0x3D), (0x24, 0x29, 0x2F)  # the open state badge, the page header
 HOSTILE = "<script>document.title='owned'</script><img src=x onerror=alert(1)>"
 
 
@@ -112,6 +113,11 @@ def test_the_issue_page_shows_the_conversation_and_keeps_hostile_text_as_text(
     assert "&lt;script&gt;document.title='owned'&lt;/script&gt;" in dom
     title = browse(f"{simulator.base_url}/alice/shop/issues/{issue}", tmp_path)
     assert "<title>Totals ignore quantity" in title and "owned" not in title.split("</title>")[0]
+
+    shot = tmp_path / "issue.png"
+    browse(f"{simulator.base_url}/alice/shop/issues/{issue}", tmp_path, screenshot=shot)
+    colours = {colour for _, colour in Image.open(shot).convert("RGB").getcolors(maxcolors=1 << 20) or []}
+    assert OPEN in colours and HEADER in colours, "the screenshot shows no open state badge or page header"
 
 
 @pytest.mark.parametrize(
