@@ -6,19 +6,10 @@ import structlog
 from temporalio import activity
 
 from shopfloor.agents.budget import Price, find_price, price_table
-from shopfloor.models.factory_config import NO_MODEL_TRIAGE, FactoryConfig
-from shopfloor.settings import DEFAULT_MODEL, Settings
+from shopfloor.models.factory_config import FactoryConfig
+from shopfloor.settings import Settings
 
 log = structlog.get_logger(__name__)
-
-
-def factory_agent_models(settings: Settings) -> dict[str, str]:
-    """The per-agent models, with the no-model triage when every agent would get the default
-    scripted model."""
-    chosen = dict(settings.agent_models)
-    if settings.model == DEFAULT_MODEL and "triage" not in chosen:
-        chosen["triage"] = NO_MODEL_TRIAGE
-    return chosen
 
 
 def unpriced_models(settings: Settings) -> list[str]:
@@ -35,7 +26,7 @@ class FactoryConfigActivity:
             log.warning("models without a price run without cost limits; add them to SHOPFLOOR_PRICES", models=unpriced)
         self._config = FactoryConfig(
             default_model=settings.model,
-            agent_models=factory_agent_models(settings),
+            agent_models=dict(settings.agent_models),
             repo_models=list(settings.repo_models),
             bot_login=settings.github_bot_login,
             trigger_label=settings.trigger_label,

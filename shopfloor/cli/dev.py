@@ -17,6 +17,7 @@ from shopfloor.cli.signals import run_until, stop_on_signals
 from shopfloor.cli.simulator import EmbeddedSimulator, serve_simulator, simulator_for, webhook_target
 from shopfloor.devserver import DevServer, ensure_port_free
 from shopfloor.http_server import serve_as_job
+from shopfloor.models.factory_config import NO_MODEL_TRIAGE
 from shopfloor.reconcile_schedule import ensure_reconcile_schedule
 from shopfloor.settings import DEFAULT_MODEL, Settings
 from shopfloor.temporal import connect, ensure_search_attributes
@@ -47,7 +48,9 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Run the whole factory on this machine: Temporal dev server with UI, worker, webhook server, and
         the GitHub simulator when no GitHub credentials are configured."""
-        settings = load_settings(webhook_host=host, webhook_port=port, simulator_port=simulator_port)
+        settings = with_no_model_triage(
+            load_settings(webhook_host=host, webhook_port=port, simulator_port=simulator_port)
+        )
         async with running_stack(settings) as stack:
             _banner(stack.settings, embedded=stack.embedded, sim=stack.sim)
             await run_until(stack.stop, *stack.jobs)
@@ -183,13 +186,22 @@ def _banner(settings: Settings, *, embedded: bool, sim: EmbeddedSimulator | None
     typer.echo("\n".join(line for line in lines if line))
 
 
+def with_no_model_triage(settings: Settings) -> Settings:
+    """With no real model configured, the factory's triage runs the built-in no-model script: it
+    says so on the issue and the run parks for a person, instead of failing on the explore
+    agent's script."""
+    if settings.model != DEFAULT_MODEL or "triage" in settings.agent_models:
+        return settings
+    return settings.model_copy(update={"agent_models": {**settings.agent_models, "triage": NO_MODEL_TRIAGE}})
+
+
 def model_warnings(settings: Settings) -> list[str]:
     """What a new user should know before opening an issue: the factory has no real model, or
     this process (which runs the worker) lacks a configured model's key."""
     from shopfloor.activities.providers.registry import missing_key
     from shopfloor.models.model_spec import ModelSpec
 
-    if settings.model == DEFAULT_MODEL and not settings.agent_models:
+    if settings.model == DEFAULT_MODEL and all(m == NO_MODEL_TRIAGE for m in settings.agent_models.values()):
         return [
             "  note:       no real model is configured (SHOPFLOOR_MODEL): the agents run a scripted demo model, so "
             "an issue opened now is answered 'not triaged' and left for a person. Set SHOPFLOOR_MODEL=openai:<model> "

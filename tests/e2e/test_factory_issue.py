@@ -164,8 +164,13 @@ async def test_without_a_real_model_an_issue_is_left_for_a_person_saying_why(
     """`shopfloor dev` with no model configured: triage runs the built-in no-model script, which
     says on the issue that nobody read it and how to configure a model; the run parks instead of
     failing on the explore agent's script ("cassette explore-demo has 4 turns ...")."""
+    from shopfloor.cli.dev import with_no_model_triage
+
     assert settings.model == "scripted:explore-demo"  # the default: no real model
-    async with factory(simulator, settings, running_worker, temporal_client, tmp_path, models={}) as f:
+    as_dev = with_no_model_triage(settings.model_copy(update={"agent_models": {}}))  # what `shopfloor dev` runs
+    async with factory(
+        simulator, settings, running_worker, temporal_client, tmp_path, models={}, agent_models=as_dev.agent_models
+    ) as f:
         number = f.open_issue("add() subtracts", "add(2, 3) returns -1, expected 5.")
         parked = await f.state_when(lambda s: s.result in ("parked", "failed"), "triage to end")
         body = await f.progress_when(number, "not triaged: no real model is configured")

@@ -54,12 +54,13 @@ async def test_models_without_a_price_are_named_so_runs_skip_the_cost_limit(tmp_
     assert config.model_heartbeat_s == 7
 
 
-async def test_without_a_real_model_triage_gets_the_no_model_script_and_it_is_a_valid_triage(tmp_path):
+async def test_without_a_real_model_dev_gives_triage_the_no_model_script_and_it_is_a_valid_triage(tmp_path):
     from shopfloor.activities.providers.scripted import load_cassette
     from shopfloor.agents.outputs import TriageResult
+    from shopfloor.cli.dev import with_no_model_triage
     from shopfloor.models.factory_config import NO_MODEL_TRIAGE
 
-    unset = Settings(data_dir=tmp_path, model="scripted:explore-demo", agent_models={})
+    unset = with_no_model_triage(Settings(data_dir=tmp_path, model="scripted:explore-demo", agent_models={}))
     default = await ActivityEnvironment().run(FactoryConfigActivity(unset).factory_config)
     assert default.model_for("triage") == NO_MODEL_TRIAGE and default.triage_has_no_model
     assert default.model_for("fix") == "scripted:explore-demo"
@@ -67,8 +68,7 @@ async def test_without_a_real_model_triage_gets_the_no_model_script_and_it_is_a_
         Settings(data_dir=tmp_path, model="openai:m"),
         Settings(data_dir=tmp_path, agent_models={"triage": "scripted:t"}),
     ):
-        config = await ActivityEnvironment().run(FactoryConfigActivity(chosen).factory_config)
-        assert not config.triage_has_no_model, chosen
+        assert with_no_model_triage(chosen) is chosen
     _, cassette = load_cassette(NO_MODEL_TRIAGE.removeprefix("scripted:"))
     (turn,) = cassette.turns
     (submit,) = turn.tool_calls
@@ -80,6 +80,9 @@ def test_shopfloor_dev_says_what_is_missing_about_its_model(tmp_path):
     from shopfloor.cli.dev import model_warnings
 
     (note,) = model_warnings(Settings(data_dir=tmp_path, model="scripted:explore-demo", agent_models={}))
+    assert model_warnings(
+        Settings(data_dir=tmp_path, model="scripted:explore-demo", agent_models={"triage": "scripted:no-model-triage"})
+    ) == [note]
     assert "no real model is configured" in note and "SHOPFLOOR_MODEL" in note
     keyless = {"openai_api_key": None, "openai_base_url": None}
     (warning,) = model_warnings(

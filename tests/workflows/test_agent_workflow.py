@@ -100,7 +100,7 @@ async def test_tool_errors_are_results_the_model_reads(temporal_client, settings
     assert "outside the workspace" in tool_events["read_file link"].preview
     assert "does not exist" in tool_events["read_file missing.py"].preview
     assert "path" in tool_events["read_file {}"].preview  # says which argument is wrong
-    assert "unknown tool 'write_file'" in tool_events['write_file {"content": "y", "path": "x"}'].preview
+    assert "unknown tool 'write_file'" in tool_events["write_file x (1 line)"].preview
     manifest = Manifest(messages=await manifest_digests(blobs, result.transcript))
     for digest in manifest.messages:
         assert b"TOP-SECRET" not in await blobs.get(digest)
