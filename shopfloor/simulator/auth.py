@@ -39,7 +39,7 @@ class Actor:
         return self.user.login
 
 
-def _token(header: str | None) -> str | None:
+def token_of(header: str | None) -> str | None:
     if not header:
         return None
     scheme, _, value = header.strip().partition(" ")
@@ -54,7 +54,7 @@ def _key(token: str) -> str:
 
 def authenticate(store: Store, config: SimulatorConfig, header: str | None) -> Actor:
     """The actor for an API request; raises 401 GitHubError when missing or bad."""
-    token = _token(header)
+    token = token_of(header)
     if token is None:
         raise GitHubError(401, "Requires authentication", docs=DOCS_AUTH)
     if token.startswith("user:"):
@@ -82,7 +82,7 @@ def login_for_git(store: Store, config: SimulatorConfig, header: str | None) -> 
 
 def app_jwt(config: SimulatorConfig, header: str | None) -> int:
     """The app id of a valid app JWT in `header`; 401 otherwise."""
-    token = _token(header)
+    token = token_of(header)
     if token is None:
         raise GitHubError(401, "Requires authentication", docs=DOCS_AUTH)
     try:

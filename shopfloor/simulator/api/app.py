@@ -17,7 +17,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
 from shopfloor.simulator.api.hooks import HookConfig, apply_config, deliveries_page, find_delivery, redeliver_to
-from shopfloor.simulator.auth import app_jwt
+from shopfloor.simulator.auth import app_jwt, token_of
 from shopfloor.simulator.core import Simulator
 from shopfloor.simulator.deps import sim_of
 from shopfloor.simulator.errors import GitHubError, not_found
@@ -181,10 +181,9 @@ def redeliver_hook_delivery(delivery_id: int, request: Request) -> JSONResponse:
 def installation_repositories(request: Request) -> JSONResponse:
     """The repositories an installation token reaches (all of its owner's, forks aside)."""
     sim = sim_of(request)
-    header = request.headers.get("authorization") or ""
-    token = header.strip().partition(" ")[2].strip()
+    token = token_of(request.headers.get("authorization"))
     with sim.store.lock:
-        minted = sim.store.tokens.get(token)
+        minted = sim.store.tokens.get(token) if token else None
         if minted is None:
             raise GitHubError(403, "This endpoint requires you to be authenticated as an installation.")
         owners = {login for login, inst in sim.store.installations.items() if inst == minted.installation_id}
