@@ -33,6 +33,8 @@ with workflow.unsafe.imports_passed_through():
     from shopfloor.workflows.comment_replies import reply_on_github
     from shopfloor.workflows.progress import ProgressComment
 
+# Histories recorded before a shown wait waited for the live view to stop upsert it at once.
+WAITS_AFTER_LIVE_VIEW_PATCH = "waits-after-live-view"
 ENDED_KEPT = 50
 _ENDED = {
     "approved": "approved already",
@@ -94,6 +96,12 @@ class CallWaits:
         if progress is None or progress.view.final:
             return
         self._mirror_waits()
+        waiting = {w.workflow_id for w in progress.view.waiting_calls}
+        if progress.live_view_of in waiting and workflow.patched(WAITS_AFTER_LIVE_VIEW_PATCH):
+            # The live view stops when its agent run waits; an edit it makes meanwhile (rendered
+            # before the wait came) must not land over the comment that asks for the answer.
+            stopped = progress.live_views_stopped
+            await workflow.wait_condition(lambda: progress.live_views_stopped != stopped)
         await progress.refresh()
 
     # -- a maintainer's answer ----------------------------------------------------------------------

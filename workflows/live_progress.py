@@ -65,6 +65,7 @@ class LiveProgress:
             await workflow.wait_condition(lambda: self._ended or not self._waits())
             if self._ended:
                 return
+            self.progress.live_view_of = self.inp.agent_run_id
             task = self._activity = asyncio.ensure_future(
                 call(
                     LIVE_PROGRESS,
@@ -77,6 +78,8 @@ class LiveProgress:
             await workflow.wait_condition(self._activity_to_stop)
             by_itself = task.done()
             await self._stop_activity()
+            self.progress.live_view_of = None
+            self.progress.live_views_stopped += 1
             if by_itself and not self._ended:
                 # It stopped on its own (the agent run ended or waits, live edits are off, or it
                 # failed): no new one before a wait shows and is answered.

@@ -67,6 +67,8 @@ class ProgressComment:
         self.comment_id: int | None = None
         self.text_section = ""  # the issue text the agents work from (show_text)
         self.upserts = 0  # upserts made: a live edit (activities/live_progress.py) sees the run rewrote it
+        self.live_view_of: str | None = None  # the agent run whose live view is editing the comment now
+        self.live_views_stopped = 0
         self._upserting = asyncio.Lock()
         self._cost_listed = 0.0  # the ShopfloorCostUsd search attribute as last set
 

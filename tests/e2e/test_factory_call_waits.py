@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import json
 from datetime import timedelta
 
 from agent_runs import call, record_history
 from approval_runs import redeliver
 from cli_runs import cli_env, invoke_cli
 from factory_runs import APPROVE, POLICY, TEST_CMD, TRIAGE_TURNS, approve_and_finish, assert_merged, factory, fix_turns
+from temporalio.api.enums.v1 import EventType
 from waiting import DEADLINE_S, query_until
 
 from shopfloor.models.agent_run import AgentStatus
@@ -61,6 +63,26 @@ async def progress_saying(f, number: int, text: str, timeout_s: float = DEADLINE
             return bodies[0]
         assert asyncio.get_running_loop().time() < deadline, f"the progress comment never said {text!r}: {bodies}"
         await asyncio.sleep(0.3)
+
+
+async def waits_shown_beside_a_live_view(handle) -> list[int]:
+    """Event ids of the run's own comment upserts that ask for an answer, scheduled while a live
+    view (the comment's other writer) had not stopped: an edit it rendered before the wait came
+    could land over them, and the comment would never ask."""
+    live: set[int] = set()
+    found = []
+    for e in (await handle.fetch_history()).events:
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+            a = e.activity_task_scheduled_event_attributes
+            if a.activity_type.name == "live_progress":
+                live.add(e.event_id)
+            elif a.activity_type.name == "github_upsert_comment" and live:
+                if "approve-call" in json.loads(a.input.payloads[0].data)["body"]:
+                    found.append(e.event_id)
+        for how in ("completed", "failed", "timed_out", "canceled"):
+            if e.HasField(field := f"activity_task_{how}_event_attributes"):
+                live.discard(getattr(e, field).scheduled_event_id)
+    return found
 
 
 async def waits_of(f) -> list[CallWait]:
@@ -177,3 +199,4 @@ async def test_a_pull_requests_review_waits_on_its_own_comment_and_a_maintainer_
     ]
     assert "approve-call" not in body
     assert replies(f, number) == []
+    assert await waits_shown_beside_a_live_view(f.handle) == []

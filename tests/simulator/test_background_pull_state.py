@@ -14,7 +14,7 @@ API = "/repos/alice/demo"
 
 
 def test_mergeable_is_null_until_computed_and_a_pushed_head_moves_later(tmp_path: Path):
-    with receiving() as receiver, running_simulator(tmp_path / "sim", pr_sync_delay_s=1.0) as sim:
+    with receiving() as receiver, running_simulator(tmp_path / "sim", pr_sync_delay_s=5.0) as sim:
         sim.create_repo("alice", "demo")
         bot = sim.api()
         bot.post(f"{API}/hooks", json={"config": {"url": receiver.url}, "events": ["pull_request"]}).raise_for_status()
@@ -32,7 +32,9 @@ def test_mergeable_is_null_until_computed_and_a_pushed_head_moves_later(tmp_path
         assert bot.get(url).json()["mergeable"] is None  # this read starts the job ...
         assert bot.get(url).json()["mergeable"] is True  # ... and the next one sees its result
 
-        second = commit("b.txt")
+        second = commit(
+            "b.txt"
+        )  # its pull request moves 5 s later: time enough to read it first, even on a loaded machine
         stale = bot.get(url).json()
         assert stale["head"]["sha"] == first  # the push was answered; the pull request has not moved yet
         sim.wait_idle()
