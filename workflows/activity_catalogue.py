@@ -33,6 +33,8 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ApplicationError
 from temporalio.workflow import ActivityCancellationType
 
+from shopfloor.workflows.late_cancel import unless_cancelled
+
 with workflow.unsafe.imports_passed_through():
     from shopfloor.agents.policy import PolicyLoad
     from shopfloor.agents.tools import TOOLS
@@ -358,16 +360,18 @@ async def call(
     """Run `activity` with `arg` (None for an activity without input) and return its result, as
     the entry's output type. The keyword overrides replace the entry's values for this call
     (`cancellation_type`: what cancelling the call waits for; the SDK's default)."""
-    result: Out = await workflow.execute_activity(
-        activity.name,
-        args=[] if arg is None else [arg],
-        result_type=activity.output,
-        start_to_close_timeout=timeout or activity.timeout,
-        schedule_to_close_timeout=schedule_to_close or activity.schedule_to_close,
-        heartbeat_timeout=heartbeat or activity.heartbeat,
-        retry_policy=retry or activity.retry,
-        summary=summary[:200] if summary else None,
-        cancellation_type=cancellation_type,
+    result: Out = await unless_cancelled(
+        workflow.execute_activity(
+            activity.name,
+            args=[] if arg is None else [arg],
+            result_type=activity.output,
+            start_to_close_timeout=timeout or activity.timeout,
+            schedule_to_close_timeout=schedule_to_close or activity.schedule_to_close,
+            heartbeat_timeout=heartbeat or activity.heartbeat,
+            retry_policy=retry or activity.retry,
+            summary=summary[:200] if summary else None,
+            cancellation_type=cancellation_type,
+        )
     )
     return result
 
@@ -380,14 +384,16 @@ async def call_local(
     own goes through the server, and no workflow task follows it. For short read-only calls only:
     it cannot heartbeat, a query waits while it runs, and (Temporal's guarantee) it runs at least
     once: a worker that dies before the marker is recorded leaves it to run again on the next."""
-    result: Out = await workflow.execute_local_activity(
-        activity.name,
-        args=[] if arg is None else [arg],
-        result_type=activity.output,
-        start_to_close_timeout=timeout or activity.timeout,
-        schedule_to_close_timeout=activity.schedule_to_close,
-        retry_policy=activity.retry,
-        summary=summary[:200] if summary else None,
+    result: Out = await unless_cancelled(
+        workflow.execute_local_activity(
+            activity.name,
+            args=[] if arg is None else [arg],
+            result_type=activity.output,
+            start_to_close_timeout=timeout or activity.timeout,
+            schedule_to_close_timeout=activity.schedule_to_close,
+            retry_policy=activity.retry,
+            summary=summary[:200] if summary else None,
+        )
     )
     return result
 

@@ -35,6 +35,7 @@ with workflow.unsafe.imports_passed_through():
         SHORT_RETRY,
         failure_message,
     )
+    from shopfloor.workflows.late_cancel import unless_cancelled
 
 ASSESS_AGENT = "alert-assess-agent"  # workflow.patched: runs recorded before the agent decide by the rules
 ASSESSOR = "assess_alert"
@@ -130,23 +131,25 @@ class AlertAssessing:
             return None, s.last_error
         config, model = self._config, self._config.model_for(ASSESSOR)
         try:
-            result: AgentResult = await workflow.execute_child_workflow(
-                "AgentWorkflow",
-                AgentInput(
-                    agent=ASSESSOR,
-                    model=model,
-                    goal=goal.goal,
-                    stage="assess",
-                    workspace=WorkspaceRef(repo=s.repo, clone_url=info.clone_url, base_sha=info.head_sha),
-                    limits=Limits(
-                        max_steps=get_agent(ASSESSOR).limits.max_steps, max_wall_s=ASSESS_WALL.total_seconds()
+            result: AgentResult = await unless_cancelled(
+                workflow.execute_child_workflow(
+                    "AgentWorkflow",
+                    AgentInput(
+                        agent=ASSESSOR,
+                        model=model,
+                        goal=goal.goal,
+                        stage="assess",
+                        workspace=WorkspaceRef(repo=s.repo, clone_url=info.clone_url, base_sha=info.head_sha),
+                        limits=Limits(
+                            max_steps=get_agent(ASSESSOR).limits.max_steps, max_wall_s=ASSESS_WALL.total_seconds()
+                        ),
+                        timeouts=Timeouts(model_heartbeat_s=config.model_heartbeat_s),
                     ),
-                    timeouts=Timeouts(model_heartbeat_s=config.model_heartbeat_s),
-                ),
-                id=child_id,
-                result_type=AgentResult,
-                execution_timeout=ASSESS_TIMEOUT,
-                static_summary=f"{ASSESSOR} for alert {s.source}/{s.fingerprint} on {s.repo} with {model}"[:200],
+                    id=child_id,
+                    result_type=AgentResult,
+                    execution_timeout=ASSESS_TIMEOUT,
+                    static_summary=f"{ASSESSOR} for alert {s.source}/{s.fingerprint} on {s.repo} with {model}"[:200],
+                )
             )
         except (ChildWorkflowError, WorkflowAlreadyStartedError) as exc:
             return None, f"{child_id}: {failure_message(exc)}"[:300]

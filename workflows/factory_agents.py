@@ -48,6 +48,7 @@ with workflow.unsafe.imports_passed_through():
         GITHUB_SUBMIT_REVIEW,
         call,
     )
+    from shopfloor.workflows.late_cancel import unless_cancelled
     from shopfloor.workflows.live_progress import with_live_progress
     from shopfloor.workflows.pipeline import PipelineContext
     from shopfloor.workflows.repo_profile import test_command_note
@@ -147,7 +148,7 @@ async def run_agent(
         static_summary=f"{agent} for {ctx.repo}#{ctx.number} (round {round_}) with {model}",
         static_details=agent_details(agent, ctx, round_, model, ws, steps, required_command),
     )
-    result: AgentResult = await with_live_progress(progress, child_id, child)
+    result: AgentResult = await with_live_progress(progress, child_id, unless_cancelled(child))
     state.running_agent = None
     state.steps += result.steps
     state.tokens += result.usage.input_tokens + result.usage.output_tokens

@@ -27,6 +27,8 @@ with workflow.unsafe.imports_passed_through():
 
 # Histories recorded before agent runs had a live view beside them (its activities are new commands).
 LIVE_PROGRESS_PATCH = "live-progress-comment"
+# Histories recorded before stopping the live view kept a cancel of the run's task.
+STOP_SHIELDED_PATCH = "live-progress-stop-shielded"
 
 T = TypeVar("T")
 
@@ -104,4 +106,13 @@ class LiveProgress:
     async def stop(self) -> None:
         """Stop the live view and wait until its activity has stopped."""
         self._ended = True
-        await self._loop
+        if not workflow.patched(STOP_SHIELDED_PATCH):
+            await self._loop
+            return
+        try:
+            # Shielded: a cancel of the run's task would reach the loop, which stops quietly,
+            # and the cancel would be lost with it (the run went on after its issue closed).
+            await asyncio.shield(self._loop)
+        except asyncio.CancelledError:
+            await self._loop  # it stops on its own now (ended); the run's cancel goes on after it
+            raise

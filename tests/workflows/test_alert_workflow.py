@@ -22,7 +22,7 @@ from simulator_runs import BOT_TOKEN, SimulatorHandle
 from temporalio.api.sdk.v1 import WorkflowMetadata
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError, WorkflowHandle
 from temporalio.service import RPCError, RPCStatusCode
-from waiting import query_until
+from waiting import DEADLINE_S, query_until
 
 from shopfloor.models.alert_issue import ALERT_ISSUE_LABEL, AlertRunInput, AlertRunOutcome, AlertWatch
 from shopfloor.models.github_ops import comment_marker
@@ -46,11 +46,13 @@ WINDOW = 15.0
 @pytest.fixture
 def gh_settings(settings: Settings, simulator: SimulatorHandle, tmp_path) -> Settings:
     assessor = write_cassette(tmp_path / "assess.json", assess_turns("README.md"))
+    # The filed issue's own run triages (as `shopfloor dev` with no model does) and parks at the
+    # gate, so a maintainer's close reaches a run that is working or waiting, and must end it.
     return settings.model_copy(
         update={
             "github_api_url": simulator.api_url,
             "github_token": SecretStr(BOT_TOKEN),
-            "agent_models": {"assess_alert": assessor},
+            "agent_models": {"assess_alert": assessor, "triage": "scripted:no-model-triage"},
         }
     )
 
@@ -309,10 +311,12 @@ async def test_firings_during_the_assessment_are_counted_on_the_issue(
         await f.fire(f.alert("b-1"))
         child = temporal_client.get_workflow_handle(f"{f.wf_id}/assess-1")
         await f.state_when(lambda s: s.assessments == 1)
-        for _ in range(100):  # hold the agent between two steps while the alert keeps firing
+        deadline = asyncio.get_running_loop().time() + DEADLINE_S
+        while True:  # hold the agent between two steps while the alert keeps firing (once it has started)
             with contextlib.suppress(RPCError):
                 await child.signal("pause")
                 break
+            assert asyncio.get_running_loop().time() < deadline, "the assessing agent never started"
             await asyncio.sleep(0.05)
         await f.fire(f.alert("b-2"))
         await f.fire(f.alert("b-3"))
