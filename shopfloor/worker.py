@@ -17,6 +17,7 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxR
 
 from shopfloor.activities.alert_goal import AlertGoalActivities
 from shopfloor.activities.environment import Environments
+from shopfloor.activities.eval import EvalActivities
 from shopfloor.activities.factory import FactoryActivities
 from shopfloor.activities.factory_config import FactoryConfigActivity
 from shopfloor.activities.git_remote import GitRemoteActivities
@@ -47,6 +48,7 @@ from shopfloor.sticky_reset import ResetStickyOnRetry
 from shopfloor.temporal import missing_search_attributes
 from shopfloor.workflows.agent import AgentWorkflow
 from shopfloor.workflows.alert import AlertWorkflow
+from shopfloor.workflows.eval_run import EvalWorkflow
 from shopfloor.workflows.issue import IssueWorkflow
 from shopfloor.workflows.pull_request import PullRequestWorkflow
 from shopfloor.workflows.reconcile import ReconcileWorkflow
@@ -59,7 +61,14 @@ log = structlog.get_logger(__name__)
 HEARTBEAT_THROTTLE = timedelta(seconds=1)
 
 # ReconcileWorkflow runs on a Schedule (shopfloor.reconcile_schedule), not from webhooks.
-WORKFLOWS: list[type] = [AgentWorkflow, IssueWorkflow, PullRequestWorkflow, AlertWorkflow, ReconcileWorkflow]
+WORKFLOWS: list[type] = [
+    AgentWorkflow,
+    IssueWorkflow,
+    PullRequestWorkflow,
+    AlertWorkflow,
+    ReconcileWorkflow,
+    EvalWorkflow,
+]
 
 # The strict default sandbox, with pure third-party libraries passed through (imported once,
 # shared with the worker) instead of re-imported for every workflow task.
@@ -155,6 +164,7 @@ def activities_for(
         *RepoProfileActivities(workspaces, github, blobs).all(),
         *PullRequestActivities(github, blobs).all(),
         *AlertGoalActivities().all(),
+        *EvalActivities(blobs, workspaces, sandbox=sandbox, hide=hide).all(),
     ]
 
 

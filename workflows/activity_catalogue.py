@@ -59,6 +59,8 @@ with workflow.unsafe.imports_passed_through():
         StartAlertIssueInput,
         StartAlertIssueOutput,
     )
+    from shopfloor.models.eval_run import CheckInput, CheckOutput, EvalReportInput, PreparedTask, ReportOutput
+    from shopfloor.models.eval_task import TaskRef
     from shopfloor.models.factory_config import FactoryConfig
     from shopfloor.models.factory_run import GoalInput, GoalOutput, RepoInfo, RepoInfoInput
     from shopfloor.models.git_remote import (
@@ -326,6 +328,13 @@ GITHUB_OPEN_ISSUES_WITH_LABEL = ActivityEntry(
 RECONCILE_START_MISSING_ISSUES = ActivityEntry(  # three requests per missing issue
     "reconcile_start_missing_issues", StartIssuesInput, StartIssuesOutput, timedelta(minutes=5), RECONCILE_RETRY
 )
+
+# -- eval runs (activities/eval.py) --------------------------------------------------------------
+EVAL_PREPARE = _git("eval_prepare", TaskRef, PreparedTask)
+EVAL_CHECK = ActivityEntry(  # the hidden tests run within the sandbox's own 15-minute bound
+    "eval_check", CheckInput, CheckOutput, timedelta(minutes=20), STEADY_RETRY, heartbeat=GIT_HEARTBEAT
+)
+EVAL_REPORT = ActivityEntry("eval_report", EvalReportInput, ReportOutput, timedelta(minutes=2), SHORT_RETRY)
 
 
 def catalogue() -> dict[str, ActivityEntry[Any, Any]]:

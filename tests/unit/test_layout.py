@@ -26,7 +26,7 @@ FOLDERS = {  # folder in the repo -> the name it is installed under
 
 # Package data that holds Python files without being part of shopfloor: the demo's sample
 # repository is copied into a simulator repository, never imported.
-DATA_DIRS = (ROOT / "shopfloor" / "demo" / "sample_repo",)
+DATA_DIRS = (ROOT / "shopfloor" / "demo" / "sample_repo", ROOT / "shopfloor" / "evals" / "builtin")
 
 
 def _is_data(path: Path) -> bool:

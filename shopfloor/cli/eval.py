@@ -1,0 +1,141 @@
+"""`shopfloor eval`: measure the fix agent on a task suite with one or more models, and compare
+stored runs.
+
+`run` loads the suite here (a SWE-bench-format file over local repositories, or `builtin`),
+stores each task in the blob store the workers read, and starts EvalWorkflow `eval/<run id>` on
+the task queue the workers poll (`shopfloor dev` or `shopfloor worker`); it waits for the report
+unless told not to. `compare` reads two runs' results.json.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from pathlib import Path
+
+import typer
+
+from shopfloor.cli.common import EXIT_FAILURE, command, fail, load_settings
+
+
+def register(app: typer.Typer) -> None:
+    eval_app = typer.Typer(
+        help="Measure the factory's fix agent on a task suite, with any model.", no_args_is_help=True
+    )
+    app.add_typer(eval_app, name="eval")
+
+    @eval_app.command("run")
+    @command
+    async def run(
+        suite: str = typer.Argument(..., help="`builtin`, or a SWE-bench-format JSON (or JSON lines) file."),
+        models: list[str] = typer.Option(
+            [],
+            "--model",
+            help="provider:model, repeatable. `scripted:DIR` plays DIR/<task>.json per task; `scripted:builtin` "
+            "is the built-in suite's. Default: SHOPFLOOR_MODEL, or scripted:builtin for the built-in suite.",
+        ),
+        agents: str = typer.Option("fix", "--agents", help="What runs each task: `fix` (the fix agent alone)."),
+        concurrency: int = typer.Option(2, "--concurrency", min=1, max=64, help="Tasks at once."),
+        max_steps: int = typer.Option(30, "--max-steps", min=1, help="Each agent run's step limit."),
+        max_cost: float | None = typer.Option(
+            None, "--max-cost", min=0.0001, help="Each agent run's cost limit (USD)."
+        ),
+        repos: Path | None = typer.Option(
+            None, "--repos", help="Where a SWE-bench file's repositories are: DIR/owner__name (or DIR/owner/name)."
+        ),
+        run_id: str | None = typer.Option(None, "--run-id", help="Name this run (default: a new id)."),
+        wait: bool = typer.Option(True, "--wait/--no-wait", help="Wait for the report (default), or only start."),
+    ) -> None:
+        """Run every task of SUITE through the fix agent with each model, then its hidden tests; report."""
+        from shopfloor.blobs import open_blob_store, put_json
+        from shopfloor.errors import UsageError
+        from shopfloor.evals.models import eval_models
+        from shopfloor.evals.suites import load_suite
+        from shopfloor.models.eval_run import EVAL_PROGRESS_QUERY, EvalProgress, EvalRunInput, eval_workflow_id
+        from shopfloor.models.eval_task import INSTANCE_ID, TaskRef
+        from shopfloor.temporal import connect
+        from shopfloor.workflows.eval_run import EvalWorkflow
+
+        if agents != "fix":
+            raise UsageError(f"--agents {agents}: only `fix` (the fix agent alone) runs evals today")
+        rid = run_id or f"{uuid.uuid4().hex[:10]}"
+        if not INSTANCE_ID.match(rid):
+            raise UsageError(f"--run-id {rid!r}: letters, digits, '.', '_' and '-' only")
+        settings = load_settings()
+        work = settings.data_dir / "evals"
+        loaded = await asyncio.to_thread(load_suite, suite, work, repos.resolve() if repos else None)
+        chosen = eval_models(models, loaded, settings.model)
+        blobs = open_blob_store(
+            url=settings.blob_url, data_dir=settings.data_dir, s3_endpoint_url=settings.s3_endpoint_url
+        )
+        refs = [
+            TaskRef(instance_id=t.instance_id, digest=await put_json(blobs, t.model_dump(by_alias=True)))
+            for t in loaded.tasks
+        ]
+        inp = EvalRunInput(
+            run_id=rid,
+            suite=loaded.name,
+            tasks=refs,
+            models=chosen,
+            concurrency=concurrency,
+            max_steps=max_steps,
+            max_cost_usd=max_cost,
+            results_dir=str((work / "runs" / rid).resolve()),
+        )
+        client = await connect(settings)
+        handle = await client.start_workflow(
+            EvalWorkflow.run, inp, id=eval_workflow_id(rid), task_queue=settings.task_queue
+        )
+        typer.echo(
+            f"eval {rid}: {len(refs)} task(s) × {len(chosen)} model(s), workflow {handle.id} on task queue "
+            f"{settings.task_queue} (a worker runs it: `shopfloor dev` or `shopfloor worker`)",
+            err=True,
+        )
+        if not wait:
+            typer.echo(handle.id)
+            return
+        result = asyncio.ensure_future(handle.result())
+        seen = -1
+        while not result.done():
+            await asyncio.wait([result], timeout=5)
+            if result.done():
+                break
+            try:
+                progress = await handle.query(EVAL_PROGRESS_QUERY, result_type=EvalProgress)
+            except Exception:  # noqa: BLE001 - progress is a courtesy; the result says what happened
+                continue
+            if progress.done != seen:
+                seen = progress.done
+                typer.echo(f"eval {rid}: {progress.done}/{progress.total} done", err=True)
+        try:
+            report = result.result()
+        except Exception as exc:  # noqa: BLE001 - one line for the operator, not the SDK's traceback
+            from shopfloor.cli.common import sdk_reason
+
+            fail(f"eval {rid} failed: {sdk_reason(exc)}", EXIT_FAILURE)
+        typer.echo(Path(report.markdown).read_text())
+        typer.echo(
+            f"results: {report.results}\nreport: {report.markdown}" + (f"\nplot: {report.plot}" if report.plot else "")
+        )
+
+    @eval_app.command("compare")
+    def compare(
+        first: str = typer.Argument(..., help="A run id (under the data dir's evals/runs), or its results.json."),
+        second: str = typer.Argument(..., help="The run to compare it with."),
+    ) -> None:
+        """List the tasks whose outcome changed between two stored runs."""
+        from shopfloor.errors import UsageError
+        from shopfloor.evals.compare import changes, load_results, render
+
+        settings = load_settings()
+        runs = settings.data_dir / "evals" / "runs"
+
+        def where(given: str) -> Path:
+            path = Path(given)
+            return path if path.exists() else runs / given
+
+        try:
+            a, b = load_results(where(first)), load_results(where(second))
+        except UsageError as exc:
+            fail(str(exc))
+        typer.echo(render(a, b, changes(a, b)), nl=False)

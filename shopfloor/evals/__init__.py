@@ -1,0 +1,1 @@
+"""Measuring the factory (`shopfloor eval`): task suites, scoring, reports and comparisons."""

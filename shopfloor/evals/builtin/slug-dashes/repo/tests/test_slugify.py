@@ -1,0 +1,5 @@
+from slugs.slugify import slugify
+
+
+def test_one_word():
+    assert slugify("Hello") == "hello"

@@ -1,0 +1,15 @@
+"""Greedy word wrapping."""
+
+
+def wrap(text, width):
+    """Split `text` into lines of at most `width` characters, breaking between words."""
+    lines, line = [], ""
+    for word in text.split():
+        if line and len(line) + 1 + len(word) > width + 1:
+            lines.append(line)
+            line = word
+        else:
+            line = f"{line} {word}" if line else word
+    if line:
+        lines.append(line)
+    return lines
