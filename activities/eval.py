@@ -2,8 +2,9 @@
 agent's change (`eval_check`), and the report (`eval_report`).
 
 The hidden tests exist only here: the check opens a checkout of its own (the agent's last
-checkpoint rebuilt), puts the files the task's test patch touches back to the base commit (an
-agent that edited a test gets no say), applies the patch, and runs the FAIL_TO_PASS and
+checkpoint rebuilt), puts back to the base commit the files the task's test patch touches and
+those its tests are in (an agent that edited a test, or wrote the hidden one, gets no say),
+applies the patch, and runs the FAIL_TO_PASS and
 PASS_TO_PASS tests in the sandbox, as every agent command runs. The agent's own workspace, its
 transcript and its goal never hold them.
 """
@@ -118,7 +119,7 @@ class EvalActivities:
             patch_lines += int(removed) if removed.isdigit() else 0
         untracked = await self._workspaces.checkout_git(path, "ls-files", "--others", "--exclude-standard")
         patch_lines += len(untracked.splitlines())
-        error = await self._apply_tests(path, base, task.test_patch)
+        error = await self._apply_tests(path, base, task.test_patch, [*task.fail_to_pass, *task.pass_to_pass])
         if error:
             return CheckOutput(patch_lines=patch_lines, error=error)
         ids = [*task.fail_to_pass, *task.pass_to_pass]
@@ -127,7 +128,7 @@ class EvalActivities:
             path, command, mode=self._sandbox, policy=CommandPolicy(timeout_s=CHECK_TIMEOUT_S), hide=self._hide
         )
         digest = await self._blobs.put(outcome.output.encode("utf-8", "replace"))
-        results = pytest_summary.test_outcomes(outcome.output)
+        results = pytest_summary.outcomes_of(outcome.output)
         if not results:
             why = "timed out" if outcome.timed_out else f"exited {outcome.exit_code}"
             tail = " ".join(outcome.output.split()[-30:])
@@ -144,9 +145,14 @@ class EvalActivities:
             output_digest=digest,
         )
 
-    async def _apply_tests(self, path: Path, base: str, test_patch: str) -> str | None:
-        """Put the test patch's files back to `base`, then apply it; an error message, or None."""
-        files = sorted({name for pair in _PATCHED_FILE.findall(test_patch) for name in pair})
+    async def _apply_tests(self, path: Path, base: str, test_patch: str, test_ids: list[str]) -> str | None:
+        """Put the test patch's files and those of the tests it runs back to `base` (an agent that
+        edited a test, or wrote the hidden one itself, gets no say), then apply the patch; an error
+        message, or None."""
+        files = sorted(
+            {name for pair in _PATCHED_FILE.findall(test_patch) for name in pair}
+            | {test_id.split("::", 1)[0] for test_id in test_ids}  # the files the check's tests are in
+        )
         at_base = await self._workspaces.checkout_git(path, "ls-tree", "--name-only", "-r", base, "--", *files)
         tracked = set(at_base.decode().splitlines())
         for name in files:

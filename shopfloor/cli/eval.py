@@ -47,6 +47,9 @@ def register(app: typer.Typer) -> None:
         wait: bool = typer.Option(True, "--wait/--no-wait", help="Wait for the report (default), or only start."),
     ) -> None:
         """Run every task of SUITE through the fix agent with each model, then its hidden tests; report."""
+        from temporalio.common import WorkflowIDConflictPolicy
+        from temporalio.exceptions import WorkflowAlreadyStartedError
+
         from shopfloor.blobs import open_blob_store, put_json
         from shopfloor.errors import UsageError
         from shopfloor.evals.models import eval_models
@@ -63,6 +66,8 @@ def register(app: typer.Typer) -> None:
             raise UsageError(f"--run-id {rid!r}: letters, digits, '.', '_' and '-' only")
         settings = load_settings()
         work = settings.data_dir / "evals"
+        if (work / "runs" / rid / "results.json").exists():
+            raise UsageError(f"eval run {rid} has results already ({work / 'runs' / rid}): choose another --run-id")
         loaded = await asyncio.to_thread(load_suite, suite, work, repos.resolve() if repos else None)
         chosen = eval_models(models, loaded, settings.model)
         blobs = open_blob_store(
@@ -83,9 +88,18 @@ def register(app: typer.Typer) -> None:
             results_dir=str((work / "runs" / rid).resolve()),
         )
         client = await connect(settings)
-        handle = await client.start_workflow(
-            EvalWorkflow.run, inp, id=eval_workflow_id(rid), task_queue=settings.task_queue
-        )
+        try:
+            handle = await client.start_workflow(
+                EvalWorkflow.run,
+                inp,
+                id=eval_workflow_id(rid),
+                task_queue=settings.task_queue,
+                id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
+            )
+        except WorkflowAlreadyStartedError:
+            raise UsageError(
+                f"eval run {rid} is running already (workflow eval/{rid}): choose another --run-id"
+            ) from None
         typer.echo(
             f"eval {rid}: {len(refs)} task(s) × {len(chosen)} model(s), workflow {handle.id} on task queue "
             f"{settings.task_queue} (a worker runs it: `shopfloor dev` or `shopfloor worker`)",

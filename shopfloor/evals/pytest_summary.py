@@ -8,7 +8,7 @@ import re
 _LINE = re.compile(r"^(PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS)\s+(\S+)")
 
 
-def test_outcomes(output: str) -> dict[str, str]:
+def outcomes_of(output: str) -> dict[str, str]:
     """Test id -> PASSED / FAILED / ERROR / ... for every test the summary names."""
     found: dict[str, str] = {}
     for line in output.splitlines():

@@ -9,13 +9,20 @@ from __future__ import annotations
 import asyncio
 import json
 import subprocess
+from pathlib import Path
 
+from agent_runs import record_history
 from cli_runs import cli_env, invoke_cli
+from harness_runs import wait_for, with_fake
+from temporalio.api.enums.v1 import EventType
+from waiting import DEADLINE_S
+from worker_process import WorkerProcess, worker_env
 
 from shopfloor.activities.transcript_store import TranscriptStore
 from shopfloor.evals.suites import builtin_dir
 from shopfloor.models.agent_run import AgentResult
-from shopfloor.models.eval_run import EvalResults
+from shopfloor.models.eval_run import EvalResults, ReportOutput
+from shopfloor.testing import FakeModelServer, ScriptTurn
 
 
 def eval_env(settings) -> dict[str, str]:
@@ -46,6 +53,7 @@ async def test_the_builtin_suite_reports_each_task_in_its_category_and_hides_its
             timeout_s=300,
         )
     assert done.returncode == 0, done
+    await record_history(temporal_client.get_workflow_handle("eval/first"), "eval-builtin-suite")
     results = EvalResults.model_validate_json((settings.data_dir / "evals/runs/first/results.json").read_text())
     by_task = {o.instance_id: o for o in results.outcomes}
     assert {k: o.category for k, o in by_task.items()} == {
@@ -63,6 +71,27 @@ async def test_the_builtin_suite_reports_each_task_in_its_category_and_hides_its
     assert (settings.data_dir / "evals/runs/first/plot.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "1/4" in done.stdout  # the command prints the report
 
+    # `compare`: a stored run against another where calc-add was not resolved.
+    worse = results.model_copy(
+        update={
+            "run_id": "second",
+            "outcomes": [
+                o.model_copy(update={"category": "tests_fail", "resolved": False}) if o.instance_id == "calc-add" else o
+                for o in results.outcomes
+            ],
+        }
+    )
+    (settings.data_dir / "evals/runs/second").mkdir()
+    (settings.data_dir / "evals/runs/second/results.json").write_text(worse.model_dump_json())
+    compared = await asyncio.to_thread(invoke_cli, ["eval", "compare", "first", "second"], eval_env(settings))
+    assert compared.returncode == 0, compared
+    assert compared.stdout.splitlines()[0] == "first → second: 1 task(s) changed outcome."
+    assert "regressed  calc-add  [scripted:builtin]  resolved → tests_fail" in compared.stdout
+    again = await asyncio.to_thread(invoke_cli, ["eval", "run", "builtin", "--run-id", "first"], eval_env(settings))
+    assert again.returncode == 2 and "eval run first has results already" in again.stderr  # never overwritten
+    missing = await asyncio.to_thread(invoke_cli, ["eval", "compare", "first", "nope"], eval_env(settings))
+    assert missing.returncode == 2 and "no eval results at" in missing.stderr and "Traceback" not in missing.stderr
+
     # The hidden tests: in no agent's transcript, and not in the repository the agents cloned.
     hidden = hidden_texts()
     store = TranscriptStore(blobs)
@@ -73,7 +102,8 @@ async def test_the_builtin_suite_reports_each_task_in_its_category_and_hides_its
         transcript = json.dumps([(await store.load(m)).model_dump(mode="json") for m in manifest.messages])
         for name, body in hidden.items():
             assert name not in transcript and body not in transcript, (o.instance_id, name)
-    checkouts = [p for p in (settings.data_dir / "workspaces/runs").iterdir() if p.is_dir()]
+    runs = (settings.data_dir / "workspaces/runs").iterdir()
+    checkouts = [p for p in runs if p.is_dir() and not p.name.startswith(".")]  # not a rebuild's scratch
     assert len(checkouts) >= 4  # each agent's (the checks' own are removed once done)
     for checkout in checkouts:
         files = {p.name for p in checkout.rglob("*.py")}
@@ -86,3 +116,199 @@ async def test_the_builtin_suite_reports_each_task_in_its_category_and_hides_its
             check=True,
         ).stdout
         assert objects.strip() and not any(name in objects for name in hidden), git_dir
+
+
+# -- a SWE-bench file over local repositories, on the OpenAI wire ------------------------------
+
+TEST_CMD = "python -m pytest -q -p no:cacheprovider"
+
+
+def local_repo(root: Path, files: dict[str, str], hidden: dict[str, str]) -> tuple[str, str]:
+    """A repository at `root` with `files` committed; (base sha, test patch adding `hidden`)."""
+
+    def git(*args: str) -> str:
+        env = cli_env(GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@t", GIT_COMMITTER_NAME="t", GIT_COMMITTER_EMAIL="t@t")
+        return subprocess.run(["git", *args], cwd=root, env=env, capture_output=True, text=True, check=True).stdout
+
+    root.mkdir(parents=True)
+    git("init", "-q", "-b", "main")
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    git("add", "--all")
+    git("commit", "-q", "-m", "base")
+    base = git("rev-parse", "HEAD").strip()
+    for name, text in hidden.items():
+        (root / name).write_text(text)
+    git("add", "--all")
+    patch = git("diff", "--cached", base)
+    git("reset", "-q", "--hard", base)
+    return base, patch
+
+
+def swe_task(instance_id: str, repo: str, base: str, patch: str, problem: str, f2p: str, p2p: str) -> dict:
+    return {
+        "instance_id": instance_id,
+        "repo": repo,
+        "base_commit": base,
+        "problem_statement": problem,
+        "test_patch": patch,
+        "patch": "",
+        "FAIL_TO_PASS": json.dumps([f2p]),
+        "PASS_TO_PASS": json.dumps([p2p]),
+        "version": "0.1",
+        "hints_text": "",
+    }
+
+
+def by_task(turns: dict[str, list[ScriptTurn]]):
+    """The fake model's answers: each task's script, told apart by a word of its issue."""
+
+    def answer(index: int, body: dict) -> ScriptTurn:
+        first = json.dumps(body["messages"][:2])
+        (key,) = [k for k in turns if k in first]
+        done = sum(m["role"] == "assistant" for m in body["messages"])
+        return turns[key][done]
+
+    return answer
+
+
+async def test_a_swe_bench_file_over_two_local_repositories_loads_and_runs(settings, running_worker, tmp_path):
+    repos = tmp_path / "repos"
+    calc_base, calc_patch = local_repo(
+        repos / "acme__calc",
+        {
+            "calc/__init__.py": "",
+            "calc/ops.py": "def add(a, b):\n    return a - b\n",
+            "tests/test_ops.py": "def test_nothing():\n    pass\n",
+        },
+        {"tests/test_add.py": "from calc.ops import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n"},
+    )
+    greet_base, greet_patch = local_repo(
+        repos / "acme__greet",
+        {
+            "greet.py": "def greet(name):\n    return 'Hello ' + name\n",
+            "tests/test_greet.py": "def test_nothing():\n    pass\n",
+        },
+        {
+            "tests/test_comma.py": "from greet import greet\n\n\ndef test_comma():\n    assert greet('Ann') == 'Hello, Ann!'\n"
+        },
+    )
+    suite = tmp_path / "swe.json"
+    suite.write_text(
+        json.dumps(
+            [
+                swe_task(
+                    "acme__calc-1",
+                    "acme/calc",
+                    calc_base,
+                    calc_patch,
+                    "CALCBUG: add(2, 3) is -1",
+                    "tests/test_add.py::test_add",
+                    "tests/test_ops.py::test_nothing",
+                ),
+                swe_task(
+                    "acme__greet-2",
+                    "acme/greet",
+                    greet_base,
+                    greet_patch,
+                    "GREETBUG: greet('Ann') lacks its comma",
+                    "tests/test_comma.py::test_comma",
+                    "tests/test_greet.py::test_nothing",
+                ),
+            ]
+        )
+    )
+    script = by_task(
+        {
+            "CALCBUG": [
+                ScriptTurn.tool("edit_file", path="calc/ops.py", old="return a - b", new="return a + b"),
+                ScriptTurn.tool("run_command", command=TEST_CMD),
+                ScriptTurn.tool(
+                    "submit", pr_title="Fix add", pr_body="Fixes it.", summary="add adds", tests_command=TEST_CMD
+                ),
+            ],
+            "GREETBUG": [  # a change that misses: "Hello Ann!"
+                ScriptTurn.tool("edit_file", path="greet.py", old="'Hello ' + name", new="'Hello ' + name + '!'"),
+                ScriptTurn.tool("run_command", command=TEST_CMD),
+                ScriptTurn.tool(
+                    "submit", pr_title="Fix greet", pr_body="Fixes it.", summary="greet", tests_command=TEST_CMD
+                ),
+            ],
+        }
+    )
+    with FakeModelServer(script) as fake:
+        async with running_worker(with_fake(settings, fake)):
+            args = ["eval", "run", str(suite), "--repos", str(repos), "--model", "openai:fake-model", "--run-id", "swe"]
+            done = await asyncio.to_thread(invoke_cli, args, eval_env(settings), timeout_s=300)
+        assert done.returncode == 0, done
+        assert {r.api for r in fake.requests} == {"openai"} and len(fake.requests) == 6
+    results = EvalResults.model_validate_json((settings.data_dir / "evals/runs/swe/results.json").read_text())
+    assert [(o.instance_id, o.category) for o in results.outcomes] == [
+        ("acme__calc-1", "resolved"),
+        ("acme__greet-2", "tests_fail"),
+    ]
+    assert results.suite == "swe" and results.models == ["openai:fake-model"]
+
+
+async def test_a_worker_killed_mid_eval_and_another_finishes_it_without_running_a_finished_task_again(
+    temporal_server, temporal_client, settings, tmp_path
+):
+    env = worker_env(
+        SHOPFLOOR_TEMPORAL_ADDRESS=temporal_server.address,
+        SHOPFLOOR_TASK_QUEUE=settings.task_queue,
+        SHOPFLOOR_DATA_DIR=str(settings.data_dir),
+        SHOPFLOOR_MAX_CACHED_WORKFLOWS="0",
+    )
+    args = ["eval", "run", "builtin", "--run-id", "crash", "--max-steps", "8", "--concurrency", "1", "--no-wait"]
+    started = await asyncio.to_thread(invoke_cli, args, eval_env(settings))
+    assert started.returncode == 0, started
+    handle = temporal_client.get_workflow_handle("eval/crash", result_type=ReportOutput)
+    first = WorkerProcess(env, tmp_path / "worker-1.log")
+    try:
+        # Read from history, not by query: a query of a run no worker caches (cache 0) takes the
+        # slot of the agent run, whose read in flight (a local activity) is then cut off.
+        finished_before = await wait_for(lambda: _agents_done(handle), DEADLINE_S, "a first agent run to finish")
+        first.kill()
+    finally:
+        first.stop()
+    assert len(finished_before) < 4
+    second = WorkerProcess(env, tmp_path / "worker-2.log")
+    try:
+        report = await asyncio.wait_for(handle.result(), DEADLINE_S)
+    finally:
+        second.stop()
+    results = EvalResults.model_validate_json(Path(report.results).read_text())
+    assert len(results.outcomes) == 4 and {o.category for o in results.outcomes} == {
+        "resolved",
+        "tests_fail",
+        "limit_reached",
+        "no_patch",
+    }
+    # A finished task's agent run and check ran once: one execution of its child, one check.
+    checks: dict[str, int] = {}
+    async for e in handle.fetch_history_events():
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+            summary = e.user_metadata.summary.data.decode()
+            if "the hidden tests" in summary:
+                task = summary.strip('"').split(":")[0]
+                checks[task] = checks.get(task, 0) + 1
+    for task in finished_before:
+        runs = [w async for w in temporal_client.list_workflows(f"WorkflowId = 'eval/crash/{task}/scripted-builtin'")]
+        assert len(runs) == 1, task
+        assert checks.get(task, 0) <= 1, checks
+    assert await first_worker_did(tmp_path / "worker-1.log") and finished_before
+
+
+async def _agents_done(handle) -> set[str]:
+    """The tasks whose agent run has finished, from the eval run's history."""
+    done = set()
+    async for e in handle.fetch_history_events():
+        if e.event_type == EventType.EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_COMPLETED:
+            done.add(e.child_workflow_execution_completed_event_attributes.workflow_execution.workflow_id.split("/")[2])
+    return done
+
+
+async def first_worker_did(log: Path) -> bool:
+    """The first worker ran model steps before it was killed (so the second one took over)."""
+    return "model step" in log.read_text()
