@@ -10,6 +10,7 @@ unless told not to. `compare` reads two runs' results.json.
 from __future__ import annotations
 
 import asyncio
+import re
 import uuid
 from pathlib import Path
 
@@ -130,6 +131,33 @@ def register(app: typer.Typer) -> None:
         typer.echo(Path(report.markdown).read_text())
         typer.echo(
             f"results: {report.results}\nreport: {report.markdown}" + (f"\nplot: {report.plot}" if report.plot else "")
+        )
+
+    @eval_app.command("backtest")
+    @command
+    async def backtest(
+        repo: str = typer.Argument(..., help="OWNER/REPO, on GitHub or (without GitHub credentials) the simulator."),
+        out: Path | None = typer.Option(
+            None, "--out", help="The tasks file to write (default: the data dir's evals/backtests/OWNER__REPO.json)."
+        ),
+        limit: int = typer.Option(50, "--limit", min=1, help="Closed issues to look at, oldest first."),
+    ) -> None:
+        """Build eval tasks from REPO's closed issues whose merged fix changed tests."""
+        from shopfloor.cli.eval_backtest import backtest as build
+        from shopfloor.cli.simulator import github_or_simulator
+        from shopfloor.errors import UsageError
+
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9-]{0,38}/[A-Za-z0-9._-]{1,100}", repo):
+            raise UsageError(f"{repo!r} is not a repository: write OWNER/REPO, like acme/shop")
+        settings = github_or_simulator(load_settings())
+        dest = out or settings.data_dir / "evals" / "backtests" / f"{repo.replace('/', '__')}.json"
+        report = await build(
+            settings, repo, dest, limit=limit, progress=lambda line: typer.echo(f"built {line}", err=True)
+        )
+        for s in report.skipped:
+            typer.echo(f"skipped #{s.issue}: {s.reason}", err=True)
+        typer.echo(
+            f"{len(report.tasks)} task(s) in {report.out}; run them with `shopfloor eval run {report.out} --model …`"
         )
 
     @eval_app.command("compare")

@@ -142,3 +142,28 @@ def test_compare_reads_a_run_folder_or_its_file_and_says_what_is_wrong_in_one_li
     (tmp_path / "bad.json").write_text('{"run_id": 1}')
     with pytest.raises(UsageError, match=r"bad.json is not an eval run's results.json"):
         load_results(tmp_path / "bad.json")
+
+
+def test_backtest_reads_closing_keywords_tells_tests_from_code_and_measures_the_check():
+    from shopfloor.evals.backtest import closed_issues, hidden_check, is_test_file, task_id
+
+    assert closed_issues("Fixes #12, closes: #3 and resolved #12; refs #9; fix#4; see #5") == [12, 3]
+    assert closed_issues(None) == []
+    assert [
+        p
+        for p in [
+            "tests/test_a.py",
+            "pkg/test_b.py",
+            "pkg/b_test.py",
+            "src/conftest.py",
+            "test/data.json",
+            "src/testing_utils.py",
+            "src/contest.py",
+            "latest.py",
+        ]
+        if is_test_file(p)
+    ] == ["tests/test_a.py", "pkg/test_b.py", "pkg/b_test.py", "src/conftest.py", "test/data.json"]
+    before = {"t::new": "FAILED", "t::old": "PASSED", "t::flaky": "PASSED", "t::broken": "ERROR"}
+    after = {"t::new": "PASSED", "t::old": "PASSED", "t::flaky": "FAILED", "t::broken": "ERROR"}
+    assert hidden_check(before, after) == (["t::new"], ["t::old"])
+    assert task_id("acme/calc", 7) == "acme__calc-7"
