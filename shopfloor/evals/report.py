@@ -79,7 +79,7 @@ def write_report(results: EvalResults, folder: Path) -> ReportOutput:
     png: Path | None = folder / "plot.png"
     note = ""
     try:
-        plot([summarize(m, results.outcomes) for m in results.models], png)  # type: ignore[arg-type]
+        plot([summarize(m, results.outcomes) for m in results.models], folder / "plot.png")
     except (ImportError, OSError, ValueError) as exc:
         png, note = None, f"No plot: {exc}."
     md = folder / "report.md"

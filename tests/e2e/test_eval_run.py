@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import subprocess
 from pathlib import Path
 
@@ -21,7 +22,7 @@ from worker_process import WorkerProcess, worker_env
 from shopfloor.activities.transcript_store import TranscriptStore
 from shopfloor.evals.suites import builtin_dir
 from shopfloor.models.agent_run import AgentResult
-from shopfloor.models.eval_run import EvalResults, ReportOutput
+from shopfloor.models.eval_run import EVAL_PROGRESS_QUERY, EvalProgress, EvalResults, ReportOutput
 from shopfloor.testing import FakeModelServer, ScriptTurn
 
 
@@ -52,7 +53,13 @@ async def test_the_builtin_suite_reports_each_task_in_its_category_and_hides_its
             eval_env(settings),
             timeout_s=300,
         )
+        progress = await temporal_client.get_workflow_handle("eval/first").query(
+            EVAL_PROGRESS_QUERY, result_type=EvalProgress
+        )
     assert done.returncode == 0, done
+    assert (progress.done, progress.total, len(progress.outcomes)) == (4, 4, 4)  # the Temporal UI's view of it
+    ended = [int(n) for n in re.findall(r"eval first: (\d)/4 agent run\(s\) ended", done.stderr)]
+    assert ended and ended == sorted(ended) and len(set(ended)) == len(ended), done.stderr  # progress, each change once
     await record_history(temporal_client.get_workflow_handle("eval/first"), "eval-builtin-suite")
     results = EvalResults.model_validate_json((settings.data_dir / "evals/runs/first/results.json").read_text())
     by_task = {o.instance_id: o for o in results.outcomes}
