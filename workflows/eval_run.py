@@ -96,6 +96,7 @@ class EvalWorkflow:
                     limits=Limits(max_steps=inp.max_steps, max_cost_usd=inp.max_cost_usd),
                     commands=CommandPolicy(test_command=prepared.test_command),
                     required_command=prepared.test_command,
+                    approval_timeout_s=inp.approval_timeout_s,
                 ),
                 id=agent_id,
                 result_type=AgentResult,

@@ -56,6 +56,12 @@ def register(app: typer.Typer) -> None:
         max_cost: float | None = typer.Option(
             None, "--max-cost", min=0.0001, help="Each agent run's cost limit (USD)."
         ),
+        approval_timeout: float = typer.Option(
+            60.0,
+            "--approval-timeout",
+            min=1.0,
+            help="Seconds a tool call that needs an operator's approval waits (`shopfloor approve` on its agent run) before it is refused.",
+        ),
         repos: Path | None = typer.Option(
             None, "--repos", help="Where a SWE-bench file's repositories are: DIR/owner__name (or DIR/owner/name)."
         ),
@@ -104,6 +110,7 @@ def register(app: typer.Typer) -> None:
             concurrency=concurrency,
             max_steps=max_steps,
             max_cost_usd=max_cost,
+            approval_timeout_s=approval_timeout,
             results_dir=str((work / "runs" / rid).resolve()),
         )
         client = await connect(settings)

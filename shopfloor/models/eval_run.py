@@ -45,6 +45,9 @@ class EvalRunInput(BaseModel):
     concurrency: int = Field(default=2, ge=1, le=64)
     max_steps: int = Field(default=30, ge=1)
     max_cost_usd: float | None = Field(default=None, gt=0)
+    # A call the permissions send to an operator (an install, the network) waits this long, then
+    # is refused and the agent goes on: an eval usually runs with nobody watching.
+    approval_timeout_s: float = Field(default=60.0, gt=0)
     results_dir: str  # where the report activity writes results.json, report.md and plot.png
 
 

@@ -20,7 +20,7 @@ from waiting import DEADLINE_S
 from worker_process import WorkerProcess, worker_env
 
 from shopfloor.activities.transcript_store import TranscriptStore
-from shopfloor.evals.suites import builtin_dir
+from shopfloor.evals.suites import builtin_dir, load_suite
 from shopfloor.models.agent_run import AgentResult
 from shopfloor.models.eval_run import EVAL_PROGRESS_QUERY, EvalProgress, EvalResults, ReportOutput
 from shopfloor.testing import FakeModelServer, ScriptTurn
@@ -319,3 +319,40 @@ async def _agents_done(handle) -> set[str]:
 async def first_worker_did(log: Path) -> bool:
     """The first worker ran model steps before it was killed (so the second one took over)."""
     return "model step" in log.read_text()
+
+
+async def test_a_call_that_waits_for_an_operator_is_refused_after_the_approval_timeout_and_the_agent_goes_on(
+    settings, running_worker, temporal_client, tmp_path
+):
+    (task,) = [t for t in load_suite("builtin", tmp_path / "built").tasks if t.instance_id == "calc-add"]
+    suite = tmp_path / "one.json"
+    suite.write_text(json.dumps([task.model_dump(by_alias=True)]))
+    cassettes = tmp_path / "asks"
+    cassettes.mkdir()
+    builtin = json.loads((builtin_dir() / "scripted" / "calc-add.json").read_text())
+    install = {"tool_calls": [{"name": "run_command", "arguments": {"command": "pip install requests"}}]}
+    builtin["turns"] = [install, *builtin["turns"]]
+    (cassettes / "calc-add.json").write_text(json.dumps(builtin))
+    args = [
+        "eval",
+        "run",
+        str(suite),
+        "--model",
+        f"scripted:{cassettes}",
+        "--run-id",
+        "asks",
+        "--approval-timeout",
+        "1",
+    ]
+    async with running_worker(settings):
+        done = await asyncio.to_thread(invoke_cli, args, eval_env(settings), timeout_s=300)
+    assert done.returncode == 0, done
+    (outcome,) = EvalResults.model_validate_json(
+        (settings.data_dir / "evals/runs/asks/results.json").read_text()
+    ).outcomes
+    assert (outcome.category, outcome.steps) == ("resolved", 5) and outcome.wall_s < 60
+    run = await temporal_client.get_workflow_handle(outcome.agent_run_id, result_type=AgentResult).result()
+    assert run.state == "completed"
+    history = [e async for e in temporal_client.get_workflow_handle(outcome.agent_run_id).fetch_history_events()]
+    timers = [e for e in history if e.event_type == EventType.EVENT_TYPE_TIMER_FIRED]
+    assert len(timers) == 1  # the approval's wait ran out, once
