@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any, TypeVar
 
 from temporalio.client import WorkflowHandle
@@ -15,6 +16,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 T = TypeVar("T")
 DEADLINE_S = 240.0
+QUERY_RPC_TIMEOUT = timedelta(seconds=30)
 
 
 async def query_until(
@@ -31,7 +33,9 @@ async def query_until(
     last: T | None = None
     while True:
         try:
-            last = await handle.query(query, result_type=result_type)
+            # Bounded: a query no worker picks up (a run whose workflow task never comes back) must
+            # fail this wait at its deadline, not hang the session.
+            last = await handle.query(query, result_type=result_type, rpc_timeout=QUERY_RPC_TIMEOUT)
             if ok(last):
                 return last
         except RPCError as exc:
