@@ -153,6 +153,9 @@ def _materialize(folder: Path, repos: Path) -> tuple[str, str, str, str]:
             _git(Path(scratch), home, "clone", "-q", "--bare", "--no-local", str(work), str(git_dir))
         skip = shutil.ignore_patterns("__pycache__")
         shutil.copytree(folder / "solution", work, dirs_exist_ok=True, ignore=skip)
+        # Re-read every file: a copied fix can keep the size and mtime git's index remembers
+        # (a fresh checkout writes both within a second), and `add` would see no change.
+        _git(work, home, "rm", "-r", "-q", "--cached", ".")
         _git(work, home, "add", "--all")
         gold = _git(work, home, "diff", "--cached", "--no-color", base)
         _git(work, home, "reset", "-q", "--hard", base)
