@@ -99,7 +99,7 @@ class EvalActivities:
         run_id = f"{inp.run_id}/check"
         try:
             return await heartbeating(
-                self._check(task, inp.workspace, run_id), detail=f"hidden check of {task.instance_id}"
+                self._check(task, inp.workspace, run_id, inp.diff_base), detail=f"hidden check of {task.instance_id}"
             )
         except GitError as exc:
             raise ApplicationError(str(exc), type=failure_types.GIT_ERROR) from None
@@ -108,9 +108,9 @@ class EvalActivities:
         finally:
             await asyncio.to_thread(self._workspaces.cleanup, run_id)
 
-    async def _check(self, task: EvalTask, ref: WorkspaceRef, run_id: str) -> CheckOutput:
+    async def _check(self, task: EvalTask, ref: WorkspaceRef, run_id: str, diff_base: str | None) -> CheckOutput:
         path = await self._workspaces.open(ref, run_id)
-        base = ref.base_sha or task.base_commit
+        base = diff_base or ref.base_sha or task.base_commit
         changed = await self._workspaces.checkout_git(path, "diff", "--numstat", "--no-renames", base)
         patch_lines = 0
         for line in changed.decode("utf-8", "replace").splitlines():

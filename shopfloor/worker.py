@@ -18,6 +18,7 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxR
 from shopfloor.activities.alert_goal import AlertGoalActivities
 from shopfloor.activities.environment import Environments
 from shopfloor.activities.eval import EvalActivities
+from shopfloor.activities.eval_factory import EvalFactoryActivities
 from shopfloor.activities.factory import FactoryActivities
 from shopfloor.activities.factory_config import FactoryConfigActivity
 from shopfloor.activities.git_remote import GitRemoteActivities
@@ -134,7 +135,10 @@ def activities_for(
     blobs: BlobStore,
     providers: ProviderFactory,
     github: GitHubClients | None = None,
+    client: Client | None = None,
 ) -> list[Callable[..., Any]]:
+    """The activities that need no Temporal client, and with `client` those that start and follow
+    other workflows through it (`shopfloor eval run --agents factory`)."""
     prices = {name: Price(input_per_mtok=i, output_per_mtok=o) for name, (i, o) in settings.prices.items()}
     model = ModelStepActivities(TranscriptStore(blobs), providers, prices)
     workspaces = Workspaces(settings.data_dir / "workspaces", blobs, max_checkpoint_bytes=settings.max_checkpoint_bytes)
@@ -165,6 +169,7 @@ def activities_for(
         *PullRequestActivities(github, blobs).all(),
         *AlertGoalActivities().all(),
         *EvalActivities(blobs, workspaces, sandbox=sandbox, hide=hide).all(),
+        *(EvalFactoryActivities(client, settings, blobs, workspaces).all() if client is not None else []),
     ]
 
 
@@ -194,7 +199,7 @@ def worker_activities(
     """Every activity a worker registers (tests/unit/test_activity_catalogue.py holds them against
     the workflows' activity catalogue)."""
     return [
-        *activities_for(settings, blobs, providers, github),
+        *activities_for(settings, blobs, providers, github, client),
         *reconciler_activities(client, settings, blobs, github),
         *alert_activities(client, settings, blobs, github),
         # The progress comment's live checklist reads the agent runs through this worker's client.

@@ -59,7 +59,18 @@ with workflow.unsafe.imports_passed_through():
         StartAlertIssueInput,
         StartAlertIssueOutput,
     )
-    from shopfloor.models.eval_run import CheckInput, CheckOutput, EvalReportInput, PreparedTask, ReportOutput
+    from shopfloor.models.eval_run import (
+        CheckInput,
+        CheckOutput,
+        EvalReportInput,
+        FactoryEnd,
+        FactoryStopInput,
+        FactoryWaitInput,
+        PreparedTask,
+        PublishedTask,
+        PublishInput,
+        ReportOutput,
+    )
     from shopfloor.models.eval_task import TaskRef
     from shopfloor.models.factory_config import FactoryConfig
     from shopfloor.models.factory_run import GoalInput, GoalOutput, RepoInfo, RepoInfoInput
@@ -335,6 +346,13 @@ EVAL_CHECK = ActivityEntry(  # the hidden tests run within the sandbox's own 15-
     "eval_check", CheckInput, CheckOutput, timedelta(minutes=20), STEADY_RETRY, heartbeat=GIT_HEARTBEAT
 )
 EVAL_REPORT = ActivityEntry("eval_report", EvalReportInput, ReportOutput, timedelta(minutes=2), SHORT_RETRY)
+# --agents factory (activities/eval_factory.py). The wait's start-to-close is the run's factory
+# timeout, given per call; it polls and heartbeats throughout.
+EVAL_PUBLISH = _git("eval_publish", PublishInput, PublishedTask)
+EVAL_FACTORY_WAIT = ActivityEntry(
+    "eval_factory_wait", FactoryWaitInput, FactoryEnd, timedelta(hours=1), SHORT_RETRY, heartbeat=timedelta(seconds=60)
+)
+EVAL_FACTORY_STOP = ActivityEntry("eval_factory_stop", FactoryStopInput, bool, GITHUB_CALL, SHORT_RETRY)
 
 
 def catalogue() -> dict[str, ActivityEntry[Any, Any]]:

@@ -1,5 +1,5 @@
-"""`shopfloor eval`: measure the fix agent on a task suite with one or more models, and compare
-stored runs.
+"""`shopfloor eval`: measure the fix agent (or the whole factory, on the GitHub simulator) on a
+task suite with one or more models, and compare stored runs.
 
 `run` loads the suite here (a SWE-bench-format file over local repositories, or `builtin`),
 stores each task in the blob store the workers read, and starts EvalWorkflow `eval/<run id>` on
@@ -36,7 +36,8 @@ async def agent_runs_ended(handle: WorkflowHandle[Any, Any]) -> int:
 
 def register(app: typer.Typer) -> None:
     eval_app = typer.Typer(
-        help="Measure the factory's fix agent on a task suite, with any model.", no_args_is_help=True
+        help="Measure the factory (its fix agent, or all of it) on a task suite, with any model.",
+        no_args_is_help=True,
     )
     app.add_typer(eval_app, name="eval")
 
@@ -50,7 +51,12 @@ def register(app: typer.Typer) -> None:
             help="provider:model, repeatable. `scripted:DIR` plays DIR/<task>.json per task; `scripted:builtin` "
             "is the built-in suite's. Default: SHOPFLOOR_MODEL, or scripted:builtin for the built-in suite.",
         ),
-        agents: str = typer.Option("fix", "--agents", help="What runs each task: `fix` (the fix agent alone)."),
+        agents: str = typer.Option(
+            "fix",
+            "--agents",
+            help="What runs each task: `fix` (the fix agent alone), or `factory` (triage → fix → PR → CI → review "
+            "on the GitHub simulator, stopped before the merge; each model must be in SHOPFLOOR_REPO_MODELS).",
+        ),
         concurrency: int = typer.Option(2, "--concurrency", min=1, max=64, help="Tasks at once."),
         max_steps: int = typer.Option(30, "--max-steps", min=1, help="Each agent run's step limit."),
         max_cost: float | None = typer.Option(
@@ -65,10 +71,16 @@ def register(app: typer.Typer) -> None:
         repos: Path | None = typer.Option(
             None, "--repos", help="Where a SWE-bench file's repositories are: DIR/owner__name (or DIR/owner/name)."
         ),
+        factory_timeout: float = typer.Option(
+            3600.0,
+            "--factory-timeout",
+            min=1.0,
+            help="--agents factory: seconds a task's run may take to reach its merge.",
+        ),
         run_id: str | None = typer.Option(None, "--run-id", help="Name this run (default: a new id)."),
         wait: bool = typer.Option(True, "--wait/--no-wait", help="Wait for the report (default), or only start."),
     ) -> None:
-        """Run every task of SUITE through the fix agent with each model, then its hidden tests; report."""
+        """Run every task of SUITE through the fix agent (or the factory) with each model, then its hidden tests; report."""
         from temporalio.client import WorkflowFailureError
         from temporalio.common import WorkflowIDConflictPolicy
         from temporalio.exceptions import WorkflowAlreadyStartedError
@@ -84,8 +96,8 @@ def register(app: typer.Typer) -> None:
         from shopfloor.temporal import connect
         from shopfloor.workflows.eval_run import EvalWorkflow
 
-        if agents != "fix":
-            raise UsageError(f"--agents {agents}: only `fix` (the fix agent alone) runs evals today")
+        if agents not in ("fix", "factory"):
+            raise UsageError(f"--agents {agents}: `fix` (the fix agent alone) or `factory` (the whole factory)")
         rid = run_id or f"{uuid.uuid4().hex[:10]}"
         if not INSTANCE_ID.match(rid):
             raise UsageError(f"--run-id {rid!r}: letters, digits, '.', '_' and '-' only")
@@ -95,6 +107,12 @@ def register(app: typer.Typer) -> None:
             raise UsageError(f"eval run {rid} has results already ({work / 'runs' / rid}): choose another --run-id")
         loaded = await asyncio.to_thread(load_suite, suite, work, repos.resolve() if repos else None)
         chosen = eval_models(models, loaded, settings.model)
+        per_task = [m.label for m in chosen if m.by_task]
+        if agents == "factory" and per_task:
+            raise UsageError(
+                f"--model {per_task[0]}: a cassette per task plays the fix agent alone; --agents factory needs one "
+                "model for triage, fix and review (`scripted:NAME`, or a real one)"
+            )
         blobs = open_blob_store(
             url=settings.blob_url, data_dir=settings.data_dir, s3_endpoint_url=settings.s3_endpoint_url
         )
@@ -107,6 +125,8 @@ def register(app: typer.Typer) -> None:
             suite=loaded.name,
             tasks=refs,
             models=chosen,
+            agents="factory" if agents == "factory" else "fix",
+            factory_timeout_s=factory_timeout,
             concurrency=concurrency,
             max_steps=max_steps,
             max_cost_usd=max_cost,

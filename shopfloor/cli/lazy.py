@@ -88,7 +88,7 @@ COMMANDS: dict[str, Entry] = {
         _m("agent"),
         "Run an agent on a local checkout (`shopfloor agent NAME --repo . --goal ...`), or go on from a run.",
     ),
-    "eval": Entry(_m("eval"), "Measure the factory's fix agent on a task suite, with any model."),
+    "eval": Entry(_m("eval"), "Measure the factory (its fix agent, or all of it) on a task suite, with any model."),
     "bench": Entry(
         _m("bench"),
         "Benchmarks, each measured side by side with its reference in one run. Without a command: all of them, one "

@@ -43,6 +43,11 @@ def markdown(results: EvalResults, plot_note: str = "") -> str:
             f"{_money(o.cost_usd)} | {o.wall_s:.0f}s | {why} | `{o.agent_run_id}` |"
         )
     lines += ["", "`shopfloor transcript <agent run>` shows what an agent did."]
+    factory = [o for o in results.outcomes if o.factory_run_id]
+    if factory:  # --agents factory: where each task's whole run and its pull request are
+        lines += ["", "## Factory runs", "", "| Task | Model | Issue run | Pull request |", "|---|---|---|---|"]
+        for o in sorted(factory, key=lambda o: (o.instance_id, o.model)):
+            lines.append(f"| {o.instance_id} | `{o.model}` | `{o.factory_run_id}` | {o.pr_url or 'none'} |")
     if plot_note:
         lines += ["", plot_note]
     return "\n".join(lines) + "\n"

@@ -9,7 +9,7 @@ import statistics
 from pydantic import BaseModel
 
 from shopfloor.models.agent_run import AgentResult
-from shopfloor.models.eval_run import CATEGORIES, Category, CheckOutput, TaskOutcome
+from shopfloor.models.eval_run import CATEGORIES, Category, CheckOutput, FactoryEnd, TaskOutcome
 
 Z_95 = 1.959963984540054
 
@@ -30,6 +30,32 @@ def categorize(result: AgentResult | None, check: CheckOutput | None, error: str
         failing = [*check.fail_to_pass_failed, *check.pass_to_pass_failed]
         return "tests_fail", f"{len(failing)} hidden test(s) fail: {', '.join(failing[:3])}"
     return "resolved", f"{len(check.fail_to_pass_passed)} failing test(s) now pass"
+
+
+def categorize_factory(
+    end: FactoryEnd | None, check: CheckOutput | None, error: str | None = None
+) -> tuple[Category, str]:
+    """(category, why) for a task's factory run (--agents factory) and the check of its pull
+    request's head. A run that kept its work when a limit stopped it (salvaged) reached a limit;
+    one that opened no pull request made no patch, whatever stopped it (the triage, the gate, a
+    fix that changed nothing)."""
+    if error is not None or end is None:
+        return "harness_error", error or "the factory run did not end"
+    if end.result == "salvaged":
+        return "limit_reached", end.reason or "a limit was reached"
+    if end.head_sha is None:
+        where = f"{end.result or 'stopped'} at {end.stage}" + (f": {end.reason}" if end.reason else "")
+        return "no_patch", f"the factory opened no pull request ({where})"
+    if check is None:
+        return "harness_error", "the hidden check did not run"
+    if check.error:
+        return "harness_error", check.error
+    if check.patch_lines == 0:
+        return "no_patch", f"pull request #{end.pr_number} changes no file"
+    if check.fail_to_pass_failed or check.pass_to_pass_failed:
+        failing = [*check.fail_to_pass_failed, *check.pass_to_pass_failed]
+        return "tests_fail", f"{len(failing)} hidden test(s) fail: {', '.join(failing[:3])}"
+    return "resolved", f"{len(check.fail_to_pass_passed)} failing test(s) now pass on PR #{end.pr_number}"
 
 
 def wilson_interval(successes: int, n: int, z: float = Z_95) -> tuple[float, float]:

@@ -41,13 +41,17 @@ class EvalRunInput(BaseModel):
     suite: str  # its name, as shown in reports
     tasks: list[TaskRef] = Field(min_length=1)
     models: list[EvalModel] = Field(min_length=1)
-    agents: Literal["fix"] = "fix"
+    # fix: the fix agent alone on a checkout. factory: the whole factory on the GitHub simulator
+    # (triage → fix → PR → CI → review), stopped where it would wait for a merge approval.
+    agents: Literal["fix", "factory"] = "fix"
     concurrency: int = Field(default=2, ge=1, le=64)
     max_steps: int = Field(default=30, ge=1)
     max_cost_usd: float | None = Field(default=None, gt=0)
     # A call the permissions send to an operator (an install, the network) waits this long, then
     # is refused and the agent goes on: an eval usually runs with nobody watching.
     approval_timeout_s: float = Field(default=60.0, gt=0)
+    # factory: how long a task's factory run may take to reach its merge stage (or end).
+    factory_timeout_s: float = Field(default=3600.0, gt=0)
     results_dir: str  # where the report activity writes results.json, report.md and plot.png
 
 
@@ -61,8 +65,56 @@ class PreparedTask(BaseModel):
 
 class CheckInput(BaseModel):
     task_digest: str
-    workspace: WorkspaceRef  # the agent's last checkpoint
+    workspace: WorkspaceRef  # the agent's last checkpoint, or the factory's pull request head
     run_id: str  # names the check's own checkout
+    # What the change is measured against: the commit its work started from (None: the
+    # workspace's base, which for the fix agent is the task's base commit).
+    diff_base: str | None = None
+
+
+class PublishInput(BaseModel):
+    """A task for the factory: its base as a new repository on the GitHub simulator, with a
+    policy that has every agent use `model` and stops before merging, and its issue opened."""
+
+    task_digest: str
+    eval_run: str
+    model: str
+    max_steps: int = Field(ge=1)
+    max_cost_usd: float | None = None
+    approval_timeout_s: float = Field(gt=0)
+
+
+class PublishedTask(BaseModel):
+    repo: str  # owner/name on the simulator
+    number: int  # the task's issue
+    clone_url: str
+    base_sha: str  # the default branch's commit the factory starts from
+    workflow_id: str  # the issue's IssueWorkflow
+
+
+class FactoryWaitInput(BaseModel):
+    workflow_id: str
+    timeout_s: float = Field(gt=0)
+
+
+class FactoryEnd(BaseModel):
+    """Where a task's factory run stood when the eval took its change: waiting for the merge
+    approval, or ended (parked, failed, salvaged)."""
+
+    stage: str
+    result: str = ""
+    reason: str = ""
+    pr_number: int | None = None
+    head_sha: str | None = None
+    steps: int = 0
+    tokens: int = 0
+    cost_usd: float = 0.0
+    children: list[str] = Field(default_factory=list)
+
+
+class FactoryStopInput(BaseModel):
+    workflow_id: str
+    reason: str
 
 
 class CheckOutput(BaseModel):
@@ -84,6 +136,8 @@ class TaskOutcome(BaseModel):
     cost_usd: float = 0.0
     wall_s: float = 0.0
     agent_run_id: str = ""  # `shopfloor transcript <id>` shows what the agent did
+    factory_run_id: str = ""  # --agents factory: the issue's IssueWorkflow on the simulator
+    pr_url: str = ""  # --agents factory: the pull request it opened
     detail: str = ""  # one line: why it is in its category
 
 

@@ -13,7 +13,8 @@ import subprocess
 from pathlib import Path
 
 from agent_runs import record_history
-from cli_runs import cli_env, invoke_cli
+from cli_runs import invoke_cli
+from eval_runs import by_task, eval_env, local_repo, swe_task
 from harness_runs import wait_for, with_fake
 from temporalio.api.enums.v1 import EventType
 from waiting import DEADLINE_S
@@ -24,14 +25,6 @@ from shopfloor.evals.suites import builtin_dir, load_suite
 from shopfloor.models.agent_run import AgentResult
 from shopfloor.models.eval_run import EVAL_PROGRESS_QUERY, EvalProgress, EvalResults, ReportOutput
 from shopfloor.testing import FakeModelServer, ScriptTurn
-
-
-def eval_env(settings) -> dict[str, str]:
-    return cli_env(
-        SHOPFLOOR_TEMPORAL_ADDRESS=settings.temporal_address,
-        SHOPFLOOR_TASK_QUEUE=settings.task_queue,
-        SHOPFLOOR_DATA_DIR=str(settings.data_dir),
-    )
 
 
 def hidden_texts() -> dict[str, str]:
@@ -128,56 +121,6 @@ async def test_the_builtin_suite_reports_each_task_in_its_category_and_hides_its
 # -- a SWE-bench file over local repositories, on the OpenAI wire ------------------------------
 
 TEST_CMD = "python -m pytest -q -p no:cacheprovider"
-
-
-def local_repo(root: Path, files: dict[str, str], hidden: dict[str, str]) -> tuple[str, str]:
-    """A repository at `root` with `files` committed; (base sha, test patch adding `hidden`)."""
-
-    def git(*args: str) -> str:
-        env = cli_env(GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@t", GIT_COMMITTER_NAME="t", GIT_COMMITTER_EMAIL="t@t")
-        return subprocess.run(["git", *args], cwd=root, env=env, capture_output=True, text=True, check=True).stdout
-
-    root.mkdir(parents=True)
-    git("init", "-q", "-b", "main")
-    for name, text in files.items():
-        (root / name).parent.mkdir(parents=True, exist_ok=True)
-        (root / name).write_text(text)
-    git("add", "--all")
-    git("commit", "-q", "-m", "base")
-    base = git("rev-parse", "HEAD").strip()
-    for name, text in hidden.items():
-        (root / name).write_text(text)
-    git("add", "--all")
-    patch = git("diff", "--cached", base)
-    git("reset", "-q", "--hard", base)
-    return base, patch
-
-
-def swe_task(instance_id: str, repo: str, base: str, patch: str, problem: str, f2p: str, p2p: str) -> dict:
-    return {
-        "instance_id": instance_id,
-        "repo": repo,
-        "base_commit": base,
-        "problem_statement": problem,
-        "test_patch": patch,
-        "patch": "",
-        "FAIL_TO_PASS": json.dumps([f2p]),
-        "PASS_TO_PASS": json.dumps([p2p]),
-        "version": "0.1",
-        "hints_text": "",
-    }
-
-
-def by_task(turns: dict[str, list[ScriptTurn]]):
-    """The fake model's answers: each task's script, told apart by a word of its issue."""
-
-    def answer(index: int, body: dict) -> ScriptTurn:
-        first = json.dumps(body["messages"][:2])
-        (key,) = [k for k in turns if k in first]
-        done = sum(m["role"] == "assistant" for m in body["messages"])
-        return turns[key][done]
-
-    return answer
 
 
 async def test_a_swe_bench_file_over_two_local_repositories_loads_and_runs(settings, running_worker, tmp_path):

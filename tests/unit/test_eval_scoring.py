@@ -8,13 +8,15 @@ from pathlib import Path
 
 import pytest
 
+from shopfloor.activities.eval_factory import eval_policy, repo_name
+from shopfloor.agents.policy import parse_policy, within_operator_bounds
 from shopfloor.errors import UsageError
 from shopfloor.evals.compare import changes, load_results, render
 from shopfloor.evals.pytest_summary import outcomes_of, passed
 from shopfloor.evals.report import markdown
-from shopfloor.evals.scoring import categorize, summarize, wilson_interval
+from shopfloor.evals.scoring import categorize, categorize_factory, summarize, wilson_interval
 from shopfloor.models.agent_run import AgentResult
-from shopfloor.models.eval_run import CheckOutput, EvalResults, TaskOutcome
+from shopfloor.models.eval_run import CheckOutput, EvalResults, FactoryEnd, PublishInput, TaskOutcome
 
 pytestmark = pytest.mark.fast
 
@@ -66,6 +68,55 @@ def result(state: str = "completed", steps: int = 4) -> AgentResult:
 def test_each_task_lands_in_one_category(agent, check, error, category):
     got, why = categorize(agent, check, error)
     assert got == category and why
+
+
+HEAD = "a" * 40
+
+
+@pytest.mark.parametrize(
+    ("end", "check", "error", "category", "why"),
+    [
+        (FactoryEnd(stage="merge", head_sha=HEAD, pr_number=2), CheckOutput(patch_lines=1, fail_to_pass_passed=["t::a"]), None, "resolved", "now pass on PR #2"),
+        (FactoryEnd(stage="merge", head_sha=HEAD, pr_number=2), CheckOutput(patch_lines=1, fail_to_pass_failed=["t::a"]), None, "tests_fail", "t::a"),
+        (FactoryEnd(stage="merge", head_sha=HEAD, pr_number=2), CheckOutput(patch_lines=0), None, "no_patch", "changes no file"),
+        (FactoryEnd(stage="done", result="salvaged", reason="max_steps 8 reached", head_sha=HEAD), None, None, "limit_reached", "max_steps 8"),
+        (FactoryEnd(stage="parked", result="parked", reason="triage: not a bug"), None, None, "no_patch", "parked at parked: triage: not a bug"),
+        (FactoryEnd(stage="done", result="failed", reason="fix: failed"), None, None, "no_patch", "opened no pull request"),
+        (FactoryEnd(stage="merge", head_sha=HEAD), CheckOutput(error="the hidden tests did not run"), None, "harness_error", "did not run"),
+        (None, None, "the factory did not reach its merge stage within 60 s", "harness_error", "within 60 s"),
+    ],
+)  # fmt: skip
+def test_each_factory_run_lands_in_one_category(end, check, error, category, why):
+    got, said = categorize_factory(end, check, error)
+    assert got == category and why in said, said
+
+
+def test_the_factory_evals_policy_gives_every_agent_the_model_and_waits_for_a_merge_approval():
+    inp = PublishInput(
+        task_digest="d", eval_run="r", model="openai:m", max_steps=300, max_cost_usd=None, approval_timeout_s=61
+    )
+    own = "labels:\n  trigger: fixme\nauto_fix: never\nbudgets:\n  max_cost_usd:\n    fix: 1\n"
+    load = within_operator_bounds(parse_policy(eval_policy(inp, "python -m pytest", own)), ["openai:m"])
+    assert not load.errors, load.errors
+    policy = load.policy
+    assert (policy.auto_fix, policy.require_human_approval, policy.auto_merge) == ("always", True, False)
+    assert (policy.models.triage, policy.models.fix, policy.models.review) == ("openai:m",) * 3
+    assert (policy.budgets.max_steps.fix, policy.budgets.max_steps.triage) == (300, 200)  # triage's bound is 200
+    assert policy.budgets.max_cost_usd_per_run is None and policy.budgets.max_cost_usd.fix is None
+    assert policy.labels.trigger == "fixme" and policy.test_command == "python -m pytest"  # the task's own kept
+    assert policy.approval_timeout_minutes == 2 and policy.fixability_threshold == 0
+    broken = parse_policy(eval_policy(inp, "pytest", "{not: yaml: at all"))  # the task's broken file is replaced
+    assert not broken.errors and broken.policy.models.fix == "openai:m"
+    # A model the operator does not let repositories choose sets the whole file aside: the eval refuses first.
+    assert within_operator_bounds(parse_policy(eval_policy(inp, "pytest", None)), ["openai:other"]).errors
+
+
+def test_each_task_and_model_gets_its_own_repository_name():
+    names = {repo_name("run", t, m) for t in ("a", "b") for m in ("openai:x", "openai:y")}
+    assert len(names) == 4 and all(len(n) <= 100 for n in names)
+    long = repo_name("r" * 60, "t" * 60, "openai:" + "m" * 60)
+    assert len(long) <= 100 and long != repo_name("r" * 60, "t" * 60, "openai:" + "m" * 59)
+    assert repo_name("run", "a", "openai:x") == repo_name("run", "a", "openai:x")  # a retry finds the same one
 
 
 def test_the_wilson_interval_is_honest_for_a_handful_of_tasks():
