@@ -7,6 +7,7 @@ from temporalio import activity
 
 from shopfloor.agents.budget import Price, find_price, price_table
 from shopfloor.models.factory_config import FactoryConfig
+from shopfloor.models.ledger import Limits
 from shopfloor.settings import Settings
 
 log = structlog.get_logger(__name__)
@@ -35,6 +36,22 @@ class FactoryConfigActivity:
             pipeline=settings.factory_pipeline,
             unpriced_models=unpriced,
             model_heartbeat_s=settings.model_heartbeat_seconds,
+            max_tokens_unpriced=settings.max_tokens_unpriced,
+            ledger=settings.ledger,
+            repo_limits=Limits(
+                runs_per_day=settings.repo_runs_per_day,
+                runs_per_month=settings.repo_runs_per_month,
+                cost_usd_per_day=settings.repo_cost_usd_per_day,
+                cost_usd_per_month=settings.repo_cost_usd_per_month,
+                max_running=settings.repo_max_running,
+            ),
+            total_limits=Limits(
+                runs_per_day=settings.total_runs_per_day,
+                runs_per_month=settings.total_runs_per_month,
+                cost_usd_per_day=settings.total_cost_usd_per_day,
+                cost_usd_per_month=settings.total_cost_usd_per_month,
+                max_running=settings.total_max_running,
+            ),
         )
 
     @activity.defn(name="factory_config")

@@ -12,6 +12,7 @@ far (activities/heartbeat.py), which `shopfloor follow` shows live.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from datetime import timedelta
 
@@ -21,6 +22,7 @@ from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
 from shopfloor.activities.heartbeat import TextProgress, heartbeating
 from shopfloor.activities.judging import CallToJudge, JudgingUnavailable, Judgment, judge_calls
+from shopfloor.activities.metrics import AGENT_STEPS, count_model_call, count_tool_call, run_repo
 from shopfloor.activities.providers.base import ContextTooLong, ModelProvider
 from shopfloor.activities.transcript_store import Staged, TranscriptStore
 from shopfloor.agents.budget import Price, cost_usd, price_table
@@ -100,13 +102,17 @@ class ModelStepActivities:
         provider = await self._providers(spec)
         return await provider.complete(request, on_text=progress.add), provider.label
 
-    async def _complete(self, spec: ModelSpec, request: ModelRequest, detail: str) -> tuple[ModelReply, str]:
+    async def _complete(
+        self, spec: ModelSpec, request: ModelRequest, detail: str, *, purpose: str = "step"
+    ) -> tuple[ModelReply, str]:
         attempt = activity.info().attempt
         progress = TextProgress(detail, attempt)  # the text so far, in the heartbeats, for the live view
+        started = time.monotonic()
         try:
             # A bad cassette or a missing key fails the opening: a non-retryable failure too.
-            return await heartbeating(self._call(spec, request, progress), progress=progress)
+            reply, label = await heartbeating(self._call(spec, request, progress), progress=progress)
         except ModelCallError as exc:
+            count_model_call(str(spec), await run_repo(), purpose, time.monotonic() - started, None, None)
             log.warning(
                 "model call failed",
                 model=str(spec),
@@ -117,6 +123,9 @@ class ModelStepActivities:
             )
             # No cause: Temporal would carry the SDK's exception (its repr) to whoever reads the failure.
             raise model_call_failure(exc) from None
+        cost = cost_usd(str(spec), reply.usage, self._prices)
+        count_model_call(str(spec), await run_repo(), purpose, time.monotonic() - started, reply.usage, cost)
+        return reply, label
 
     @activity.defn(name="model_step")
     async def model_step(self, inp: ModelStepInput) -> ModelStepOutput:
@@ -150,6 +159,10 @@ class ModelStepActivities:
         reply_digest, transcript = await self._transcripts.append(manifest, message, extends=inp.transcript)
         verdicts = await self._permit(inp, to_permit(agent, message.tool_calls), f"{spec} step {inp.step}")
         calls, output = judge_reply(agent, inp, message.tool_calls, iter(verdicts))
+        repo = await run_repo()  # remembered since the call: no second lookup
+        AGENT_STEPS.labels(agent=inp.agent, model=str(spec), repo=repo).inc()
+        for denied in (c for c in calls if c.decision == "deny"):  # never reach a tool activity
+            count_tool_call(denied.name, repo, "denied")
         log.info(
             "model step",
             model=str(spec),
@@ -257,7 +270,7 @@ class ModelStepActivities:
             messages=[Message(role="user", content=f"The conversation to summarize:\n\n{folded}")],
             purpose="compaction",
         )
-        reply, _ = await self._complete(spec, request, f"{spec} compaction")
+        reply, _ = await self._complete(spec, request, f"{spec} compaction", purpose="compaction")
         turns = sum(1 if messages[i].role == "assistant" else folded_model_turns(messages[i]) for i in plan.summarize)
         summary = compaction_message(reply.message.content, len(plan.summarize), turns)
         kept = [manifest.messages[i] for i in plan.keep]

@@ -37,6 +37,7 @@ import structlog
 from pydantic import BaseModel, Field
 
 from shopfloor.activities.environment import ENV_MOUNT, SandboxEnvironment
+from shopfloor.activities.metrics import count_sandbox_kill
 from shopfloor.activities.sandbox_limits import Confinement, open_confinement
 from shopfloor.activities.sandbox_mounts import SEAL, mount_args
 from shopfloor.activities.sandbox_network import SandboxNetwork, command_network, network_bwrap_args, network_command
@@ -251,6 +252,8 @@ async def run_command(
         await confinement.close()
     outcome.sandboxed = real == "bwrap"
     outcome.sandbox_note = note
+    if outcome.timed_out or outcome.killed_reason:
+        count_sandbox_kill(outcome.timed_out)
     return outcome
 
 

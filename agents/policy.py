@@ -70,6 +70,15 @@ class Budgets(_Strict):
     max_cost_usd_per_run: float | None = Field(default=5.0, gt=0, le=1000)  # None: no cost limit
     max_steps: StepLimits = Field(default_factory=StepLimits)
     max_cost_usd: CostLimits = Field(default_factory=CostLimits)
+    # Each agent run's token limit (input + output); a model with no price needs one (here or the
+    # operator's SHOPFLOOR_MAX_TOKENS_UNPRICED; the lower wins).
+    max_tokens: int | None = Field(default=None, ge=1000, le=100_000_000)
+    # The repository's own limits in the spend ledger (the operator's settings apply too: the
+    # lower wins). New work past one waits until the UTC day or month rolls over.
+    runs_per_day: int | None = Field(default=None, ge=0, le=100_000)
+    runs_per_month: int | None = Field(default=None, ge=0, le=1_000_000)
+    cost_usd_per_day: float | None = Field(default=None, ge=0, le=1_000_000)
+    cost_usd_per_month: float | None = Field(default=None, ge=0, le=10_000_000)
 
 
 ModelName = Annotated[str, Field(min_length=3, max_length=200, pattern=r"^[a-z][a-z0-9_-]*:\S+$")]

@@ -53,6 +53,9 @@ WAITING_FOR: dict[str, str] = {
     "retry": "a maintainer to retry: comment `/shopfloor retry`",
     "push": "a new push to the pull request, or a maintainer's `/shopfloor review`",
     "review_command": "a maintainer to ask for a review: comment `/shopfloor review`",
+    "budget": "the spend ledger to allow another run: it starts when the UTC day (or month) rolls over, or when "
+    "an operator raises the limit (`shopfloor budget set`)",
+    "queue": "a free slot: as many runs as the limit allows are working; it starts when one of them ends",
 }
 
 

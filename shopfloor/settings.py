@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import AliasChoices, Field, SecretStr
+from pydantic import AliasChoices, Field, SecretStr, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 DEFAULT_MODEL = "scripted:explore-demo"
@@ -29,6 +29,11 @@ class Settings(BaseSettings):
     temporal_ui_url: str | None = None
     temporal_api_key: SecretStr | None = None  # Temporal Cloud and other API-key clusters
     temporal_tls: bool = False
+    # mTLS: a client certificate and its private key (PEM files, both or neither), and the CA that
+    # signed the server's certificate when it is not a public one. Any of them turns TLS on.
+    temporal_tls_cert_file: Path | None = None
+    temporal_tls_key_file: Path | None = Field(default=None, validate_default=True)
+    temporal_tls_ca_file: Path | None = None
     task_queue: str = "shopfloor"
     # Workflows kept in a worker's cache. 0 forces a full replay of every task (tests use it).
     max_cached_workflows: int = Field(default=1000, ge=0)
@@ -43,6 +48,12 @@ class Settings(BaseSettings):
     # activities this long to finish; the rest are cancelled and retried on another worker. Keep
     # it under the orchestrator's kill deadline. `shopfloor dev` and `demo` stop at once.
     worker_shutdown_grace_seconds: float = Field(default=60.0, ge=0, le=3600)
+    # A worker's HTTP endpoint: GET /metrics (Prometheus), /healthz, /readyz; port 0: none. The
+    # Temporal SDK's own metrics are on a port of their own (0: none). A port set here that is
+    # taken stops the worker; a default one that is taken is skipped with a warning.
+    worker_metrics_host: str = "127.0.0.1"
+    worker_metrics_port: int = Field(default=9464, ge=0, le=65535)
+    worker_sdk_metrics_port: int = Field(default=9465, ge=0, le=65535)
 
     data_dir: Path = Field(default_factory=lambda: Path.home() / ".shopfloor")
     blob_url: str | None = None  # default: file store under <data_dir>/blobs; s3://bucket/prefix
@@ -60,6 +71,24 @@ class Settings(BaseSettings):
     repo_models: list[str] = Field(default_factory=list)
     # Price overrides, USD per million tokens: {"my-model": [input, output]} (JSON in SHOPFLOOR_PRICES).
     prices: dict[str, tuple[float, float]] = Field(default_factory=dict)
+    # An agent run on a model with no price cannot be held to a cost limit, so it must be held to
+    # this many tokens (input + output) instead; None: such a run does not start (a repository's
+    # `budgets.max_tokens` may set it lower, or set it when this is None).
+    max_tokens_unpriced: int | None = Field(default=None, ge=1000)
+    # The spend ledger (workflows/ledger.py): limits per repository and in total, per UTC day and
+    # month; None: no limit. Pipelines wait (visibly) for one that is reached; `shopfloor budget
+    # set` overrides them. `ledger`: count every run even when no limit is set.
+    ledger: bool = False
+    repo_runs_per_day: int | None = Field(default=None, ge=0)
+    repo_runs_per_month: int | None = Field(default=None, ge=0)
+    repo_cost_usd_per_day: float | None = Field(default=None, ge=0)
+    repo_cost_usd_per_month: float | None = Field(default=None, ge=0)
+    repo_max_running: int | None = Field(default=None, ge=1)  # pipelines of one repository at once
+    total_runs_per_day: int | None = Field(default=None, ge=0)
+    total_runs_per_month: int | None = Field(default=None, ge=0)
+    total_cost_usd_per_day: float | None = Field(default=None, ge=0)
+    total_cost_usd_per_month: float | None = Field(default=None, ge=0)
+    total_max_running: int | None = Field(default=None, ge=1)
     # How long a model call may go without a heartbeat before Temporal retries it elsewhere: how
     # soon a crashed worker's in-flight call is noticed (factory agent runs).
     model_heartbeat_seconds: float = Field(default=30.0, ge=5, le=600)
@@ -133,6 +162,20 @@ class Settings(BaseSettings):
     openai_base_url: str | None = Field(default=None, validation_alias=AliasChoices("OPENAI_BASE_URL"))
     anthropic_api_key: SecretStr | None = Field(default=None, validation_alias=AliasChoices("ANTHROPIC_API_KEY"))
     anthropic_base_url: str | None = Field(default=None, validation_alias=AliasChoices("ANTHROPIC_BASE_URL"))
+
+    @field_validator("temporal_tls_key_file")
+    @classmethod
+    def _client_cert_and_key_together(cls, key_file: Path | None, info: ValidationInfo) -> Path | None:
+        # Checked here (no file is read) so the mistake is one line at start-up, not a TLS error.
+        # Fields validate in order: the cert file is already in info.data (absent if it was invalid).
+        cert_file = info.data.get("temporal_tls_cert_file")
+        if (cert_file is None) != (key_file is None):
+            given, missing = ("CERT", "KEY") if key_file is None else ("KEY", "CERT")
+            raise ValueError(
+                f"SHOPFLOOR_TEMPORAL_TLS_{given}_FILE is set but SHOPFLOOR_TEMPORAL_TLS_{missing}_FILE is not: "
+                "an mTLS client certificate needs both"
+            )
+        return key_file
 
     @property
     def github_configured(self) -> bool:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from datetime import timedelta
+from pathlib import Path
 
 from pydantic import BaseModel
 from temporalio.api.enums.v1 import IndexedValueType
@@ -20,9 +21,9 @@ from temporalio.common import (
 )
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.runtime import LogForwardingConfig, LoggingConfig, Runtime, TelemetryConfig, TelemetryFilter
-from temporalio.service import RPCError
+from temporalio.service import RPCError, TLSConfig
 
-from shopfloor.errors import TemporalUnreachable
+from shopfloor.errors import TemporalUnreachable, UsageError
 from shopfloor.models.inbox import (
     ALERT_SIGNAL,
     ALERT_WORKFLOW,
@@ -59,8 +60,38 @@ def _runtime_with_forwarded_logs() -> Runtime:
     return _runtime
 
 
+def _read_pem(path: Path, setting: str) -> bytes:
+    """A PEM file's bytes, or a UsageError naming the setting (never the file's contents)."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise UsageError(f"cannot read {setting} ({path}): {exc.strerror or exc}") from None
+    if b"-----BEGIN " not in data:
+        raise UsageError(f"{setting} ({path}) is not a PEM file (no -----BEGIN line)")
+    return data
+
+
+def tls_config(settings: Settings) -> TLSConfig | bool:
+    """What Client.connect's `tls` gets: a TLSConfig when any certificate file is set (TLS on, with
+    mTLS when the client pair is), else the SHOPFLOOR_TEMPORAL_TLS switch (system CAs)."""
+    files = {
+        "SHOPFLOOR_TEMPORAL_TLS_CERT_FILE": settings.temporal_tls_cert_file,
+        "SHOPFLOOR_TEMPORAL_TLS_KEY_FILE": settings.temporal_tls_key_file,
+        "SHOPFLOOR_TEMPORAL_TLS_CA_FILE": settings.temporal_tls_ca_file,
+    }
+    if not any(files.values()):
+        return settings.temporal_tls
+    pem = {setting: _read_pem(path, setting) if path else None for setting, path in files.items()}
+    return TLSConfig(
+        server_root_ca_cert=pem["SHOPFLOOR_TEMPORAL_TLS_CA_FILE"],
+        client_cert=pem["SHOPFLOOR_TEMPORAL_TLS_CERT_FILE"],
+        client_private_key=pem["SHOPFLOOR_TEMPORAL_TLS_KEY_FILE"],
+    )
+
+
 async def connect(settings: Settings, *, address: str | None = None, timeout_s: float = 10.0) -> Client:
-    """Connect with shopfloor's data converter, or raise TemporalUnreachable saying what to do."""
+    """Connect with shopfloor's data converter, or raise TemporalUnreachable saying what to do
+    (UsageError for TLS files that cannot be read)."""
     target = address or settings.effective_temporal_address
     try:
         return await Client.connect(
@@ -68,7 +99,7 @@ async def connect(settings: Settings, *, address: str | None = None, timeout_s: 
             namespace=settings.temporal_namespace,
             data_converter=pydantic_data_converter,
             api_key=settings.temporal_api_key.get_secret_value() if settings.temporal_api_key else None,
-            tls=settings.temporal_tls,
+            tls=tls_config(settings),
             connect_timeout=timedelta(seconds=timeout_s),
             runtime=_runtime_with_forwarded_logs(),
         )

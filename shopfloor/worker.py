@@ -26,6 +26,7 @@ from shopfloor.activities.github.alert_issues import AlertIssueActivities
 from shopfloor.activities.github.clients import GitHubClients
 from shopfloor.activities.github.deliveries import DeliveryActivities
 from shopfloor.activities.github.operations import GitHubActivities
+from shopfloor.activities.ledger import LedgerActivities
 from shopfloor.activities.live_progress import LiveProgressActivities
 from shopfloor.activities.model_step import ModelStepActivities, ProviderFactory
 from shopfloor.activities.providers.base import ModelProvider
@@ -47,10 +48,12 @@ from shopfloor.models.model_spec import ModelSpec
 from shopfloor.settings import Settings
 from shopfloor.sticky_reset import ResetStickyOnRetry
 from shopfloor.temporal import missing_search_attributes
+from shopfloor.worker_metrics import bind_worker_metrics, serving_worker_metrics, with_sdk_metrics
 from shopfloor.workflows.agent import AgentWorkflow
 from shopfloor.workflows.alert import AlertWorkflow
 from shopfloor.workflows.eval_run import EvalWorkflow
 from shopfloor.workflows.issue import IssueWorkflow
+from shopfloor.workflows.ledger import LedgerWorkflow
 from shopfloor.workflows.pull_request import PullRequestWorkflow
 from shopfloor.workflows.reconcile import ReconcileWorkflow
 
@@ -69,6 +72,7 @@ WORKFLOWS: list[type] = [
     AlertWorkflow,
     ReconcileWorkflow,
     EvalWorkflow,
+    LedgerWorkflow,
 ]
 
 # The strict default sandbox, with pure third-party libraries passed through (imported once,
@@ -202,6 +206,7 @@ def worker_activities(
         *activities_for(settings, blobs, providers, github, client),
         *reconciler_activities(client, settings, blobs, github),
         *alert_activities(client, settings, blobs, github),
+        *LedgerActivities(client, task_queue=settings.task_queue).all(),
         # The progress comment's live checklist reads the agent runs through this worker's client.
         *LiveProgressActivities(client, github, edit_s=settings.progress_edit_seconds).all(),
     ]
@@ -270,6 +275,9 @@ async def run_worker(client: Client, settings: Settings, *, graceful: bool = Tru
         )
     if missing is None:
         log.warning("could not check the namespace's search attributes; if runs fail, run `shopfloor setup`")
+    # The SDK's metrics need a client on a Runtime that exports them: this worker's own.
+    client = await with_sdk_metrics(client, settings)
+    metrics_socket = bind_worker_metrics(settings)  # a port set that is taken stops the worker here
     providers = ProviderCache(settings)
     # Beside the start, not before it: a replacement for a crashed worker polls seconds sooner.
     warming = asyncio.create_task(
@@ -280,7 +288,8 @@ async def run_worker(client: Client, settings: Settings, *, graceful: bool = Tru
     worker = build_worker(client, settings, providers=providers, graceful_shutdown=grace)
     log.info("worker started", task_queue=settings.task_queue, namespace=settings.temporal_namespace, sandbox=mode)
     try:
-        await worker.run()
+        async with serving_worker_metrics(client, settings, worker, metrics_socket):  # /metrics, /healthz, /readyz
+            await worker.run()
     finally:
         await asyncio.shield(warming)  # a thread cannot be stopped: let it finish, then close all
         await providers.aclose()

@@ -106,6 +106,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from shopfloor.models.github_reads import PolicyInput, SimilarIssuesInput, SimilarIssuesOutput
     from shopfloor.models.inbox import IssueState, IssueText, IssueTextInput
+    from shopfloor.models.ledger import AdmissionRequest, Spend
     from shopfloor.models.live_progress import LiveProgressInput, LiveProgressOutput
     from shopfloor.models.pull_request_review import PullChange, PullChangeInput, PullInfo, PullInput
     from shopfloor.models.reconcile import (
@@ -339,6 +340,10 @@ GITHUB_OPEN_ISSUES_WITH_LABEL = ActivityEntry(
 RECONCILE_START_MISSING_ISSUES = ActivityEntry(  # three requests per missing issue
     "reconcile_start_missing_issues", StartIssuesInput, StartIssuesOutput, timedelta(minutes=5), RECONCILE_RETRY
 )
+
+# -- the spend ledger (activities/ledger.py) -----------------------------------------------------
+LEDGER_REQUEST = ActivityEntry("ledger_request", AdmissionRequest, bool, GITHUB_CALL, STEADY_RETRY)
+LEDGER_SPEND = ActivityEntry("ledger_spend", Spend, bool, GITHUB_CALL, STEADY_RETRY)
 
 # -- eval runs (activities/eval.py) --------------------------------------------------------------
 EVAL_PREPARE = _git("eval_prepare", TaskRef, PreparedTask)

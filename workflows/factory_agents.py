@@ -91,6 +91,9 @@ async def render_goal(inp: GoalInput) -> str:
     return out.goal
 
 
+UNPRICED_TOKEN_CAP_PATCH = "unpriced-token-cap"
+
+
 async def run_agent(
     ctx: PipelineContext,
     agent: str,
@@ -115,6 +118,21 @@ async def run_agent(
         progress.stage(stage, agent)
         progress.outcome(f"{agent}: not started ({why})")
         return AgentResult(state="limit_reached", steps=0, reason=why, workspace=ws)
+    # A model with no price cannot be held to a cost limit: it is held to a token limit instead,
+    # the lower of the operator's and the repository's, and without one it does not start.
+    tokens = policy.budgets.max_tokens
+    if not config.is_priced(model) and workflow.patched(UNPRICED_TOKEN_CAP_PATCH):
+        caps = [t for t in (tokens, config.max_tokens_unpriced) if t is not None]
+        if not caps:
+            why = (
+                f"`{model}` has no price, so no cost limit can hold it, and no token limit is set: the operator "
+                "sets SHOPFLOOR_MAX_TOKENS_UNPRICED (or a price in SHOPFLOOR_PRICES), or the repository "
+                "`budgets.max_tokens` in .github/shopfloor.yml"
+            )
+            progress.stage(stage, agent)
+            progress.outcome(f"{agent}: not started ({why})")
+            return AgentResult(state="failed", steps=0, reason=why, workspace=ws)
+        tokens = min(caps)
     if agent == "fix":  # the agent that changes files learns the rules the push enforces
         goal = f"{goal}\n\n{protected_note(policy.protected_paths)}"
     child_id = f"{workflow.info().workflow_id}/{suffix}"
@@ -135,7 +153,11 @@ async def run_agent(
             workspace=ws,
             stage=stage,
             issue=ctx.number,
-            limits=Limits(max_steps=steps, max_cost_usd=left if cap is None or left is None else min(left, cap)),
+            limits=Limits(
+                max_steps=steps,
+                max_cost_usd=left if cap is None or left is None else min(left, cap),
+                max_tokens=tokens,
+            ),
             commands=agent_commands(ctx),
             permissions=agent_permissions(policy),
             required_command=required_command,
@@ -153,6 +175,8 @@ async def run_agent(
     state.steps += result.steps
     state.tokens += result.usage.input_tokens + result.usage.output_tokens
     state.cost_usd += result.cost_usd
+    if ctx.admission is not None:
+        await ctx.admission.report(state.cost_usd)  # the ledger counts spend as it happens
     outcome = result.state if result.state != "completed" else "done"
     if not config.is_priced(model) and model not in progress.view.unpriced_models:
         progress.view.unpriced_models = [*progress.view.unpriced_models, model][-10:]

@@ -49,6 +49,7 @@ with workflow.unsafe.imports_passed_through():
         call,
         failure_message,
     )
+    from shopfloor.workflows.admission import Admission
     from shopfloor.workflows.commands import WRITE_LEVELS
     from shopfloor.workflows.factory_agents import (
         open_pr,
@@ -108,7 +109,10 @@ class FactoryRun(OnPipeline):
         progress = ProgressComment(
             workflow.info().workflow_id, issue_workflow.repo, issue_workflow.number, state, issue_workflow.publish
         )
-        self.ctx = PipelineContext(repo=self.repo, number=self.number, state=state, progress=progress)
+        self.admission = Admission(self.repo)
+        self.ctx = PipelineContext(
+            repo=self.repo, number=self.number, state=state, progress=progress, admission=self.admission
+        )
         self.commands: list[str] = []  # accepted /shopfloor commands, in order
         self.extra_rounds = 0  # granted by a maintainer after the rounds ran out
         self.trigger_labeled = False  # someone added the policy's trigger label (auto_fix: label)
@@ -182,6 +186,7 @@ class FactoryRun(OnPipeline):
                 await self.finish_cancelled()
             else:
                 await self._final("failed", failure_message(exc))
+        await self.admission.report(self.state.cost_usd, final=True)  # its slot in the ledger is free
         if inbox.state == "received" and self.state.result != "parked":
             inbox.state = "done"
 
@@ -210,6 +215,7 @@ class FactoryRun(OnPipeline):
                 break
             await self.park("policy", "; ".join(load.errors), ("retry", "fix"))
         ctx.policy, ctx.base_branch = load.policy, load.ref or info.default_branch
+        await self.admission.admit(ctx.config, ctx.policy, ctx.progress)  # a budget or a queue may hold it here
         base_sha = load.commit or info.head_sha
         if base_sha is None:
             raise Final("failed", f"{self.repo} has no commits on {ctx.base_branch}")

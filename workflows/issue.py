@@ -28,6 +28,7 @@ with workflow.unsafe.imports_passed_through():
     from shopfloor.models.factory_run import FactoryState
     from shopfloor.models.inbox import ISSUE_WORKFLOW, IssueTextInput, RepoEvent
     from shopfloor.models.inbox_state import EventRecord, IssueInboxInput, IssueOutcome
+    from shopfloor.models.ledger import ADMISSION_SIGNAL, AdmissionReply
     from shopfloor.search_attributes import SHOPFLOOR_ISSUE, SHOPFLOOR_REPO, SHOPFLOOR_STAGE
     from shopfloor.workflows.activity_catalogue import FACTORY_ISSUE_STATE, call
     from shopfloor.workflows.factory_run import FactoryRun
@@ -178,6 +179,12 @@ class IssueWorkflow(PipelineControls, GitHubInbox):
     @workflow.query(name="factory")
     def factory_state(self) -> FactoryState:
         return self.factory.state if self.factory else FactoryState()
+
+    @workflow.signal(name=ADMISSION_SIGNAL)
+    def ledger_admission(self, reply: AdmissionReply) -> None:
+        """The spend ledger's answer to the pipeline's request to start (workflows/ledger.py)."""
+        if self.factory is not None:
+            self.factory.admission.on_reply(reply)
 
 
 def _reason(state: str, stopped_by: str | None, factory: FactoryState | None) -> str:

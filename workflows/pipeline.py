@@ -21,6 +21,7 @@ with workflow.unsafe.imports_passed_through():
     from shopfloor.models.factory_config import FactoryConfig
     from shopfloor.models.factory_run import FactoryState, PipelineResult
     from shopfloor.models.repo_profile import RepoProfile
+    from shopfloor.workflows.admission import Admission
     from shopfloor.workflows.progress import ProgressComment
 
 
@@ -38,6 +39,8 @@ class PipelineContext:
     profile: RepoProfile = field(default_factory=RepoProfile)
     base_branch: str = "main"  # what the pull request merges into
     ci_events: int = 0  # CI events the inbox routed here: each one wakes a CI wait
+    # The run's place in the spend ledger (issue pipelines); its agents report their cost to it.
+    admission: Admission | None = None
 
 
 class OnPipeline:

@@ -31,6 +31,7 @@ from shopfloor.activities.environment import (
     SandboxEnvironment,
 )
 from shopfloor.activities.heartbeat import heartbeating
+from shopfloor.activities.metrics import count_tool_call
 from shopfloor.activities.sandbox import (
     CommandOutcome,
     SandboxConfig,
@@ -117,6 +118,8 @@ class ToolActivities:
             note = f"\n[output cut at {MAX_OUTPUT_BYTES:,} of {len(data):,} bytes]"
             data = data[:MAX_OUTPUT_BYTES].decode("utf-8", errors="ignore").encode() + note.encode()
         digest = await self._blobs.put(data)
+        # Every tool call's answer passes here once (errors the model reads included).
+        count_tool_call(inp.name, inp.workspace.repo, "ok" if ok else "error")
         return ToolResult(
             call_id=inp.call_id,
             name=inp.name,

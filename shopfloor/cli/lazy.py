@@ -95,6 +95,7 @@ COMMANDS: dict[str, Entry] = {
         "table.",
     ),
     "run": Entry(_m("run"), "Start factory runs by hand, without a webhook."),
+    "budget": Entry(_m("budget"), "The spend ledger: runs and cost per repository and in total, and their limits."),
 }
 
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
+from shopfloor.models.ledger import Limits
+
 # With no real model configured, the factory's triage runs this built-in script: it says so on the
 # issue and the run parks for a person, instead of failing on the explore agent's script.
 NO_MODEL_TRIAGE = "scripted:no-model-triage"
@@ -27,6 +29,10 @@ class FactoryConfig(BaseModel):
     # factory runs them under the step limits alone and says so (rather than not at all).
     unpriced_models: list[str] = Field(default_factory=list)
     model_heartbeat_s: float = 30.0
+    max_tokens_unpriced: int | None = None  # the token cap of an agent run on an unpriced model
+    ledger: bool = False  # count every run in the ledger, even with no limit set
+    repo_limits: Limits = Field(default_factory=Limits)  # the operator's, for each repository
+    total_limits: Limits = Field(default_factory=Limits)
 
     def model_for(self, agent: str, round_: int | None = None) -> str:
         """The model for one agent run: "<agent>-<round>", then "<agent>", then the default."""

@@ -1,9 +1,9 @@
 """The factory with a real provider's wire format: the agents talk to an
 OpenAI-compatible server over HTTP.
 
-- A model no price is known for: the repository's cost budget cannot be enforced on it; the
-  factory still runs it, under the step limits, and says in the progress comment that the cost
-  was not tracked.
+- A model no price is known for: the repository's cost budget cannot be enforced on it, so the
+  factory runs it under a token limit (the operator's SHOPFLOOR_MAX_TOKENS_UNPRICED) and says in
+  the progress comment that the cost was not tracked; without a token limit it does not start.
 - A priced model and a small budget: the run's money runs out mid-fix and the work is salvaged.
 """
 
@@ -22,7 +22,7 @@ from shopfloor.testing import FakeModelServer, ScriptToolCall, ScriptTurn
 NEVER = POLICY.replace("auto_fix: always", "auto_fix: never")
 
 
-async def test_an_unpriced_model_triages_without_a_cost_cap_and_the_comment_says_so(
+async def test_an_unpriced_model_triages_under_a_token_cap_and_the_comment_says_so(
     simulator, settings, running_worker, temporal_client, tmp_path
 ):
     turns = [
@@ -41,13 +41,17 @@ async def test_an_unpriced_model_triages_without_a_cost_cap_and_the_comment_says
             model="openai:local-llm",
             openai_base_url=fake.openai_base_url,
             openai_api_key=SecretStr("sk-local-not-a-secret"),
+            max_tokens_unpriced=50_000,
         ) as f:
             number = f.open_issue("add() subtracts", "add(2, 3) returns -1, expected 5.")
             state = await f.state_when(lambda s: s.result == "parked", "triage to park under auto_fix: never")
             final = await f.progress_when(number, "Final state: waiting for a human")
             view = await f.handle.query("progress", result_type=ProgressView)
             history = (await f.handle.fetch_history()).to_json()
+            triage = await temporal_client.get_workflow_handle(f"{f.handle.id}/triage").fetch_history()
         requests = fake.settled_requests()
+    started = triage.events[0].workflow_execution_started_event_attributes.input.payloads[0].data
+    assert json.loads(started)["limits"]["max_tokens"] == 50_000  # the cap the run was held to
 
     assert state.kind == "bug" and state.steps == 2 and state.cost_usd == 0.0
     assert [r.api for r in requests] == ["openai", "openai"]
@@ -55,6 +59,31 @@ async def test_an_unpriced_model_triages_without_a_cost_cap_and_the_comment_says
     assert view.unpriced_models == ["openai:local-llm"]
     assert "cost not tracked for ` openai:local-llm `: no price known" in final and "auto_fix: never" in final
     assert "sk-local-not-a-secret" not in history
+
+
+async def test_an_unpriced_model_without_a_token_cap_does_not_start_and_the_comment_says_why(
+    simulator, settings, running_worker, temporal_client, tmp_path
+):
+    with FakeModelServer([]) as fake:
+        async with factory(
+            simulator,
+            settings,
+            running_worker,
+            temporal_client,
+            tmp_path,
+            {},
+            NEVER,
+            model="openai:local-llm",
+            openai_base_url=fake.openai_base_url,
+            openai_api_key=SecretStr("sk-local-not-a-secret"),
+        ) as f:
+            number = f.open_issue("add() subtracts", "add(2, 3) returns -1, expected 5.")
+            state = await f.state_when(lambda s: s.result == "failed", "the run to refuse its triage")
+            final = await f.progress_when(number, "Final state: failed")
+        assert fake.requests == []  # no model call was made
+    assert state.children == [] and state.steps == 0
+    assert "`openai:local-llm` has no price, so no cost limit can hold it, and no token limit is set" in state.reason
+    assert "SHOPFLOOR_MAX_TOKENS_UNPRICED" in final and "budgets.max_tokens" in final
 
 
 EVERY_STEP = Usage(input_tokens=1_000, output_tokens=500)  # $0.002 at [1.0, 2.0] per Mtok

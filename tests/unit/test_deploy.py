@@ -501,7 +501,16 @@ def test_k8s_worker_can_sandbox_and_shares_only_s3() -> None:
     assert settings.sandbox == "bwrap"
     assert spec["securityContext"]["seccompProfile"]["type"] == "Unconfined"
     assert container["securityContext"]["procMount"] == "Unmasked" and spec["hostUsers"] is False
-    assert "readinessProbe" not in container and "livenessProbe" not in container  # no health endpoint
+    # Health and metrics on the worker's metrics port, reachable from the kubelet and Prometheus.
+    assert settings.worker_metrics_host == "0.0.0.0"
+    assert named_port(container, "metrics") == settings.worker_metrics_port
+    assert named_port(container, "sdk-metrics") == settings.worker_sdk_metrics_port
+    for probe, path in (("readinessProbe", "/readyz"), ("livenessProbe", "/healthz")):
+        get = container[probe]["httpGet"]
+        assert (named_port(container, get["port"]), get["path"]) == (settings.worker_metrics_port, path), probe
+    annotations = worker["spec"]["template"]["metadata"]["annotations"]
+    assert annotations["prometheus.io/scrape"] == "true" and annotations["prometheus.io/path"] == "/metrics"
+    assert int(annotations["prometheus.io/port"]) == settings.worker_metrics_port
     if worker["spec"]["replicas"] > 1:
         assert (settings.blob_url or "").startswith("s3://"), "several workers need a shared (S3) blob store"
     mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
@@ -562,3 +571,245 @@ def test_workers_finish_running_activities_before_the_orchestrator_kills_them() 
     (container,) = pod["containers"]
     grace = settings_for(k8s_env(container)).worker_shutdown_grace_seconds
     assert 0 < grace < pod["terminationGracePeriodSeconds"]
+
+
+# --- Kubernetes: Temporal connection, secrets, autoscaling, network policy ----------------------
+
+K8S_MTLS = DEPLOY / "k8s-mtls"
+# Every setting that shapes the connection to Temporal, from Settings itself (the UI's and the
+# embedded dev server's ports are not part of it), plus the one queue everything shares.
+TEMPORAL_CONNECTION = {
+    env
+    for env, field in ENV_NAMES.items()
+    if field.startswith("temporal_") and field not in ("temporal_ui_url", "temporal_ui_port", "temporal_port")
+} | {"SHOPFLOOR_TASK_QUEUE"}
+TEMPORAL_TLS_SECRET = "shopfloor-temporal-tls"
+
+
+def example_secrets() -> dict[str, set[str]]:
+    """Secret name -> its keys, as secret.example.yaml documents them."""
+    return {name: set(secret["stringData"]) for name, secret in k8s_objects("Secret").items()}
+
+
+def env_sources(container: dict[str, Any]) -> dict[str, tuple[str, ...]]:
+    """Variable -> where the container gets it (the last source wins, as in Kubernetes):
+    ("configMap", name, value), ("secret", name, key, optional) or ("value", value)."""
+    maps, secrets = k8s_objects("ConfigMap"), example_secrets()
+    sources: dict[str, tuple[str, ...]] = {}
+    for source in container.get("envFrom", []):
+        if "configMapRef" in source:
+            name = source["configMapRef"]["name"]
+            sources.update({var: ("configMap", name, value) for var, value in maps[name]["data"].items()})
+        if "secretRef" in source:
+            name = source["secretRef"]["name"]
+            sources.update({key: ("secret", name, key, "optional") for key in secrets[name]})
+    for var in container.get("env", []):
+        if "value" in var:
+            sources[var["name"]] = ("value", var["value"])
+        elif ref := var.get("valueFrom", {}).get("secretKeyRef"):
+            sources[var["name"]] = ("secret", ref["name"], ref["key"], "optional" if ref.get("optional") else "")
+    return sources
+
+
+def secret_mounts(spec: dict[str, Any], container: dict[str, Any], secret: str) -> set[tuple[Any, ...]]:
+    """(mount path, read-only, optional, mode) of each mount of Secret `secret` in the container."""
+    volumes = {v["name"]: v["secret"] for v in spec.get("volumes", []) if "secret" in v}
+    return {
+        (m["mountPath"], m.get("readOnly"), volumes[m["name"]].get("optional"), volumes[m["name"]].get("defaultMode"))
+        for m in container.get("volumeMounts", [])
+        if m["name"] in volumes and volumes[m["name"]]["secretName"] == secret
+    }
+
+
+def temporal_clients() -> dict[str, tuple[dict[str, Any], dict[str, Any]]]:
+    """'pod/container' -> (pod spec, container) for every container that connects to Temporal."""
+    return {
+        f"{name}/{c['name']}": (spec, c)
+        for name, spec in pod_specs().items()
+        for c in spec["containers"]
+        if "SHOPFLOOR_TEMPORAL_ADDRESS" in env_sources(c)
+    }
+
+
+def mtls_overlay_env() -> dict[str, str]:
+    """What the overlay deploy/k8s-mtls merges into the ConfigMap."""
+    kustomization = yaml.safe_load((K8S_MTLS / "kustomization.yaml").read_text())
+    patches = [yaml.safe_load((K8S_MTLS / p).read_text()) for p in kustomization["patchesStrategicMerge"]]
+    (patch,) = [p for p in patches if p["kind"] == "ConfigMap" and p["metadata"]["name"] == "shopfloor-config"]
+    return patch["data"]
+
+
+@pytest.mark.fast
+def test_k8s_every_temporal_client_connects_the_same_way() -> None:
+    clients = temporal_clients()
+    assert {name.split("/")[0] for name in clients} >= {"shopfloor-worker", "shopfloor-webhooks", "shopfloor-setup"}
+    connections = {
+        name: (
+            {var: src for var, src in env_sources(c).items() if var in TEMPORAL_CONNECTION},
+            secret_mounts(spec, c, TEMPORAL_TLS_SECRET),
+        )
+        for name, (spec, c) in clients.items()
+    }
+    (first, (env, mounts)), *others = connections.items()
+    for name, connection in others:
+        assert connection == (env, mounts), f"{name} connects to Temporal unlike {first}"
+    # What they share is the whole connection: the API key from the Secret, the TLS switch, and
+    # the client certificate's Secret mounted (optionally, so pods start without mTLS).
+    assert env["SHOPFLOOR_TEMPORAL_API_KEY"][:2] == ("secret", "shopfloor-env")
+    assert {"SHOPFLOOR_TEMPORAL_ADDRESS", "SHOPFLOOR_TEMPORAL_NAMESPACE", "SHOPFLOOR_TEMPORAL_TLS"} <= set(env)
+    ((mount_path, read_only, optional, _mode),) = mounts
+    assert read_only and optional
+    # The overlay points the certificate settings at that mount, at keys the Secret documents, and
+    # the result validates (a client pair is complete).
+    overlay = mtls_overlay_env()
+    files = {var: Path(path) for var, path in overlay.items() if var.endswith("_FILE")}
+    assert set(files) == {var for var in TEMPORAL_CONNECTION if var.startswith("SHOPFLOOR_TEMPORAL_TLS_")} - {
+        "SHOPFLOOR_TEMPORAL_TLS"
+    }
+    assert {str(path.parent) for path in files.values()} == {mount_path}
+    assert {path.name for path in files.values()} <= example_secrets()[TEMPORAL_TLS_SECRET]
+    _, worker = clients["shopfloor-worker/worker"]
+    settings = settings_for({**k8s_env(worker), **overlay})
+    assert settings.temporal_tls_cert_file and settings.temporal_tls_key_file and settings.temporal_tls_ca_file
+    # The agents' sandbox does not show the key to the commands it runs.
+    assert not shown_by_default(str(settings.temporal_tls_key_file))
+
+
+@pytest.mark.fast
+def test_k8s_every_referenced_secret_is_in_the_example() -> None:
+    """Every Secret name and key a manifest reads is in secret.example.yaml, so an operator who
+    creates the Secrets it shows misses none; and a mounted Secret is readable by the pod's user."""
+    secrets = example_secrets()
+    referenced: set[tuple[str, str | None]] = set()
+    for name, spec in pod_specs().items():
+        secret_volumes = {v["name"]: v["secret"] for v in spec.get("volumes", []) if "secret" in v}
+        for volume in secret_volumes.values():
+            referenced.add((volume["secretName"], None))
+            referenced.update((volume["secretName"], item["key"]) for item in volume.get("items", []))
+            # Secret files are root's: the pod's user reads them through fsGroup.
+            assert spec["securityContext"].get("fsGroup") == spec["securityContext"]["runAsGroup"], name
+        for container in spec["containers"]:
+            for source in container.get("envFrom", []):
+                if "secretRef" in source:
+                    referenced.add((source["secretRef"]["name"], None))
+            for var in container.get("env", []):
+                if ref := var.get("valueFrom", {}).get("secretKeyRef"):
+                    referenced.add((ref["name"], ref["key"]))
+    for auth in k8s_objects("TriggerAuthentication").values():
+        referenced.update((ref["name"], ref["key"]) for ref in auth["spec"].get("secretTargetRef", []))
+    missing = sorted(f"{s}/{k}" if k else s for s, k in referenced if s not in secrets or (k and k not in secrets[s]))
+    assert not missing, f"referenced but not in deploy/k8s/secret.example.yaml: {missing}"
+    assert {"shopfloor-env", "shopfloor-github-app", TEMPORAL_TLS_SECRET} <= {s for s, _ in referenced}
+
+
+@pytest.mark.fast
+def test_k8s_keda_scales_the_worker_on_its_own_task_queue() -> None:
+    (scaled,) = k8s_objects("ScaledObject").values()
+    worker = k8s_objects("Deployment")["shopfloor-worker"]
+    assert scaled["apiVersion"] == "keda.sh/v1alpha1"
+    assert scaled["spec"]["scaleTargetRef"]["name"] == worker["metadata"]["name"]
+    assert scaled["spec"]["scaleTargetRef"].get("kind", "Deployment") == "Deployment"
+    assert scaled["metadata"]["labels"].items() <= worker["spec"]["template"]["metadata"]["labels"].items()
+    assert 1 <= scaled["spec"]["minReplicaCount"] <= scaled["spec"]["maxReplicaCount"]
+    (trigger,) = scaled["spec"]["triggers"]
+    meta = trigger["metadata"]
+    settings = settings_for(k8s_env(worker["spec"]["template"]["spec"]["containers"][0]))
+    assert trigger["type"] == "temporal"
+    assert meta["endpoint"] == settings.temporal_address
+    assert meta["namespace"] == settings.temporal_namespace and meta["taskQueue"] == settings.task_queue
+    # One queue carries both kinds of task: both count as backlog.
+    assert set(meta["queueTypes"].split(",")) == {"workflow", "activity"}
+    assert int(meta["targetQueueSize"]) >= 1
+    auth = k8s_objects("TriggerAuthentication")[trigger["authenticationRef"]["name"]]
+    assert {ref["parameter"] for ref in auth["spec"]["secretTargetRef"]} == {"apiKey"}
+    # KEDA's CRDs are not in every cluster: the default kustomization leaves it out.
+    assert "autoscaling.yaml" not in K8S_DOCS["kustomization.yaml"][0]["resources"]
+
+
+def _rule_ports(rule: dict[str, Any]) -> set[tuple[str, int | str]]:
+    return {(p.get("protocol", "TCP"), p["port"]) for p in rule.get("ports", [])}
+
+
+@pytest.mark.fast
+def test_k8s_network_policies_fit_the_pods_and_their_ports() -> None:
+    policies = k8s_objects("NetworkPolicy")
+    deployments = k8s_objects("Deployment")
+    temporal_host, _, temporal_port = configmap()["SHOPFLOOR_TEMPORAL_ADDRESS"].rpartition(":")
+    temporal_ns = temporal_host.split(".")[1]  # <service>.<namespace>
+    for component, incoming in (("worker", {"metrics", "sdk-metrics"}), ("webhooks", {"http"})):
+        deployment = deployments[f"shopfloor-{component}"]
+        template = deployment["spec"]["template"]
+        (policy,) = [
+            p for p in policies.values() if p["spec"]["podSelector"]["matchLabels"] == template["metadata"]["labels"]
+        ]
+        assert set(policy["spec"]["policyTypes"]) == {"Ingress", "Egress"}
+        # In: only the named port, which the container has.
+        container = template["spec"]["containers"][0]
+        assert {port for rule in policy["spec"]["ingress"] for _, port in _rule_ports(rule)} == incoming
+        assert all(named_port(container, port) for port in incoming)
+        # Out: DNS, Temporal's namespace on its port, and public 443 without the metadata address.
+        egress = policy["spec"]["egress"]
+        assert any({("UDP", 53), ("TCP", 53)} <= _rule_ports(rule) for rule in egress), component
+        to_temporal = [
+            rule
+            for rule in egress
+            for peer in rule["to"]
+            if peer.get("namespaceSelector", {}).get("matchLabels", {}).get("kubernetes.io/metadata.name")
+            == temporal_ns
+        ]
+        assert to_temporal and all(_rule_ports(r) == {("TCP", int(temporal_port))} for r in to_temporal), component
+        public = [peer["ipBlock"] for rule in egress if ("TCP", 443) in _rule_ports(rule) for peer in rule["to"]]
+        assert public and all("169.254.0.0/16" in block["except"] for block in public), component
+    worker_policy = policies["shopfloor-worker"]
+    (scrape,) = worker_policy["spec"]["ingress"]
+    assert [peer["namespaceSelector"] for peer in scrape["from"]], "metrics only from the monitoring namespace"
+
+
+def _kubectl() -> str:
+    import shutil
+
+    kubectl = shutil.which("kubectl")
+    if kubectl is None:
+        pytest.fail("kubectl is not installed: .ci/run installs it (apt-get install kubernetes-client)")
+    return kubectl
+
+
+def _kustomize(directory: Path) -> list[dict[str, Any]]:
+    done = subprocess.run([_kubectl(), "kustomize", str(directory)], check=False, capture_output=True, text=True)
+    assert done.returncode == 0, f"kubectl kustomize {directory}:\n{done.stderr}"
+    return [d for d in yaml.safe_load_all(done.stdout) if d]
+
+
+def _ids(docs: list[dict[str, Any]]) -> set[tuple[str, str]]:
+    return {(d["kind"], d["metadata"]["name"]) for d in docs}
+
+
+def test_kubectl_kustomize_renders_every_object(tmp_path: Path) -> None:
+    """The default kustomization, the mTLS overlay, and (in a copy) the KEDA objects render with
+    the kubectl installed (CI: Debian's 1.20, whose kustomize is old), in one namespace."""
+    kustomization = K8S_DOCS["kustomization.yaml"][0]
+    listed = {i for r in kustomization["resources"] for i in _ids(K8S_DOCS[r])}
+    rendered = _kustomize(K8S)
+    assert _ids(rendered) == listed
+    namespace = kustomization["namespace"]
+    assert {d["metadata"].get("namespace") for d in rendered if d["kind"] != "Namespace"} == {namespace}
+    image = f"{kustomization['images'][0]['newName']}:{kustomization['images'][0]['newTag']}"
+    for doc in rendered:
+        if doc["kind"] in ("Deployment", "Job"):
+            assert {c["image"] for c in doc["spec"]["template"]["spec"]["containers"]} == {image}
+    # The overlay: the same objects, the certificate settings merged into the ConfigMap.
+    overlay = _kustomize(K8S_MTLS)
+    assert _ids(overlay) == listed
+    (config,) = [d for d in overlay if d["kind"] == "ConfigMap"]
+    assert mtls_overlay_env().items() <= config["data"].items()
+    assert configmap().keys() <= config["data"].keys()
+    # KEDA's kinds are unknown to kustomize and still render (apply needs KEDA's CRDs).
+    copy = tmp_path / "k8s"
+    copy.mkdir()
+    for path in K8S.glob("*.yaml"):
+        (copy / path.name).write_text(path.read_text())
+    kustomization = {**kustomization, "resources": [*kustomization["resources"], "autoscaling.yaml"]}
+    (copy / "kustomization.yaml").write_text(yaml.safe_dump(kustomization))
+    with_keda = _kustomize(copy)
+    assert _ids(with_keda) == listed | _ids(K8S_DOCS["autoscaling.yaml"])
+    assert {d["metadata"]["namespace"] for d in with_keda if d["kind"] != "Namespace"} == {namespace}

@@ -1,0 +1,103 @@
+"""A pipeline's place in the spend ledger (workflows/ledger.py): it asks to start before any agent
+runs, waits — saying why on its progress comment and in `status` — while a budget or a
+concurrency limit holds it, reports its cumulative cost after each agent run, and says when it
+ends, which frees its slot.
+
+Only when the ledger is on (the operator's `ledger` setting) or a limit is set, by the operator
+or in the repository's policy; otherwise nothing here sends anything.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from shopfloor.agents.policy import RepoPolicy
+    from shopfloor.models.factory_config import FactoryConfig
+    from shopfloor.models.ledger import AdmissionReply, AdmissionRequest, Limits, Spend
+    from shopfloor.workflows.activity_catalogue import LEDGER_REQUEST, LEDGER_SPEND, call
+
+if TYPE_CHECKING:
+    from shopfloor.workflows.progress import ProgressComment
+
+LEDGER_PATCH = "ledger-admission"
+
+
+def repo_file_limits(policy: RepoPolicy) -> Limits:
+    b = policy.budgets
+    return Limits(
+        runs_per_day=b.runs_per_day,
+        runs_per_month=b.runs_per_month,
+        cost_usd_per_day=b.cost_usd_per_day,
+        cost_usd_per_month=b.cost_usd_per_month,
+    )
+
+
+class Admission:
+    def __init__(self, repo: str) -> None:
+        self.repo = repo
+        self.key = ""
+        self.asked = False
+        self.admitted = False
+        self.reply: AdmissionReply | None = None
+        self._reported = -1.0
+
+    def on_reply(self, reply: AdmissionReply) -> None:
+        if reply.key != self.key:
+            return  # an answer to an earlier run of this workflow id
+        self.reply = reply
+        self.admitted = self.admitted or reply.admitted
+
+    async def admit(self, config: FactoryConfig, policy: RepoPolicy, progress: ProgressComment) -> None:
+        """Return once the ledger lets this pipeline start (at once when no ledger is in use)."""
+        repo_file = repo_file_limits(policy)
+        if not (config.ledger or config.repo_limits.set_any() or config.total_limits.set_any() or repo_file.set_any()):
+            return
+        if not workflow.patched(LEDGER_PATCH):
+            return
+        info = workflow.info()
+        self.key = f"{info.workflow_id}#{info.first_execution_run_id}"
+        await call(
+            LEDGER_REQUEST,
+            AdmissionRequest(
+                key=self.key,
+                workflow_id=info.workflow_id,
+                repo=self.repo,
+                operator=config.repo_limits,
+                repo_file=repo_file,
+                total=config.total_limits,
+                asked_at=workflow.now(),
+            ),
+            summary=f"ask the spend ledger to start a run of {self.repo}",
+        )
+        self.asked = True
+        shown = ""
+        while True:
+
+            def answered(shown: str = shown) -> bool:  # admitted, or a new reason to show
+                return self.admitted or (self.reply is not None and self.reply.reason != shown)
+
+            await workflow.wait_condition(answered)
+            if self.admitted:
+                break
+            assert self.reply is not None
+            shown = self.reply.reason
+            progress.stage("policy")
+            progress.state.reason = shown  # what `status` and the `factory` query say
+            await progress.show("waiting", waiting_for=self.reply.waiting_for or "queue", reason=shown)
+        if shown:
+            progress.state.reason = ""
+            progress.outcome("the spend ledger let it start")
+
+    async def report(self, cost_usd: float, *, final: bool = False) -> None:
+        """Tell the ledger what the run has spent so far (and, `final`, that it ended)."""
+        if not self.asked or (cost_usd == self._reported and not final):
+            return
+        self._reported = cost_usd
+        await call(
+            LEDGER_SPEND,
+            Spend(key=self.key, repo=self.repo, cost_usd=round(cost_usd, 9), final=final),
+            summary=f"tell the spend ledger: ${cost_usd:.4f} so far" + (", ended" if final else ""),
+        )
