@@ -44,12 +44,13 @@ from temporalio.runtime import (
     TelemetryConfig,
     TelemetryFilter,
 )
-from temporalio.service import ServiceClient
+from temporalio.service import RPCError, RPCStatusCode, ServiceClient
 from temporalio.worker import Worker
 
 from shopfloor.activities.metrics import REGISTRY
 from shopfloor.errors import UsageError
 from shopfloor.http_server import EmbeddedServer
+from shopfloor.models.ledger import LEDGER_QUERY, LedgerView, ledger_id
 from shopfloor.settings import Settings
 
 log = structlog.get_logger(__name__)
@@ -97,6 +98,49 @@ BACKLOG_POLLED = Gauge(
     ["task_queue"],
     registry=REGISTRY,
 )
+
+
+# The spend ledger (workflows/ledger.py), read with its `ledger` query; repo "*" is the total.
+LEDGER_RUNS = Gauge(
+    "shopfloor_ledger_runs",
+    "Runs the spend ledger counted this UTC day or month.",
+    ["repo", "period"],
+    registry=REGISTRY,
+)
+LEDGER_COST = Gauge(
+    "shopfloor_ledger_cost_usd",
+    "Spend the ledger counted this UTC day or month, in USD.",
+    ["repo", "period"],
+    registry=REGISTRY,
+)
+LEDGER_RUNNING = Gauge(
+    "shopfloor_ledger_running", "Pipelines the ledger admitted that have not ended.", ["repo"], registry=REGISTRY
+)
+LEDGER_WAITING = Gauge(
+    "shopfloor_ledger_waiting", "Pipelines waiting for the ledger (a budget or a queue).", ["repo"], registry=REGISTRY
+)
+
+
+async def poll_ledger(client: Client, task_queue: str, every_s: float = BACKLOG_EVERY_S) -> None:
+    """Read the spend ledger every `every_s` until cancelled: what it counted, what runs and
+    what waits. No ledger yet (no run has asked one): nothing is set."""
+    handle = client.get_workflow_handle(ledger_id(task_queue))
+    while True:
+        try:
+            view = await handle.query(LEDGER_QUERY, result_type=LedgerView, rpc_timeout=timedelta(seconds=10))
+            for scope in (view.total, *view.repos):
+                repo = "*" if scope is view.total else scope.repo
+                for period, usage in (("day", scope.today), ("month", scope.month)):
+                    LEDGER_RUNS.labels(repo=repo, period=period).set(usage.runs)
+                    LEDGER_COST.labels(repo=repo, period=period).set(usage.cost_usd)
+                LEDGER_RUNNING.labels(repo=repo).set(scope.running)
+                LEDGER_WAITING.labels(repo=repo).set(len(scope.queued))
+        except RPCError as exc:
+            if exc.status != RPCStatusCode.NOT_FOUND:
+                log.warning("ledger not read", error=exc.message[:200])
+        except Exception as exc:  # noqa: BLE001 - a gauge going stale must not stop the worker
+            log.warning("ledger not read", error=str(exc)[:200])
+        await asyncio.sleep(every_s)
 
 
 def exported_names(registry: CollectorRegistry = REGISTRY) -> set[str]:
@@ -265,6 +309,7 @@ async def serving_worker_metrics(
     jobs = [
         asyncio.create_task(server.serve(sockets=[sock])),
         asyncio.create_task(poll_backlog(client, settings.task_queue)),
+        asyncio.create_task(poll_ledger(client, settings.task_queue)),
     ]
     port = sock.getsockname()[1]
     log.info("worker metrics", url=f"http://{settings.worker_metrics_host}:{port}", paths="/metrics /healthz /readyz")
@@ -272,7 +317,8 @@ async def serving_worker_metrics(
         yield
     finally:
         server.should_exit = True
-        jobs[1].cancel()
+        for job in jobs[1:]:
+            job.cancel()
         await _settle(jobs)
         sock.close()
 

@@ -16,6 +16,7 @@ whole state.
 
 from __future__ import annotations
 
+import asyncio
 from datetime import datetime, timedelta
 
 from temporalio import workflow
@@ -200,9 +201,9 @@ class LedgerWorkflow:
             self._dirty = False
             self._prune()
             self._admit()
-            while self._outbox:
-                target, reply = self._outbox.pop(0)
-                await self._tell(target, reply)
+            while self._outbox:  # told together: one slow answer holds none of the others back
+                batch, self._outbox = self._outbox, []
+                await asyncio.gather(*(self._tell(target, reply) for target, reply in batch))
             if workflow.info().is_continue_as_new_suggested() and not self._dirty:
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 workflow.continue_as_new(self.s)

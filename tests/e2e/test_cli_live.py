@@ -224,6 +224,7 @@ async def test_follow_a_pipeline_follows_its_agent_runs_one_after_another(
             agent_models=models,
             openai_base_url=fake.openai_base_url,
             openai_api_key=SecretStr("sk-test-not-a-secret"),
+            max_tokens_unpriced=1_000_000,  # the fake's model has no price: a token limit holds it
         ) as f:
             number = f.open_issue("add() subtracts", "add(2, 3) returns -1, expected 5.")
             await wait_until(lambda: _held(fake), 90, "the fix agent's first model call")

@@ -84,6 +84,7 @@ async def test_the_factory_fixes_a_task_on_the_simulator_and_stops_before_the_me
                 "github_api_url": simulator.api_url,
                 "github_token": SecretStr(BOT_TOKEN),
                 "repo_models": ["openai:fake-model"],  # the operator lets repositories choose it
+                "max_tokens_unpriced": 1_000_000,  # it has no price: a token limit holds the factory's agents
             }
         )
         async with running_worker(worker):

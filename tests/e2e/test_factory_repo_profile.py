@@ -85,6 +85,7 @@ def fake_model(fake: FakeModelServer) -> dict[str, Any]:
         "model": "openai:local-llm",
         "openai_base_url": fake.openai_base_url,
         "openai_api_key": SecretStr("sk-local-not-a-secret"),
+        "max_tokens_unpriced": 1_000_000,  # it has no price: a token limit holds it instead
     }
 
 

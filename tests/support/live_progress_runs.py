@@ -65,7 +65,14 @@ def models_for(tmp_path, settings, fake: FakeModelServer, **extra: Any) -> dict[
         "fix": "openai:fix-model",
     }
     s = with_fake(settings, fake)
-    return {"openai_base_url": s.openai_base_url, "openai_api_key": None, "agent_models": agent_models, **extra}
+    # The fake's model has no price: a factory agent on it is held to a token limit instead.
+    return {
+        "openai_base_url": s.openai_base_url,
+        "openai_api_key": None,
+        "agent_models": agent_models,
+        "max_tokens_unpriced": 1_000_000,
+        **extra,
+    }
 
 
 async def body_when(f: Factory, number: int, *texts: str) -> str:
