@@ -7,7 +7,7 @@ from temporalio import activity
 
 from shopfloor.agents.budget import Price, find_price, price_table
 from shopfloor.models.factory_config import FactoryConfig
-from shopfloor.models.ledger import Limits
+from shopfloor.models.ledger import LIMIT_FIELDS, Limits
 from shopfloor.settings import Settings
 
 log = structlog.get_logger(__name__)
@@ -18,6 +18,12 @@ def unpriced_models(settings: Settings) -> list[str]:
     table = price_table({k: Price(input_per_mtok=i, output_per_mtok=o) for k, (i, o) in settings.prices.items()})
     models = dict.fromkeys([settings.model, *settings.agent_models.values(), *settings.repo_models])
     return [m for m in models if find_price(m, table) is None]
+
+
+def ledger_limits(settings: Settings, scope: str) -> Limits:
+    """The operator's ledger limits of `scope` ("repo": each repository's; "total"): the settings
+    `<scope>_runs_per_day` and so on."""
+    return Limits(**{field: getattr(settings, f"{scope}_{field}") for field in LIMIT_FIELDS})
 
 
 class FactoryConfigActivity:
@@ -38,20 +44,8 @@ class FactoryConfigActivity:
             model_heartbeat_s=settings.model_heartbeat_seconds,
             max_tokens_unpriced=settings.max_tokens_unpriced,
             ledger=settings.ledger,
-            repo_limits=Limits(
-                runs_per_day=settings.repo_runs_per_day,
-                runs_per_month=settings.repo_runs_per_month,
-                cost_usd_per_day=settings.repo_cost_usd_per_day,
-                cost_usd_per_month=settings.repo_cost_usd_per_month,
-                max_running=settings.repo_max_running,
-            ),
-            total_limits=Limits(
-                runs_per_day=settings.total_runs_per_day,
-                runs_per_month=settings.total_runs_per_month,
-                cost_usd_per_day=settings.total_cost_usd_per_day,
-                cost_usd_per_month=settings.total_cost_usd_per_month,
-                max_running=settings.total_max_running,
-            ),
+            repo_limits=ledger_limits(settings, "repo"),
+            total_limits=ledger_limits(settings, "total"),
         )
 
     @activity.defn(name="factory_config")

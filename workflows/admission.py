@@ -1,7 +1,8 @@
 """A pipeline's place in the spend ledger (workflows/ledger.py): it asks to start before any agent
 runs, waits — saying why on its progress comment and in `status` — while a budget or a
-concurrency limit holds it, reports its cumulative cost after each agent run, and says when it
-ends, which frees its slot.
+concurrency limit holds it, reports its cumulative cost after each agent run, steps aside while
+it is parked for a person (and asks again when resumed), and says when it ends, which frees its
+slot.
 
 Only when the ledger is on (the operator's `ledger` setting) or a limit is set, by the operator
 or in the repository's policy; otherwise nothing here sends anything.
@@ -42,11 +43,12 @@ class Admission:
         self.asked = False
         self.admitted = False
         self.reply: AdmissionReply | None = None
+        self._request: AdmissionRequest | None = None
         self._reported = -1.0
 
     def on_reply(self, reply: AdmissionReply) -> None:
-        if reply.key != self.key:
-            return  # an answer to an earlier run of this workflow id
+        if reply.key != self.key or self._request is None or reply.round != self._request.round:
+            return  # an answer to an earlier run of this workflow id, or to an earlier ask
         self.reply = reply
         self.admitted = self.admitted or reply.admitted
 
@@ -59,19 +61,38 @@ class Admission:
             return
         info = workflow.info()
         self.key = f"{info.workflow_id}#{info.first_execution_run_id}"
-        await call(
-            LEDGER_REQUEST,
-            AdmissionRequest(
-                key=self.key,
-                workflow_id=info.workflow_id,
-                repo=self.repo,
-                operator=config.repo_limits,
-                repo_file=repo_file,
-                total=config.total_limits,
-                asked_at=workflow.now(),
-            ),
-            summary=f"ask the spend ledger to start a run of {self.repo}",
+        self._request = AdmissionRequest(
+            key=self.key,
+            workflow_id=info.workflow_id,
+            repo=self.repo,
+            operator=config.repo_limits,
+            repo_file=repo_file,
+            total=config.total_limits,
+            asked_at=workflow.now(),
         )
+        await self._ask(progress, f"ask the spend ledger to start a run of {self.repo}")
+
+    async def step_aside(self) -> None:
+        """The run waits for a person (parked): its slot goes to the next run in line."""
+        if not self.asked or not self.admitted:
+            return
+        self.admitted, self.reply = False, None
+        await call(
+            LEDGER_SPEND,
+            Spend(key=self.key, repo=self.repo, cost_usd=max(self._reported, 0.0), stepped_aside=True),
+            summary="tell the spend ledger: waiting for a person, the slot is free",
+        )
+
+    async def rejoin(self, progress: ProgressComment) -> None:
+        """Resumed after waiting for a person: wait for a slot again (its run counts already)."""
+        if not self.asked or self.admitted or self._request is None:
+            return
+        self._request = self._request.model_copy(update={"round": self._request.round + 1, "asked_at": workflow.now()})
+        await self._ask(progress, f"ask the spend ledger to go on with a run of {self.repo}")
+
+    async def _ask(self, progress: ProgressComment, summary: str) -> None:
+        assert self._request is not None
+        await call(LEDGER_REQUEST, self._request, summary=summary)
         self.asked = True
         shown = ""
         while True:

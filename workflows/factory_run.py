@@ -583,11 +583,13 @@ class FactoryRun(OnPipeline):
         self.progress.stage("parked")
         await self._label(self.policy.labels.needs_human)
         await self.progress.show("parked", waiting_for=waiting_for, reason=reason)
+        await self.admission.step_aside()  # waiting for a person holds no slot in the ledger
         await workflow.wait_condition(
             lambda: any(n in wanted for n in self.commands[mark:]) or bool(or_when and or_when())
         )
         state.result, state.reason = "", ""
         self.progress.outcome("resumed by a maintainer")
+        await self.admission.rejoin(self.progress)
 
     async def _final(self, result: PipelineResult, reason: str, waiting_for: str | None = None) -> None:
         state = self.state

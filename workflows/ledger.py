@@ -8,6 +8,10 @@ fit waits, and is told why (the `ledger_admission` signal to its workflow, sent 
 the reason changes); it is admitted when a run ends, the day rolls over (a timer at the next UTC
 midnight) or an operator raises a limit (`set_limits`, from `shopfloor budget set`).
 
+A pipeline parked for a person steps aside (`spend` with `stepped_aside`): its slot is free and
+its run stays counted; resumed, it asks again under the same key, and is then held by the slots
+and the spend budgets only.
+
 Exactly once: a run is counted when admitted, under its key (workflow id and first run id), so a
 repeated request is only answered again; cost is counted as the difference to the last
 cumulative figure seen for the key, so a repeated report adds nothing. Continue-as-new carries the
@@ -61,33 +65,39 @@ def _usage(account: Account, day: str, month: str) -> tuple[Usage, Usage]:
     return account.days.setdefault(day, Usage()), account.months.setdefault(month, Usage())
 
 
-def _over(limits: Limits, today: Usage, month: Usage, running: int, who: str, repo: str | None) -> tuple[str, str]:
-    """(why it must wait, "budget" or "queue"), or ("", "") when one more run fits."""
-    raise_it = f"`shopfloor budget set {repo or '--total'}" + (" " if repo else "")
+# Each budget: its limit, which period's usage it reads, what it counts, and the option raising it.
+_BUDGETS = (
+    ("runs_per_day", "day", "runs", "--runs-per-day N"),
+    ("runs_per_month", "month", "runs", "--runs-per-month N"),
+    ("cost_usd_per_day", "day", "cost_usd", "--cost-per-day USD"),
+    ("cost_usd_per_month", "month", "cost_usd", "--cost-per-month USD"),
+)
+
+
+def _over(
+    limits: Limits, today: Usage, month: Usage, running: int, who: str, repo: str | None, counted: bool = False
+) -> tuple[str, str]:
+    """(why it must wait, "budget" or "queue"), or ("", "") when one more run fits. `counted`: a
+    run already counted (back from waiting for a person) is held by the slots and the spend
+    budgets, not by the run limits."""
     if limits.max_running is not None and running >= limits.max_running:
         return f"{who} runs at most {limits.max_running} at once ({running} running)", "queue"
-    if limits.runs_per_day is not None and today.runs >= limits.runs_per_day:
+    for field, period, counted_as, option in _BUDGETS:
+        if counted and counted_as == "runs":
+            continue
+        limit, used = getattr(limits, field), getattr(today if period == "day" else month, counted_as)
+        if limit is None or used < limit:
+            continue
+        daily = period == "day"
+        if counted_as == "runs":
+            what = f"{'daily' if daily else 'monthly'} limit of {limit} run(s) is reached ({used} "
+        else:
+            what = f"{'daily' if daily else 'monthly'} budget of ${limit:g} is spent (${used:.4f} "
+        when = "when the day rolls over" if daily else "next month"
+        raise_it = f"`shopfloor budget set {repo or '--total'} {option}`"
         return (
-            f"{who}'s daily limit of {limits.runs_per_day} run(s) is reached ({today.runs} today, UTC); it starts "
-            f"when the day rolls over, or when an operator raises it ({raise_it}--runs-per-day N`)",
-            "budget",
-        )
-    if limits.runs_per_month is not None and month.runs >= limits.runs_per_month:
-        return (
-            f"{who}'s monthly limit of {limits.runs_per_month} run(s) is reached ({month.runs} this month, UTC); "
-            f"it starts next month, or when an operator raises it ({raise_it}--runs-per-month N`)",
-            "budget",
-        )
-    if limits.cost_usd_per_day is not None and today.cost_usd >= limits.cost_usd_per_day:
-        return (
-            f"{who}'s daily budget of ${limits.cost_usd_per_day:g} is spent (${today.cost_usd:.4f} today, UTC); "
-            f"it starts when the day rolls over, or when an operator raises it ({raise_it}--cost-per-day USD`)",
-            "budget",
-        )
-    if limits.cost_usd_per_month is not None and month.cost_usd >= limits.cost_usd_per_month:
-        return (
-            f"{who}'s monthly budget of ${limits.cost_usd_per_month:g} is spent (${month.cost_usd:.4f} this month); "
-            f"it starts next month, or when an operator raises it ({raise_it}--cost-per-month USD`)",
+            f"{who}'s {what}{'today' if daily else 'this month'}, UTC); it starts {when}, "
+            f"or when an operator raises it ({raise_it})",
             "budget",
         )
     return "", ""
@@ -107,10 +117,10 @@ class LedgerWorkflow:
     def request(self, req: AdmissionRequest) -> None:
         s = self.s
         s.operator[req.repo], s.repo_file[req.repo], s.total_limits = req.operator, req.repo_file, req.total
-        if req.key in s.admitted:  # asked again (a retried activity): answer again, count nothing
-            self._outbox.append((req.workflow_id, AdmissionReply(key=req.key, admitted=True)))
+        if req.key in s.admitted and req.key not in s.aside:  # asked again (a retried activity): answer again
+            self._outbox.append((req.workflow_id, AdmissionReply(key=req.key, round=req.round, admitted=True)))
         elif req.key not in s.ended and all(p.key != req.key for p in s.pending):
-            s.pending.append(req)
+            s.pending.append(req)  # new, or back from waiting for a person (counted already)
         self._dirty = True
 
     @workflow.signal(name=SPEND_SIGNAL)
@@ -126,10 +136,16 @@ class LedgerWorkflow:
                     for usage in _usage(account, day_of(now), month_of(now)):
                         usage.cost_usd = round(usage.cost_usd + delta, 9)
                 s.spent[sp.key] = sp.cost_usd
+        if (sp.final or sp.stepped_aside) and sp.key in s.admitted:
+            for account in (s.total, *s.repos.values()):
+                account.running = [k for k in account.running if k != sp.key]
+            if sp.stepped_aside and sp.key not in s.aside:
+                s.aside.append(sp.key)
         if sp.final:
             s.pending = [p for p in s.pending if p.key != sp.key]  # it ended while it waited
             for account in (s.total, *s.repos.values()):
                 account.running = [k for k in account.running if k != sp.key]
+            s.aside = [k for k in s.aside if k != sp.key]
             s.admitted.pop(sp.key, None)
             s.spent.pop(sp.key, None)
             s.said.pop(sp.key, None)
@@ -217,25 +233,32 @@ class LedgerWorkflow:
         for req in s.pending:
             repo = self._repo(req.repo)
             total_today, total_month = _usage(s.total, day, month)
-            why, kind = _over(self._total_limits(), total_today, total_month, len(s.total.running), TOTAL, None)
+            counted = req.key in s.admitted  # back from waiting for a person: its run counts already
+            why, kind = _over(
+                self._total_limits(), total_today, total_month, len(s.total.running), TOTAL, None, counted
+            )
             if why:
                 everything_waits = True
             elif everything_waits:
                 why, kind = "queued behind earlier runs of the factory", "queue"
             else:
                 repo_today, repo_month = _usage(repo, day, month)
-                why, kind = _over(self._limits(req.repo), repo_today, repo_month, len(repo.running), req.repo, req.repo)
+                why, kind = _over(
+                    self._limits(req.repo), repo_today, repo_month, len(repo.running), req.repo, req.repo, counted
+                )
                 if not why and req.repo in waiting_repos:
                     why, kind = f"queued behind an earlier run of {req.repo}", "queue"
             if not why:
-                s.admitted[req.key] = day
                 for account in (repo, s.total):
                     account.running.append(req.key)
-                    for usage in _usage(account, day, month):
-                        usage.runs += 1
+                    for usage in () if counted else _usage(account, day, month):
+                        usage.runs += 1  # once per run: not again when it comes back from waiting for a person
+                s.admitted[req.key] = s.admitted.get(req.key, day)
+                s.aside = [k for k in s.aside if k != req.key]
                 s.said.pop(req.key, None)
                 self.s.said_kind.pop(req.key, None)
-                self._outbox.append((req.workflow_id, AdmissionReply(key=req.key, admitted=True)))
+                reply = AdmissionReply(key=req.key, round=req.round, admitted=True)
+                self._outbox.append((req.workflow_id, reply))
                 continue
             waiting_repos.add(req.repo)
             ahead = sum(1 for p in still if p.repo == req.repo)
@@ -244,7 +267,7 @@ class LedgerWorkflow:
             self.s.said_kind[req.key] = kind
             if s.said.get(req.key) != text:
                 s.said[req.key] = text
-                reply = AdmissionReply(key=req.key, admitted=False, reason=text, waiting_for=kind)  # type: ignore[arg-type]
+                reply = AdmissionReply(key=req.key, round=req.round, admitted=False, reason=text, waiting_for=kind)  # type: ignore[arg-type]
                 self._outbox.append((req.workflow_id, reply))
         s.pending = still
 

@@ -20,16 +20,22 @@ def categorize(result: AgentResult | None, check: CheckOutput | None, error: str
         return "harness_error", error or "the agent run did not end"
     if result.state == "limit_reached":
         return "limit_reached", result.reason or "a limit was reached"
+    return _by_check(check, f"the agent ended {result.state} without changing a file", "")
+
+
+def _by_check(check: CheckOutput | None, unchanged: str, where: str) -> tuple[Category, str]:
+    """What the hidden check says of a change: `unchanged` when it changed nothing; `where`
+    ends the resolved line (" on PR #2")."""
     if check is None:
         return "harness_error", "the hidden check did not run"
     if check.error:
         return "harness_error", check.error
     if check.patch_lines == 0:
-        return "no_patch", f"the agent ended {result.state} without changing a file"
+        return "no_patch", unchanged
     if check.fail_to_pass_failed or check.pass_to_pass_failed:
         failing = [*check.fail_to_pass_failed, *check.pass_to_pass_failed]
         return "tests_fail", f"{len(failing)} hidden test(s) fail: {', '.join(failing[:3])}"
-    return "resolved", f"{len(check.fail_to_pass_passed)} failing test(s) now pass"
+    return "resolved", f"{len(check.fail_to_pass_passed)} failing test(s) now pass{where}"
 
 
 def categorize_factory(
@@ -46,16 +52,7 @@ def categorize_factory(
     if end.head_sha is None:
         where = f"{end.result or 'stopped'} at {end.stage}" + (f": {end.reason}" if end.reason else "")
         return "no_patch", f"the factory opened no pull request ({where})"
-    if check is None:
-        return "harness_error", "the hidden check did not run"
-    if check.error:
-        return "harness_error", check.error
-    if check.patch_lines == 0:
-        return "no_patch", f"pull request #{end.pr_number} changes no file"
-    if check.fail_to_pass_failed or check.pass_to_pass_failed:
-        failing = [*check.fail_to_pass_failed, *check.pass_to_pass_failed]
-        return "tests_fail", f"{len(failing)} hidden test(s) fail: {', '.join(failing[:3])}"
-    return "resolved", f"{len(check.fail_to_pass_passed)} failing test(s) now pass on PR #{end.pr_number}"
+    return _by_check(check, f"pull request #{end.pr_number} changes no file", f" on PR #{end.pr_number}")
 
 
 def wilson_interval(successes: int, n: int, z: float = Z_95) -> tuple[float, float]:

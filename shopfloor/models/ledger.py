@@ -82,10 +82,12 @@ class AdmissionRequest(BaseModel):
     repo_file: Limits = Field(default_factory=Limits)
     total: Limits = Field(default_factory=Limits)
     asked_at: datetime | None = None
+    round: int = 1  # the pipeline's nth ask (again after it stepped aside to wait for a person)
 
 
 class AdmissionReply(BaseModel):
     key: str
+    round: int = 1  # the request's, so an answer to an earlier ask is told apart
     admitted: bool
     reason: str = ""  # why it waits (empty once admitted)
     waiting_for: Literal["", "budget", "queue"] = ""
@@ -98,6 +100,9 @@ class Spend(BaseModel):
     repo: str
     cost_usd: float = Field(default=0.0, ge=0)
     final: bool = False
+    # It waits for a person (parked): its slot is free, its run stays counted; it asks again
+    # (the same key, the next round) when resumed.
+    stepped_aside: bool = False
 
 
 class LimitChange(BaseModel):
@@ -117,6 +122,7 @@ class LedgerState(BaseModel):
     spent: dict[str, float] = Field(default_factory=dict)  # key -> cumulative cost counted
     admitted: dict[str, str] = Field(default_factory=dict)  # key -> the UTC day it was admitted
     ended: list[str] = Field(default_factory=list)  # recent final keys (a late repeat is ignored)
+    aside: list[str] = Field(default_factory=list)  # admitted keys parked for a person: no slot held
     said: dict[str, str] = Field(default_factory=dict)  # key -> the last reason sent (sent once)
     said_kind: dict[str, str] = Field(default_factory=dict)  # key -> "budget" or "queue"
     # The limits last asked under, per repository and in total: what `budget show` reports.

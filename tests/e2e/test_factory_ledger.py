@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import asyncio
 
-from agent_runs import record_history
+from agent_runs import call, record_history
 from cli_runs import cli_env, invoke_cli
-from factory_runs import TEST_CMD, TRIAGE_TURNS, Factory, factory
+from factory_runs import APPROVE, POLICY, TEST_CMD, TRIAGE_TURNS, Factory, factory, fix_turns
 from waiting import DEADLINE_S, query_until
 
 from shopfloor.models.factory_run import FactoryState
@@ -65,11 +65,19 @@ async def test_a_daily_limit_holds_the_third_issue_until_an_operator_raises_it(
         assert done.children == [f"{issue_workflow_id(f.repo, third)}/triage"]
         body = await f.progress_when(third, "the spend ledger let it start")
         handle = temporal_client.get_workflow_handle(ledger_id(settings.task_queue))
-        ledger = await handle.query(LEDGER_QUERY, result_type=LedgerView)
+        # Each parked run steps aside (a run waiting for a person holds no slot): all three, soon.
+        ledger = await query_until(
+            handle,
+            LEDGER_QUERY,
+            LedgerView,
+            lambda v: v.total.running == 0,
+            "the parked runs to step aside",
+            DEADLINE_S,
+        )
         await record_history(handle, "ledger-daily-limit-raised")
     (repo,) = [r for r in ledger.repos if r.repo == f.repo]
     assert (repo.today.runs, repo.month.runs, repo.queued, repo.limits.runs_per_day) == (3, 3, [], 3)
-    assert ledger.total.today.runs == 3 and ledger.total.running == 3  # parked runs still hold their place
+    assert ledger.total.today.runs == 3  # stepping aside counts no run again
     refused = await asyncio.to_thread(invoke_cli, ["budget", "set", f.repo], env(settings))
     assert refused.returncode == 2 and "nothing to set" in refused.stderr and "Traceback" not in refused.stderr
 
@@ -77,23 +85,26 @@ async def test_a_daily_limit_holds_the_third_issue_until_an_operator_raises_it(
 async def test_with_one_run_at_a_time_the_second_issue_queues_until_the_first_ends(
     simulator, settings, running_worker, temporal_client, tmp_path
 ):
+    models = {"triage": TRIAGE_TURNS, "fix": fix_turns(), "review": [{"tool_calls": [call("submit", **APPROVE)]}]}
     async with factory(
-        simulator, settings, running_worker, temporal_client, tmp_path, MODELS, LABEL_POLICY, repo_max_running=1
+        simulator, settings, running_worker, temporal_client, tmp_path, models, POLICY, repo_max_running=1
     ) as f:
-        first = f.open_issue("one", "add() subtracts")
-        await state_of(f, first, lambda s: s.result == "parked", "#1 to triage and park")
+        first = f.open_issue("add() subtracts", "add(2, 3) returns -1, expected 5.")
+        # #1 works its way to the merge, where it waits for a maintainer's approval: still running.
+        await state_of(f, first, lambda s: s.waiting_for == "approval", "#1 to wait for its approval")
         second = f.open_issue("two", "mul() is slow")
         queued = await state_of(f, second, lambda s: s.waiting_for == "queue", "#2 to queue")
         assert f"{f.repo} runs at most 1 at once (1 running)" in queued.reason and queued.children == []
         body = await f.progress_when(second, "runs at most 1 at once")
         assert "**Waiting** for a free slot" in body
-        # The first ends (a maintainer closes its issue): the second starts.
-        resp = f.gh("maria").patch(f"/repos/{f.repo}/issues/{first}", json={"state": "closed"})
-        assert resp.status_code == 200, resp.text
-        started = await state_of(f, second, lambda s: s.result == "parked", "#2 to start once #1 ended")
-        assert started.children == [f"{issue_workflow_id(f.repo, second)}/triage"]
+        # #1 ends (approved and merged): #2 starts and works its way to its own approval.
+        f.comment(first, "/shopfloor approve", "maria")
+        started = await state_of(f, second, lambda s: s.waiting_for == "approval", "#2 to start once #1 ended")
+        assert started.children[0] == f"{issue_workflow_id(f.repo, second)}/triage"
+        merged = await state_of(f, first, lambda s: s.result == "merged", "#1 merged")
         ledger = await temporal_client.get_workflow_handle(ledger_id(settings.task_queue)).query(
             LEDGER_QUERY, result_type=LedgerView
         )
+    assert merged.merged_sha
     (repo,) = [r for r in ledger.repos if r.repo == f.repo]
     assert (repo.today.runs, repo.running, repo.queued) == (2, 1, [])

@@ -8,6 +8,7 @@ from temporalio.testing import ActivityEnvironment
 
 from shopfloor.activities.factory_config import FactoryConfigActivity
 from shopfloor.models.factory_config import FactoryConfig
+from shopfloor.models.ledger import Limits
 from shopfloor.settings import Settings
 
 pytestmark = pytest.mark.fast
@@ -52,6 +53,22 @@ async def test_models_without_a_price_are_named_so_runs_skip_the_cost_limit(tmp_
     assert not config.is_priced(config.model_for("triage-x")) and config.is_priced(config.model_for("fix"))
     assert config.is_priced(config.model_for("review")) and config.is_priced(config.model_for("triage"))
     assert config.model_heartbeat_s == 7
+
+
+async def test_the_ledger_limits_and_the_unpriced_token_cap_reach_the_workflows(tmp_path):
+    settings = Settings(
+        data_dir=tmp_path,
+        repo_runs_per_day=2,
+        repo_cost_usd_per_month=30.0,
+        total_max_running=5,
+        max_tokens_unpriced=200_000,
+    )
+    config = await ActivityEnvironment().run(FactoryConfigActivity(settings).factory_config)
+    assert config.repo_limits == Limits(runs_per_day=2, cost_usd_per_month=30.0)
+    assert config.total_limits == Limits(max_running=5) and config.max_tokens_unpriced == 200_000
+    assert not config.ledger and config.repo_limits.set_any()
+    bare = await ActivityEnvironment().run(FactoryConfigActivity(Settings(data_dir=tmp_path)).factory_config)
+    assert not (bare.repo_limits.set_any() or bare.total_limits.set_any())  # no ledger unless asked for
 
 
 async def test_without_a_real_model_dev_gives_triage_the_no_model_script_and_it_is_a_valid_triage(tmp_path):

@@ -1,7 +1,6 @@
-"""LedgerWorkflow on a real worker, driven through its own activities and messages: limits in
-force (the operator's, an override, a repository's policy: the lower wins), a request whose
-pipeline is gone freeing its place, an operator's change the validator refuses, and the worker's
-ledger gauges read from the live ledger.
+"""LedgerWorkflow on a real worker, driven through its own activities and messages: a request
+whose pipeline is gone, counted once and its place freed; an operator's change the validator
+refuses; the worker's ledger gauges read from the live ledger.
 """
 
 from __future__ import annotations
@@ -25,15 +24,6 @@ from shopfloor.models.ledger import (
     ledger_id,
 )
 from shopfloor.worker_metrics import poll_ledger
-
-
-def test_the_lower_limit_wins_and_an_override_replaces_the_operators():
-    operator = Limits(runs_per_day=5, cost_usd_per_day=2.0)
-    repo_file = Limits(runs_per_day=3, runs_per_month=40)
-    assert operator.lower(repo_file) == Limits(runs_per_day=3, runs_per_month=40, cost_usd_per_day=2.0)
-    raised = operator.overridden_by(Limits(runs_per_day=9))
-    assert raised == Limits(runs_per_day=9, cost_usd_per_day=2.0)
-    assert raised.lower(repo_file).runs_per_day == 3  # the repository's own limit still holds
 
 
 async def test_a_gone_pipeline_is_counted_once_and_frees_its_place_and_the_gauges_show_it(
