@@ -37,8 +37,12 @@ def repo_file_limits(policy: RepoPolicy) -> Limits:
 
 
 class Admission:
-    def __init__(self, repo: str) -> None:
+    def __init__(self, repo: str, part: str = "", spent_before: float = 0.0) -> None:
+        """`part`: this run is one part of its workflow (a pull request's review round), counted
+        on its own; `spent_before`: what the workflow had spent before it (not this run's)."""
         self.repo = repo
+        self.part = part
+        self.spent_before = spent_before
         self.key = ""
         self.asked = False
         self.admitted = False
@@ -60,7 +64,7 @@ class Admission:
         if not workflow.patched(LEDGER_PATCH):
             return
         info = workflow.info()
-        self.key = f"{info.workflow_id}#{info.first_execution_run_id}"
+        self.key = f"{info.workflow_id}#{info.first_execution_run_id}" + (f"#{self.part}" if self.part else "")
         self._request = AdmissionRequest(
             key=self.key,
             workflow_id=info.workflow_id,
@@ -114,6 +118,7 @@ class Admission:
 
     async def report(self, cost_usd: float, *, final: bool = False) -> None:
         """Tell the ledger what the run has spent so far (and, `final`, that it ended)."""
+        cost_usd = max(cost_usd - self.spent_before, 0.0)
         if not self.asked or (cost_usd == self._reported and not final):
             return
         self._reported = cost_usd

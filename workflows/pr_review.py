@@ -57,6 +57,7 @@ with workflow.unsafe.imports_passed_through():
         call,
         failure_message,
     )
+    from shopfloor.workflows.admission import Admission
     from shopfloor.workflows.commands import WRITE_LEVELS
     from shopfloor.workflows.factory_agents import post_review, render_goal, run_agent
     from shopfloor.workflows.inbox import CI_EVENTS
@@ -104,6 +105,7 @@ class PullRequestReview(OnPipeline):
         progress.view = ProgressView.model_validate(carried.view) if carried.view else progress.view
         progress.view.subject = "pull_request"
         self.ctx = PipelineContext(repo=self.repo, number=self.number, state=carried.state, progress=progress)
+        self.admission = Admission(self.repo)  # the review under way's place in the spend ledger
         self.review_requests, self.reviewed_head = carried.review_requests, carried.reviewed_head
         self.auto_reviews, self.author_permission = carried.auto_reviews, carried.author_permission
         # Events that may change what to do next; one carried over is served first.
@@ -261,11 +263,14 @@ class PullRequestReview(OnPipeline):
     async def _review(self, pull: PullInfo, why: str) -> None:
         ctx, state, head = self.ctx, self.state, pull.head_sha
         self.in_step = True
+        # Each review is a run of its own in the spend ledger: asked for, waited for, counted.
+        self.admission = ctx.admission = Admission(self.repo, f"review-{state.review_round + 1}", state.cost_usd)
         try:
             if why != ASKED:
                 self.auto_reviews += 1
             self.review_requests, self.reviewed_head = 0, head
             state.review_round += 1
+            await self.admission.admit(ctx.config, ctx.policy, ctx.progress)
             ctx.progress.stage("review", "review")
             await ctx.progress.show("running")
             change = await call(
@@ -323,6 +328,8 @@ class PullRequestReview(OnPipeline):
             ctx.progress.outcome(f"verdict: {review.verdict} ({why})")
         finally:
             self.in_step = False
+            await self.admission.report(state.cost_usd, final=True)  # its slot in the ledger is free
+            ctx.admission = None
 
     async def _merge(self, pull: PullInfo) -> None:
         ctx, state, head, n = self.ctx, self.state, pull.head_sha, self.number

@@ -19,6 +19,7 @@ with workflow.unsafe.imports_passed_through():
     from shopfloor.models.factory_run import FactoryState
     from shopfloor.models.inbox import PULL_REQUEST_WORKFLOW, RepoEvent
     from shopfloor.models.inbox_state import PullRequestInboxInput, PullRequestOutcome
+    from shopfloor.models.ledger import ADMISSION_SIGNAL, AdmissionReply
     from shopfloor.workflows.inbox import GitHubInbox
     from shopfloor.workflows.pipeline import OnPipeline
     from shopfloor.workflows.pipeline_controls import PipelineControls
@@ -107,3 +108,9 @@ class PullRequestWorkflow(PipelineControls, GitHubInbox):
     @workflow.query(name="factory")
     def factory_state(self) -> FactoryState:
         return self.review.state if self.review else FactoryState()
+
+    @workflow.signal(name=ADMISSION_SIGNAL)
+    def ledger_admission(self, reply: AdmissionReply) -> None:
+        """The spend ledger's answer to a review's request to start (workflows/ledger.py)."""
+        if self.review is not None:
+            self.review.admission.on_reply(reply)

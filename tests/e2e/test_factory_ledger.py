@@ -7,6 +7,7 @@ concurrency of one runs two issues one after the other, the second saying it is 
 from __future__ import annotations
 
 import asyncio
+import base64
 
 from agent_runs import call, record_history
 from cli_runs import cli_env, invoke_cli
@@ -14,7 +15,7 @@ from factory_runs import APPROVE, POLICY, TEST_CMD, TRIAGE_TURNS, Factory, facto
 from waiting import DEADLINE_S, query_until
 
 from shopfloor.models.factory_run import FactoryState
-from shopfloor.models.inbox import issue_workflow_id
+from shopfloor.models.inbox import issue_workflow_id, pr_workflow_id
 from shopfloor.models.ledger import LEDGER_QUERY, LedgerView, ledger_id
 
 # Triage runs, then the gate parks the run for a maintainer's `/shopfloor fix`: every run ends its
@@ -108,3 +109,43 @@ async def test_with_one_run_at_a_time_the_second_issue_queues_until_the_first_en
     assert merged.merged_sha
     (repo,) = [r for r in ledger.repos if r.repo == f.repo]
     assert (repo.today.runs, repo.running, repo.queued) == (2, 1, [])
+
+
+async def test_a_pull_requests_review_waits_for_the_ledger_like_an_issues_run(
+    simulator, settings, running_worker, temporal_client, tmp_path
+):
+    policy = LABEL_POLICY + "pull_requests:\n  review: members\n"
+    review = {"review": [{"tool_calls": [call("submit", **APPROVE)]}]}
+    async with factory(
+        simulator, settings, running_worker, temporal_client, tmp_path, review, policy, repo_runs_per_day=0
+    ) as f:
+        gh = f.gh("maria")
+        main = f.get("/branches/main")["commit"]["sha"]
+        assert gh.post(f"/repos/{f.repo}/git/refs", json={"ref": "refs/heads/fix", "sha": main}).status_code == 201
+        old = f.get("/contents/calc/ops.py", ref="fix")["sha"]
+        ops = "def add(a, b):\n    return a + b\n\n\ndef mul(a, b):\n    return a * b\n"
+        put = {"message": "fix add", "content": base64.b64encode(ops.encode()).decode(), "sha": old, "branch": "fix"}
+        assert gh.put(f"/repos/{f.repo}/contents/calc/ops.py", json=put).status_code in (200, 201)
+        resp = gh.post(f"/repos/{f.repo}/pulls", json={"title": "Make add() add", "head": "fix", "base": "main"})
+        assert resp.status_code == 201, resp.text
+        handle = temporal_client.get_workflow_handle(pr_workflow_id(f.repo, resp.json()["number"]))
+        waiting = await query_until(
+            handle, "factory", FactoryState, lambda s: s.waiting_for == "budget", "the review to wait", DEADLINE_S
+        )
+        assert f"{f.repo}'s daily limit of 0 run(s) is reached" in waiting.reason and waiting.children == []
+        raised = await asyncio.to_thread(invoke_cli, ["budget", "set", f.repo, "--runs-per-day", "1"], env(settings))
+        assert raised.returncode == 0, raised
+        reviewed = await query_until(
+            handle, "factory", FactoryState, lambda s: s.verdict == "approve", "the review to run", DEADLINE_S
+        )
+        ledger = await query_until(
+            temporal_client.get_workflow_handle(ledger_id(settings.task_queue)),
+            LEDGER_QUERY,
+            LedgerView,
+            lambda v: v.total.running == 0,
+            "the review to end in the ledger",
+            DEADLINE_S,
+        )
+    assert reviewed.children == [f"{handle.id}/review-1"]
+    (repo,) = [r for r in ledger.repos if r.repo == f.repo]
+    assert (repo.today.runs, repo.running, repo.queued) == (1, 0, [])
