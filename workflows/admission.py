@@ -76,6 +76,33 @@ class Admission:
         )
         await self._ask(progress, f"ask the spend ledger to start a run of {self.repo}")
 
+    async def try_admit(self, config: FactoryConfig) -> str:
+        """Ask once without waiting (an alert's assessment, which the rules can stand in for):
+        "" when admitted (or no ledger is in use); else why not, and the request is withdrawn."""
+        if not (config.ledger or config.repo_limits.set_any() or config.total_limits.set_any()):
+            return ""
+        if not workflow.patched(LEDGER_PATCH):
+            return ""
+        info = workflow.info()
+        self.key = f"{info.workflow_id}#{info.first_execution_run_id}" + (f"#{self.part}" if self.part else "")
+        self._request = AdmissionRequest(
+            key=self.key,
+            workflow_id=info.workflow_id,
+            repo=self.repo,
+            operator=config.repo_limits,
+            total=config.total_limits,
+            asked_at=workflow.now(),
+        )
+        await call(LEDGER_REQUEST, self._request, summary=f"ask the spend ledger for a run on {self.repo}")
+        self.asked = True
+        await workflow.wait_condition(lambda: self.admitted or self.reply is not None)
+        if self.admitted:
+            return ""
+        assert self.reply is not None
+        reason = self.reply.reason
+        await self.report(0.0, final=True)  # withdrawn: it does not wait
+        return reason
+
     async def step_aside(self) -> None:
         """The run waits for a person (parked): its slot goes to the next run in line."""
         if not self.asked or not self.admitted:

@@ -27,6 +27,7 @@ with workflow.unsafe.imports_passed_through():
     from shopfloor.models.alert_issue import AlertEnd, AlertRunInput, AlertRunOutcome, AlertWatch
     from shopfloor.models.inbox import ALERT_SIGNAL, ALERT_WORKFLOW, Alert
     from shopfloor.models.inbox_state import AlertNotification
+    from shopfloor.models.ledger import ADMISSION_SIGNAL, AdmissionReply
     from shopfloor.models.pipeline_status import STATUS_QUERY, PipelineStatus
     from shopfloor.search_attributes import SHOPFLOOR_REPO, SHOPFLOOR_STAGE
     from shopfloor.workflows.alert_issue import AlertIssueFlow
@@ -75,6 +76,12 @@ class AlertWorkflow(AlertIssueFlow):
         self._queue.append(a)  # what the notification means for the issue: in the run loop, in order
         self._handled_this_run += 1
         self.publish()
+
+    @workflow.signal(name=ADMISSION_SIGNAL)
+    def ledger_admission(self, reply: AdmissionReply) -> None:
+        """The spend ledger's answer to an assessment's request to run (workflows/ledger.py)."""
+        if self.admission is not None:
+            self.admission.on_reply(reply)
 
     @workflow.query(name="alert_state")
     def alert_state(self) -> AlertWatch:

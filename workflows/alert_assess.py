@@ -35,6 +35,8 @@ with workflow.unsafe.imports_passed_through():
         SHORT_RETRY,
         failure_message,
     )
+    from shopfloor.workflows.admission import Admission
+    from shopfloor.workflows.factory_agents import UNPRICED_TOKEN_CAP_PATCH
     from shopfloor.workflows.late_cancel import unless_cancelled
 
 ASSESS_AGENT = "alert-assess-agent"  # workflow.patched: runs recorded before the agent decide by the rules
@@ -90,6 +92,7 @@ class AlertAssessing:
     publish: Callable[[], None]  # AlertWorkflow's: the run's current details
     _act: Callable[..., Awaitable[Any]]  # AlertIssueFlow's: an activity, None when it failed
     _config: FactoryConfig | None = None  # fetched once per run, when the agent first runs
+    admission: Admission | None = None  # the assessment under way's place in the spend ledger
 
     async def _ask_agent(self, a: Alert, rules: str) -> tuple[bool, str, AlertAssessment | None]:
         """(actionable, why, verdict) by the assessing agent; the rules' (actionable) when it cannot say."""
@@ -130,29 +133,22 @@ class AlertAssessing:
         if goal is None:
             return None, s.last_error
         config, model = self._config, self._config.model_for(ASSESSOR)
+        tokens = None
+        if not config.is_priced(model) and workflow.patched(UNPRICED_TOKEN_CAP_PATCH):
+            if config.max_tokens_unpriced is None:  # nothing could hold its spend
+                return None, f"`{model}` has no price and no token limit is set (SHOPFLOOR_MAX_TOKENS_UNPRICED)"
+            tokens = config.max_tokens_unpriced
+        # An assessment is a run in the spend ledger; held back, it is not waited for: the rules decide.
+        self.admission = Admission(s.repo, f"assess-{s.assessments}")
+        held = await self.admission.try_admit(config)
+        if held:
+            return None, f"the spend ledger holds the assessment back: {held}"[:300]
         try:
-            result: AgentResult = await unless_cancelled(
-                workflow.execute_child_workflow(
-                    "AgentWorkflow",
-                    AgentInput(
-                        agent=ASSESSOR,
-                        model=model,
-                        goal=goal.goal,
-                        stage="assess",
-                        workspace=WorkspaceRef(repo=s.repo, clone_url=info.clone_url, base_sha=info.head_sha),
-                        limits=Limits(
-                            max_steps=get_agent(ASSESSOR).limits.max_steps, max_wall_s=ASSESS_WALL.total_seconds()
-                        ),
-                        timeouts=Timeouts(model_heartbeat_s=config.model_heartbeat_s),
-                    ),
-                    id=child_id,
-                    result_type=AgentResult,
-                    execution_timeout=ASSESS_TIMEOUT,
-                    static_summary=f"{ASSESSOR} for alert {s.source}/{s.fingerprint} on {s.repo} with {model}"[:200],
-                )
-            )
+            result = await self._assessor_run(child_id, model, goal.goal, info.clone_url, info.head_sha, tokens)
         except (ChildWorkflowError, WorkflowAlreadyStartedError) as exc:
+            await self.admission.report(0.0, final=True)
             return None, f"{child_id}: {failure_message(exc)}"[:300]
+        await self.admission.report(result.cost_usd, final=True)
         s.assess_cost_usd += result.cost_usd
         if result.state != "completed" or result.output is None:
             return None, f"{child_id} ended {result.state}: {result.reason or 'no result submitted'}"[:300]
@@ -160,6 +156,35 @@ class AlertAssessing:
             return AlertAssessment.model_validate(result.output), ""
         except ValidationError as exc:
             return None, f"{child_id} submitted no valid AlertAssessment ({exc.error_count()} errors)"
+
+    async def _assessor_run(
+        self, child_id: str, model: str, goal: str, clone_url: str, head_sha: str, tokens: int | None
+    ) -> AgentResult:
+        s, config = self.watch, self._config
+        assert config is not None and s.repo
+        result: AgentResult = await unless_cancelled(
+            workflow.execute_child_workflow(
+                "AgentWorkflow",
+                AgentInput(
+                    agent=ASSESSOR,
+                    model=model,
+                    goal=goal,
+                    stage="assess",
+                    workspace=WorkspaceRef(repo=s.repo, clone_url=clone_url, base_sha=head_sha),
+                    limits=Limits(
+                        max_steps=get_agent(ASSESSOR).limits.max_steps,
+                        max_wall_s=ASSESS_WALL.total_seconds(),
+                        max_tokens=tokens,
+                    ),
+                    timeouts=Timeouts(model_heartbeat_s=config.model_heartbeat_s),
+                ),
+                id=child_id,
+                result_type=AgentResult,
+                execution_timeout=ASSESS_TIMEOUT,
+                static_summary=f"{ASSESSOR} for alert {s.source}/{s.fingerprint} on {s.repo} with {model}"[:200],
+            )
+        )
+        return result
 
     def _goal_input(self, a: Alert) -> AlertGoalInput:
         s = self.watch

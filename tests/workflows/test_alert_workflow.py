@@ -353,6 +353,23 @@ async def test_an_agent_that_cannot_decide_falls_back_to_filing(
     assert f.ours(issue["number"], "assessment") == []  # no verdict to post
 
 
+async def test_an_assessment_the_spend_ledger_holds_back_is_not_waited_for_the_rules_decide(
+    temporal_client, gh_settings, running_worker, simulator
+):
+    s = gh_settings.model_copy(update={"total_runs_per_day": 0})  # nothing may run today
+    f = Fixture(temporal_client, s, simulator)
+    async with running_worker(s):
+        await f.fire(f.alert("l-1"))
+        state = await f.state_when(lambda s: s.starts_done == 1)
+        await f.stop(state.issue_number)
+    assert state.assessment.startswith(
+        "the assessing agent could not decide (the spend ledger holds the assessment back: the factory's daily "
+        "limit of 0 run(s) is reached"
+    ), state.assessment
+    assert state.issues_filed == 1 and state.verdict is None
+    assert await f.assessor_runs() == {}  # no agent ran
+
+
 async def test_rules_alone_when_the_agent_is_off(temporal_client, gh_settings, running_worker, simulator):
     f = Fixture(temporal_client, gh_settings, simulator)
     async with running_worker(gh_settings):
