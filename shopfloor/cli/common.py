@@ -155,6 +155,8 @@ def command(fn: Callable[P, Coroutine[Any, Any, T]]) -> Callable[P, T]:
             fail(str(exc), EXIT_FAILURE)
         except ShopfloorError as exc:
             fail(str(exc), EXIT_FAILURE)
+        except RPCError as exc:  # one the command did not expect: Temporal's own sentence, no traceback
+            fail(f"Temporal refused a request: {exc.message}", EXIT_FAILURE)
         except KeyboardInterrupt:
             print(file=sys.stderr)
             raise typer.Exit(130) from None

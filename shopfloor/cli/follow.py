@@ -20,7 +20,7 @@ from temporalio.client import (
     WorkflowQueryFailedError,
 )
 from temporalio.exceptions import TemporalError
-from temporalio.service import RPCError
+from temporalio.service import RPCError, RPCStatusCode
 
 from shopfloor.cli.common import AGENT_WORKFLOW, EXIT_FAILURE, command, fail, load_settings
 from shopfloor.cli.live import PendingCall, pending_calls, retry_line
@@ -31,6 +31,7 @@ from shopfloor.temporal import connect
 from shopfloor.workflows.agent import AgentWorkflow
 
 POLL_S = 0.5
+START_WAIT_S = 30.0  # how long a named agent run may take to appear on the server
 TEXT_INDENT = "    "
 FACTORY_QUERY = "factory"  # an issue's or a pull request's run: its FactoryState
 PREVIEW_CHARS = 160  # a step event keeps this much of the step's text (spaces collapsed) as its preview
@@ -173,8 +174,26 @@ def failure_text(exc: WorkflowFailureError) -> str:
     return str(cause)
 
 
+async def _started(client: Client, workflow_id: str) -> bool:
+    """Whether agent run `workflow_id` exists, waiting up to START_WAIT_S for it: a pipeline names
+    its next run in its state a moment before the server has started it."""
+    handle = client.get_workflow_handle(workflow_id)
+    deadline = asyncio.get_running_loop().time() + START_WAIT_S
+    while True:
+        try:
+            await handle.describe()
+            return True
+        except RPCError as exc:
+            if exc.status != RPCStatusCode.NOT_FOUND or asyncio.get_running_loop().time() >= deadline:
+                return False
+        await asyncio.sleep(POLL_S)
+
+
 async def _follow_agent(client: Client, workflow_id: str) -> bool:
     """Follow one agent run to its end and say how it ended; whether it completed."""
+    if not await _started(client, workflow_id):
+        typer.echo(f"agent run {workflow_id} was not started (the pipeline may have been stopped first)", err=True)
+        return False
     try:
         result = await follow_run(client, workflow_id)
     except WorkflowFailureError as exc:

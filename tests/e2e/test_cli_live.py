@@ -17,6 +17,7 @@ from cli_runs import LongRunning, StreamedRun, arun_cli, cli_env, invoke_cli, on
 from factory_runs import APPROVE, TRIAGE_TURNS, approve_and_finish, factory, fix_turns
 from pydantic import SecretStr
 
+from shopfloor.cli import follow
 from shopfloor.testing import FakeModelServer, ScriptTurn
 
 FIRST_LINE = "Looking at the layout first."
@@ -193,11 +194,31 @@ async def test_503s_show_retrying_in_status_and_follow_while_it_happens(worker, 
     assert "state     completed" in done.stdout and "retrying" not in done.stdout, str(done)
 
 
-async def test_follow_an_unknown_id_is_one_line(temporal_server, cli):
+async def test_follow_an_unknown_id_is_one_line(temporal_client, cli):  # the client: the server is up
     result = await asyncio.to_thread(invoke_cli, ["follow", "no-such-id"], cli["env"])
     assert result.returncode == 1, str(result)
     assert one_line(result.stderr).startswith("shopfloor: no workflow 'no-such-id'")
     assert result.stdout == ""
+
+
+async def test_follow_waits_for_an_agent_run_the_pipeline_named_before_the_server_started_it(
+    temporal_client, monkeypatch
+):
+    # A pipeline adds its next run's id to its state in the workflow task that asks for the child;
+    # the server starts the child a moment later. `follow` reading the state in that moment once
+    # failed with "workflow not found" and a traceback.
+    monkeypatch.setattr(follow, "START_WAIT_S", 5.0)
+    run_id = f"follow-later-{uuid.uuid4().hex[:8]}"
+    waiting = asyncio.create_task(follow._started(temporal_client, run_id))
+    await asyncio.sleep(1.5)
+    assert not waiting.done()
+    # No worker takes it: the server knowing the run is what `follow` waits for.
+    handle = await temporal_client.start_workflow("AgentWorkflow", id=run_id, task_queue=f"nobody-{run_id}")
+    try:
+        assert await asyncio.wait_for(waiting, 10) is True
+        assert await follow._started(temporal_client, f"{run_id}-never") is False  # after START_WAIT_S
+    finally:
+        await handle.terminate("test over")
 
 
 async def test_follow_a_pipeline_follows_its_agent_runs_one_after_another(
