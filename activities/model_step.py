@@ -141,6 +141,7 @@ class ModelStepActivities:
                 messages,
                 text_actions=inp.text_actions,
                 instructions=await self._instructions(inp, messages),
+                environment=inp.environment or "",
             )
             reply, label = await self._complete(spec, request, f"{spec} step {inp.step}")
             await asyncio.gather(*writes)  # written while the model spoke; durable before the reply lists them

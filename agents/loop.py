@@ -14,7 +14,8 @@ budget accounting; compacted at once and tried again if the provider finds the c
 long) → ask the model to go on if its reply was cut off at the output limit
 (agents/context_limits.py) → end on an accepted submit or a final answer (nudging once an agent that
 owes a submit) → run the calls (each through the refusal ladder) → the post-call bookkeeping
-(doom-loop watch, submit record, workspace checkpoint, queued warnings), which may end it stuck.
+(doom-loop watch, submit record, workspace checkpoint, queued warnings, circuit breakers),
+which may end it stuck.
 """
 
 from __future__ import annotations
@@ -24,8 +25,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, Protocol
 
-from shopfloor.agents import submission
+from shopfloor.agents import circuit_breakers, submission
 from shopfloor.agents.budget import cost_usd, limit_reached
+from shopfloor.agents.circuit_breakers import CIRCUIT_BREAKERS
 from shopfloor.agents.context_limits import (
     CONTINUE_CUT_OFF,
     CONTINUE_NOTE,
@@ -149,7 +151,8 @@ class LimitReached:
 
 @dataclass(frozen=True)
 class Stuck:
-    """The doom-loop watch saw the same call or error again after warning about it."""
+    """The doom-loop watch saw the same call or error again after warning about it, or a circuit
+    breaker tripped after its warning (one tool failing again and again, replies without progress)."""
 
     reason: str
     state: ClassVar[RunState] = "stuck"
@@ -475,8 +478,11 @@ class AgentLoop:
 
     def _after_calls(self, calls: list[ToolCallRef], results: list[ToolResult]) -> str | None:
         """Bookkeeping once a reply's calls are done, in call order: the doom-loop watch, the submit
-        record, the workspace checkpoint, a loop warning queued for the model. The stuck reason, if any."""
+        record, the workspace checkpoint, a loop warning queued for the model; then the circuit
+        breakers (per tool, then for the reply as a whole). The stuck reason, if any."""
         c = self.carry
+        breakers = self.host.has_change(CIRCUIT_BREAKERS)
+        stop: str | None = None
         for call, result in zip(calls, results, strict=True):
             edited = result.workspace is not None and result.workspace != c.workspace
             c.doom, signal, text = observe(
@@ -497,7 +503,29 @@ class AgentLoop:
                 self.host.warn(text)
             elif signal == "stuck":
                 return text
-        return None
+            if breakers:
+                c.breakers, signal, text = circuit_breakers.after_call(
+                    c.breakers,
+                    tool=call.name,
+                    ok=result.ok,
+                    workspace_changed=edited and result.ok,
+                    stop=c.limits.max_tool_errors,
+                )
+                stop = stop or self._breaker(signal, text)
+        if breakers and stop is None:
+            progressed = any(result.ok for result in results)
+            c.breakers, signal, text = circuit_breakers.after_reply(
+                c.breakers, progressed=progressed, stop=c.limits.max_steps_without_progress
+            )
+            stop = self._breaker(signal, text)
+        return stop
+
+    def _breaker(self, signal: circuit_breakers.BreakerSignal, text: str) -> str | None:
+        """A circuit breaker's signal: a warning queued for the model, or the stuck reason."""
+        if signal == "warn":
+            self.carry.queued_notes.append(text)
+            self.host.warn(text)
+        return text if signal == "stuck" else None
 
 
 def _runs_commands(tool: str) -> bool:

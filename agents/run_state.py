@@ -8,6 +8,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field
 
 from shopfloor.agents.budget import Spent
+from shopfloor.agents.circuit_breakers import BreakerState
 from shopfloor.agents.doom_loop import DoomLoopState
 from shopfloor.agents.submission import SubmitRecord
 from shopfloor.models.agent_run import Limits, ToolResult, WorkspaceRef
@@ -27,6 +28,7 @@ class AgentCarry(BaseModel):
     limits: Limits
     spent: Spent = Field(default_factory=Spent)
     doom: DoomLoopState = Field(default_factory=DoomLoopState)
+    breakers: BreakerState = Field(default_factory=BreakerState)  # per-tool errors, replies without progress
     # Digests of the outputs cut for the model: the ones read_output may page through.
     readable_outputs: list[str] = Field(default_factory=list, alias="readable")
     context_tokens: int = 0

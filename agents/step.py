@@ -29,11 +29,20 @@ SUBMIT_ERROR_CHARS = 2_000  # a refused submit's error travels in history: keep 
 
 
 def step_request(
-    agent: AgentDefinition, model: str, messages: list[Message], *, text_actions: bool, instructions: str = ""
+    agent: AgentDefinition,
+    model: str,
+    messages: list[Message],
+    *,
+    text_actions: bool,
+    instructions: str = "",
+    environment: str = "",
 ) -> ModelRequest:
-    """What one step sends `model`: the whole conversation so far, the prompt, the tools, and last
-    (below shopfloor's own rules) the repository's `instructions` as rendered for this step."""
+    """What one step sends `model`: the whole conversation so far, the prompt, then the run's
+    `environment` section (agents/run_environment.py), the tools, and last (below shopfloor's own
+    rules) the repository's `instructions` as rendered for this step."""
     system, tools = agent.system_prompt(), agent.tool_specs()
+    if environment:
+        system = f"{system}\n\n{environment}"
     if text_actions:
         system = f"{system}\n\n{text_action_instructions(tools)}"
     if instructions:

@@ -35,6 +35,7 @@ from shopfloor.activities.pull_requests import PullRequestActivities
 from shopfloor.activities.reconcile import ReconcileActivities
 from shopfloor.activities.repo_profile import RepoProfileActivities
 from shopfloor.activities.sandbox import SandboxConfig, resolve_mode
+from shopfloor.activities.sandbox_facts import SandboxFactsActivities
 from shopfloor.activities.sandbox_limits import check_cgroup_setting, enforcement
 from shopfloor.activities.sandbox_network import SandboxNetwork
 from shopfloor.activities.tools.activities import ToolActivities
@@ -164,6 +165,7 @@ def activities_for(
         model.model_step,
         model.compact_transcript,
         *tools.all(),
+        *SandboxFactsActivities(workspaces, environments, sandbox=sandbox, hide=hide).all(),
         *setup.all(),
         *github_ops.all(),
         *git_remote.all(),

@@ -37,6 +37,7 @@ from shopfloor.workflows.late_cancel import unless_cancelled
 
 with workflow.unsafe.imports_passed_through():
     from shopfloor.agents.policy import PolicyLoad
+    from shopfloor.agents.run_environment import EnvironmentProbe, SandboxFacts
     from shopfloor.agents.tools import TOOLS
     from shopfloor.models import failure_types
     from shopfloor.models.agent_run import (
@@ -288,6 +289,17 @@ BEFORE_SUBMIT_HOOKS = ActivityEntry(
     ToolResult,
     timedelta(seconds=_MODEL_DEFAULTS.tool_s),
     TOOL_RETRY,
+    heartbeat=timedelta(seconds=60),
+)
+
+# What the sandbox of the run's commands looks like (activities/sandbox_facts.py), once per run for
+# its system prompt: a short probe, after the checkout and its prepared environment are in place.
+SANDBOX_FACTS = ActivityEntry(
+    "sandbox_facts",
+    EnvironmentProbe,
+    SandboxFacts,
+    timedelta(minutes=10),
+    SHORT_RETRY,
     heartbeat=timedelta(seconds=60),
 )
 

@@ -27,6 +27,8 @@ with workflow.unsafe.imports_passed_through():
     from shopfloor.agents.context_limits import REACTIVE_COMPACTION, ContextTooLong
     from shopfloor.agents.loop import AgentLoop, Cancelled, EventKind, Failed, Outcome, result_of
     from shopfloor.agents.registry import get_agent
+    from shopfloor.agents.run_environment import EnvironmentProbe, SandboxFacts
+    from shopfloor.agents.run_environment import render as render_environment
     from shopfloor.agents.run_state import AgentCarry
     from shopfloor.agents.tools import READ_ONLY_TOOLS
     from shopfloor.models import failure_types
@@ -47,6 +49,7 @@ with workflow.unsafe.imports_passed_through():
         BEFORE_SUBMIT_HOOKS,
         COMPACT_TRANSCRIPT,
         MODEL_STEP,
+        SANDBOX_FACTS,
         ActivityEntry,
         In,
         Out,
@@ -66,9 +69,16 @@ class ActivityModelStep:
     def __init__(self, inp: AgentInput) -> None:
         self.timeout = timedelta(seconds=inp.timeouts.model_call_s)
         self.heartbeat = timedelta(seconds=inp.timeouts.model_heartbeat_s)
+        self.repo = inp.workspace.repo
+        # The sandbox's facts for the environment section (None: no section, a run recorded before it).
+        self.facts: SandboxFacts | None = None
 
     async def step(self, request: ModelStepInput) -> ModelStepOutput:
-        request = request.model_copy(update={"append": [by_reference(r) for r in request.append]})
+        update: dict[str, Any] = {"append": [by_reference(r) for r in request.append]}
+        if self.facts is not None:  # today's date (workflow time) and the model this step asks
+            now = workflow.now().timestamp()
+            update["environment"] = render_environment(self.facts, now=now, repo=self.repo, model=request.model)
+        request = request.model_copy(update=update)
         return await self._call(MODEL_STEP, request, f"{request.model} step {request.step}")
 
     async def compact(self, request: CompactInput, *, summary: str) -> CompactOutput:
@@ -105,6 +115,11 @@ def _too_long(exc: ActivityError) -> ContextTooLong | None:
     if failure_type(exc) == failure_types.MODEL_CONTEXT_TOO_LONG and workflow.patched(REACTIVE_COMPACTION):
         return ContextTooLong(failure_message(exc))
     return None
+
+
+# The environment section of the system prompt (agents/run_environment.py): the sandbox is inspected
+# once, before the first step; runs recorded before go without it, and replay that way.
+AGENT_ENVIRONMENT = "agent-environment"
 
 
 # Read-only tool calls (READ_ONLY_TOOLS) run as local activities; runs recorded before ran them as
@@ -190,17 +205,19 @@ class AgentWorkflow(AgentControls):
         if inp.start_from is not None and not inp.carry:  # once, not again after continue-as-new
             self.event(inp.start_from.steps, "model", inp.start_from.describe())
         tools = ActivityToolRunner(inp)
+        model = ActivityModelStep(inp)
         loop = AgentLoop(
             inp,
             agent,
             self.carry,
-            model=ActivityModelStep(inp),
+            model=model,
             tools=tools,
             host=self,
             run_id=workflow.info().workflow_id,
             hooks=tools,
         )
         try:
+            model.facts = await self._sandbox_facts(inp)
             return self._finish(await loop.run())
         except asyncio.CancelledError:
             # Cancelled through Temporal: end with the last checkpoint rather than lose it.
@@ -213,6 +230,24 @@ class AgentWorkflow(AgentControls):
             raise ApplicationError(
                 f"{inp.agent} run failed: {reason}", type=failure_types.AGENT_RUN_FAILED, non_retryable=True
             ) from exc
+
+    async def _sandbox_facts(self, inp: AgentInput) -> SandboxFacts | None:
+        """What the sandbox of the run's commands looks like, inspected once (kept in the input
+        across continue-as-new); None: a run recorded before the environment section existed. A
+        failed inspection is not the run's end: the section then says what is known."""
+        if inp.environment is not None:
+            return SandboxFacts.model_validate(inp.environment)
+        if not workflow.patched(AGENT_ENVIRONMENT):
+            return None
+        probe = EnvironmentProbe(workspace=self.carry.workspace, run_id=workflow.info().workflow_id)
+        try:
+            facts = await call_activity(SANDBOX_FACTS, probe, summary="inspect the sandbox")
+        except ActivityError as exc:
+            if is_cancelled_exception(exc):
+                raise
+            facts = SandboxFacts(note="the sandbox could not be inspected")
+        self.inp = self.inp.model_copy(update={"environment": facts.model_dump(mode="json")})
+        return facts
 
     # -- RunHost: what the loop asks of the workflow --------------------------------------------
 

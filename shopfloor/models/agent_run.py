@@ -72,6 +72,10 @@ class Limits(BaseModel):
     max_tokens: int | None = Field(default=None, ge=1)  # input + output, all steps
     max_cost_usd: float | None = Field(default=None, gt=0)
     max_wall_s: float | None = Field(default=None, gt=0)
+    # Circuit breakers (agents/circuit_breakers.py), None: off. A tool's consecutive failed calls,
+    # and replies in a row without a successful tool call, that stop the run (warned 2 before).
+    max_tool_errors: int | None = Field(default=6, ge=2)
+    max_steps_without_progress: int | None = Field(default=8, ge=2)
 
 
 class CommandHook(BaseModel):
@@ -178,6 +182,8 @@ class AgentInput(BaseModel):
     # read from the default branch: they go into the system prompt (None: none).
     instructions: str | None = None
     carry: dict[str, Any] | None = None  # AgentCarry (shopfloor.agents.run_state) across continue-as-new
+    # SandboxFacts (shopfloor.agents.run_environment) detected at the run's start, across continue-as-new.
+    environment: dict[str, Any] | None = None
     # Set: this run goes on from another run's conversation and workspace (`workspace` is that
     # checkpoint); its limits count its own steps, its step numbers go on from the other run's.
     start_from: StartFrom | None = None
@@ -199,6 +205,9 @@ class ModelStepInput(Lean):
     submit_refusal: str | None = None  # set: a submit now is refused with this text
     recorded: dict[str, Any] = Field(default_factory=dict)  # harness values that override the model's
     instructions: str | None = None  # AgentInput.instructions: the repository's, for the system prompt
+    # The system prompt's environment section (date, repository, working directory, OS, toolchains,
+    # model), rendered by the workflow (agents/run_environment.py); None: none (older runs).
+    environment: str | None = None
     # Reply digests of the cut-off replies this one continues: a final answer is them and it, joined.
     continues: list[str] = Field(default_factory=list)
 

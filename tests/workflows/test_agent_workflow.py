@@ -61,9 +61,9 @@ async def test_explore_run_answers_and_records_everything(temporal_client, setti
     summaries = []
     for _, payload in activities_in(history.events):  # the read-only calls ran as local activities
         summaries.append(DataConverter.default.payload_converter.from_payload(payload, str))
-    assert summaries[0] == f"{model} step 1"
+    assert summaries[:2] == ["inspect the sandbox", f"{model} step 1"]  # the environment, once
     assert "read_file src/greet.py" in summaries
-    assert len(summaries) == 3 + 4
+    assert len(summaries) == 1 + 3 + 4
 
 
 async def test_tool_errors_are_results_the_model_reads(temporal_client, settings, blobs, running_worker, tmp_path):

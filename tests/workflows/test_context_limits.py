@@ -123,6 +123,7 @@ async def test_too_long_for_the_model_compacts_once_and_the_run_completes(
     assert prompt_tokens(retried.body) <= fake.context_window_tokens < prompt_tokens(refused.body)
     assert result.steps == 3  # the refused attempt and its retry are one step
     assert await activity_types(handle) == [
+        "sandbox_facts",
         "model_step",
         "read_file",
         "model_step",

@@ -44,18 +44,19 @@ async def test_read_only_calls_are_local_activities_one_workflow_task_a_step(
 
     assert result.state == "completed" and result.final_answer == ANSWER and result.steps == 3
     events = (await handle.fetch_history()).events
-    # Three model steps through the server; the four reads as markers, with their summaries.
+    # The sandbox inspected once, three model steps through the server; the four reads as markers.
     scheduled = [
         e.activity_task_scheduled_event_attributes.activity_type.name
         for e in events
         if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
     ]
-    assert scheduled == ["model_step"] * 3
+    assert scheduled == ["sandbox_facts"] + ["model_step"] * 3
     local = [e for e in events if e.marker_recorded_event_attributes.marker_name == LOCAL_ACTIVITY_MARKER]
     assert len(local) == 4
     assert sorted(kind for kind, _ in activities_in(local)) == ["glob", "grep", "list_dir", "read_file"]
-    # One workflow task to start, then one a step: the reads ran inside the task the model's answer woke.
-    assert counted(events, EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED) == 1 + result.steps
+    # One workflow task to start, one when the sandbox's facts came, then one a step: the reads ran
+    # inside the task the model's answer woke.
+    assert counted(events, EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED) == 2 + result.steps
     # The model read every result, from the blob store as before.
     tool_messages = [m for m in requests[-1].body["messages"] if m["role"] == "tool"]
     assert len(tool_messages) == 4
@@ -106,8 +107,9 @@ async def test_history_per_step_stays_flat_as_the_run_grows(temporal_client, set
                 result = await handle.result()
                 assert result.state == "completed" and result.steps == steps, result
                 events = (await handle.fetch_history()).events
-                assert counted(events, EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED) == steps  # the model steps
-                assert counted(events, EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED) == 1 + steps
+                # The model steps, and the sandbox inspected once.
+                assert counted(events, EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED) == 1 + steps
+                assert counted(events, EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED) == 2 + steps
                 size[steps] = History(events=events).ByteSize()
     # What the steps after the first five added, per step: the run's start and end cancel out.
     early = (size[10] - size[5]) / 5

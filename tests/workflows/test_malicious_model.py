@@ -342,6 +342,15 @@ async def run_attacks(s: Scene, attacks: list[Attack], temporal_client, temporal
         handle = result = None
         try:
             inp = code_input(s.repo, s.base_sha, "Add a triple() function next to double().")
+            # Every attack is played to the end here: the circuit breakers, which would stop a run
+            # of failing calls early (tests/workflows/test_circuit_breakers.py), are off.
+            inp = inp.model_copy(
+                update={
+                    "limits": inp.limits.model_copy(
+                        update={"max_tool_errors": None, "max_steps_without_progress": None}
+                    )
+                }
+            )
             handle = await temporal_client.start_workflow(
                 AgentWorkflow.run, inp, id=f"test/malicious-{uuid.uuid4().hex[:10]}", task_queue=settings.task_queue
             )
