@@ -159,6 +159,10 @@ def _messages(request: LoggedRequest) -> list[dict[str, Any]]:
     return [m for m in request.body["messages"] if m.get("role") != "system"]
 
 
+def _system(request: LoggedRequest) -> str:
+    return "".join(str(m.get("content")) for m in request.body["messages"] if m.get("role") == "system")
+
+
 def _workflow_id(stdout: str) -> str:
     return next(line.removeprefix("workflow ") for line in stdout.splitlines() if line.startswith("workflow "))
 
@@ -315,9 +319,10 @@ async def test_fork_takes_step_3_again_from_its_conversation_and_workspace(
 
     forked = _requests(fake_model, FORK_GOAL)[len(original) :]
     assert [(r.turn, r.body["model"]) for r in forked] == [(2, "fake-b"), (3, "fake-b")]
-    # Step 3 is asked again with exactly the conversation the original step 3 was asked with.
-    assert forked[0].key == original[2].key
+    # Step 3 is asked again with exactly the conversation the original step 3 was asked with; the
+    # system prompt's environment names the model now asked (the fork's).
     assert _messages(forked[0]) == _messages(original[2])
+    assert "Model: openai:fake-b" in _system(forked[0]) and "Model: openai:fake-a" in _system(original[2])
 
     # The workspace is step 3's checkpoint: steps 1 and 2's edits, not the original step 3's.
     patch_line = next(line for line in lines if line.startswith("changes: git -C"))
@@ -335,7 +340,8 @@ async def test_fork_takes_step_3_again_from_its_conversation_and_workspace(
     assert (await _status(temporal_client, refork_id)).started_from == f"forked from {old_id} at step 2"
     reforked = _requests(fake_model, FORK_GOAL)[len(original) + len(forked) :]
     assert [(r.turn, r.body["model"]) for r in reforked] == [(1, "fake-a"), (2, "fake-a"), (3, "fake-a")]
-    assert reforked[0].key == original[1].key
+    # (Each run works in a checkout of its own: the environment's working directory differs.)
+    assert _messages(reforked[0]) == _messages(original[1]) and "Model: openai:fake-a" in _system(reforked[0])
 
 
 async def test_fork_finds_a_step_in_any_run_of_a_continued_as_new_chain(
@@ -378,7 +384,7 @@ async def test_fork_finds_a_step_in_any_run_of_a_continued_as_new_chain(
         assert "forked answer" in result.stdout
         forked = _requests(fake_model, CHAIN_GOAL)[-1]
         assert (forked.turn, forked.body["model"]) == (step - 1, "fake-b")
-        assert forked.key == original[step - 1].key
+        assert _messages(forked) == _messages(original[step - 1]) and "Model: openai:fake-b" in _system(forked)
         patch_line = next(line for line in result.stdout.splitlines() if line.startswith("changes: git -C"))
         patch = Path(patch_line.split()[-1]).read_text()
         written = sorted(int(name) for name in re.findall(r"^\+\+\+ b/f(\d+)\.txt$", patch, re.MULTILINE))
