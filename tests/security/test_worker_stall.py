@@ -216,7 +216,10 @@ async def test_a_backtracking_repository_rule_is_cut_off_while_the_loop_keeps_tu
 
 CHECK = "python3 check.py"
 FIX = {"pr_title": "Nothing to fix", "pr_body": "Fixes #1", "summary": "The tests pass.", "tests_command": CHECK}
-QUERY_LIMIT_S = 1.0
+# A status query answers in about 0.1 s here; a stalled worker took minutes or never answered. The
+# bound leaves room for a loaded CI machine (one answer took 1.1 s there, with a 1 s bound).
+QUERY_LIMIT_S = 3.0
+QUERY_TIMEOUT_S = 10.0  # a query not answered by then counts as never answered
 # With no workflow cache (as tests run workers), the Temporal SDK's core evicts a run after each
 # workflow task and drops what it had buffered for the run meanwhile, a query racing that task, with
 # this warning; the run then waits out the workflow task timeout (10 s) and the query with it. That
@@ -290,7 +293,7 @@ async def _result_while_polling(handle, worker: WorkerProcess) -> tuple[AgentRes
             assert time.monotonic() < deadline, f"the run did not finish:\n{worker.log_tail()}"
             start, started_at = time.monotonic(), time.time()
             try:
-                status = await asyncio.wait_for(handle.query(AgentWorkflow.status), timeout=10 * QUERY_LIMIT_S)
+                status = await asyncio.wait_for(handle.query(AgentWorkflow.status), timeout=QUERY_TIMEOUT_S)
             except (TimeoutError, RPCError):
                 if not answered:
                     await asyncio.sleep(0.1)  # the worker is still starting
