@@ -56,13 +56,13 @@ class Admission:
         self.reply = reply
         self.admitted = self.admitted or reply.admitted
 
-    async def admit(self, config: FactoryConfig, policy: RepoPolicy, progress: ProgressComment) -> None:
-        """Return once the ledger lets this pipeline start (at once when no ledger is in use)."""
-        repo_file = repo_file_limits(policy)
+    def _prepare(self, config: FactoryConfig, repo_file: Limits) -> bool:
+        """Build this run's request (its key: the workflow's first run, and the part); False when no
+        ledger is in use (none on, no limit set) or the workflow's history predates the ledger."""
         if not (config.ledger or config.repo_limits.set_any() or config.total_limits.set_any() or repo_file.set_any()):
-            return
+            return False
         if not workflow.patched(LEDGER_PATCH):
-            return
+            return False
         info = workflow.info()
         self.key = f"{info.workflow_id}#{info.first_execution_run_id}" + (f"#{self.part}" if self.part else "")
         self._request = AdmissionRequest(
@@ -74,25 +74,19 @@ class Admission:
             total=config.total_limits,
             asked_at=workflow.now(),
         )
-        await self._ask(progress, f"ask the spend ledger to start a run of {self.repo}")
+        return True
+
+    async def admit(self, config: FactoryConfig, policy: RepoPolicy, progress: ProgressComment) -> None:
+        """Return once the ledger lets this pipeline start (at once when no ledger is in use)."""
+        if self._prepare(config, repo_file_limits(policy)):
+            await self._ask(progress, f"ask the spend ledger to start a run of {self.repo}")
 
     async def try_admit(self, config: FactoryConfig) -> str:
         """Ask once without waiting (an alert's assessment, which the rules can stand in for):
         "" when admitted (or no ledger is in use); else why not, and the request is withdrawn."""
-        if not (config.ledger or config.repo_limits.set_any() or config.total_limits.set_any()):
+        if not self._prepare(config, Limits()):
             return ""
-        if not workflow.patched(LEDGER_PATCH):
-            return ""
-        info = workflow.info()
-        self.key = f"{info.workflow_id}#{info.first_execution_run_id}" + (f"#{self.part}" if self.part else "")
-        self._request = AdmissionRequest(
-            key=self.key,
-            workflow_id=info.workflow_id,
-            repo=self.repo,
-            operator=config.repo_limits,
-            total=config.total_limits,
-            asked_at=workflow.now(),
-        )
+        assert self._request is not None
         await call(LEDGER_REQUEST, self._request, summary=f"ask the spend ledger for a run on {self.repo}")
         self.asked = True
         await workflow.wait_condition(lambda: self.admitted or self.reply is not None)
