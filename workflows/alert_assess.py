@@ -135,9 +135,9 @@ class AlertAssessing:
         config, model = self._config, self._config.model_for(ASSESSOR)
         tokens = None
         if not config.is_priced(model) and workflow.patched(UNPRICED_TOKEN_CAP_PATCH):
-            if config.max_tokens_unpriced is None:  # nothing could hold its spend
-                return None, f"`{model}` has no price and no token limit is set (SHOPFLOOR_MAX_TOKENS_UNPRICED)"
-            tokens = config.max_tokens_unpriced
+            tokens = config.unpriced_token_cap(None)  # an alert's repository file sets no budgets
+            if tokens is None:
+                return None, config.no_token_limit(model, repo_may_set=False)
         # An assessment is a run in the spend ledger; held back, it is not waited for: the rules decide.
         self.admission = Admission(s.repo, f"assess-{s.assessments}")
         held = await self.admission.try_admit(config)

@@ -122,17 +122,12 @@ async def run_agent(
     # the lower of the operator's and the repository's, and without one it does not start.
     tokens = policy.budgets.max_tokens
     if not config.is_priced(model) and workflow.patched(UNPRICED_TOKEN_CAP_PATCH):
-        caps = [t for t in (tokens, config.max_tokens_unpriced) if t is not None]
-        if not caps:
-            why = (
-                f"`{model}` has no price, so no cost limit can hold it, and no token limit is set: the operator "
-                "sets SHOPFLOOR_MAX_TOKENS_UNPRICED (or a price in SHOPFLOOR_PRICES), or the repository "
-                "`budgets.max_tokens` in .github/shopfloor.yml"
-            )
+        tokens = config.unpriced_token_cap(tokens)
+        if tokens is None:
+            why = config.no_token_limit(model)
             progress.stage(stage, agent)
             progress.outcome(f"{agent}: not started ({why})")
             return AgentResult(state="failed", steps=0, reason=why, workspace=ws)
-        tokens = min(caps)
     if agent == "fix":  # the agent that changes files learns the rules the push enforces
         goal = f"{goal}\n\n{protected_note(policy.protected_paths)}"
     child_id = f"{workflow.info().workflow_id}/{suffix}"

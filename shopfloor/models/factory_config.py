@@ -47,6 +47,21 @@ class FactoryConfig(BaseModel):
     def is_priced(self, model: str) -> bool:
         return model not in self.unpriced_models
 
+    def unpriced_token_cap(self, repo_cap: int | None) -> int | None:
+        """The token limit of a run on a model with no price, which no cost limit can hold: the
+        lower of the operator's and the repository's (`repo_cap`); None when neither is set, and
+        then it must not start (see `no_token_limit`)."""
+        caps = [t for t in (repo_cap, self.max_tokens_unpriced) if t is not None]
+        return min(caps) if caps else None
+
+    @staticmethod
+    def no_token_limit(model: str, *, repo_may_set: bool = True) -> str:
+        """Why a run on unpriced `model` did not start, naming who can set a limit."""
+        who = "the operator sets SHOPFLOOR_MAX_TOKENS_UNPRICED (or a price in SHOPFLOOR_PRICES)"
+        if repo_may_set:
+            who += ", or the repository `budgets.max_tokens` in .github/shopfloor.yml"
+        return f"`{model}` has no price, so no cost limit can hold it, and no token limit is set: {who}"
+
     def workflow_url(self, workflow_id: str) -> str:
         from urllib.parse import quote
 

@@ -22,6 +22,21 @@ def test_the_most_specific_model_wins():
     assert config.model_for("fix", 3) == "openai:base"
 
 
+@pytest.mark.parametrize(
+    ("operator", "repo", "cap"),
+    [(None, None, None), (5000, None, 5000), (None, 800, 800), (5000, 800, 800), (700, 800, 700)],
+)
+def test_a_model_with_no_price_gets_the_lower_token_limit_or_none(operator, repo, cap):
+    assert FactoryConfig(max_tokens_unpriced=operator).unpriced_token_cap(repo) == cap
+
+
+def test_no_token_limit_names_who_can_set_one():
+    why = FactoryConfig.no_token_limit("openai:local")
+    assert why.startswith("`openai:local` has no price") and "SHOPFLOOR_MAX_TOKENS_UNPRICED" in why
+    assert "budgets.max_tokens" in why
+    assert "budgets.max_tokens" not in FactoryConfig.no_token_limit("openai:local", repo_may_set=False)
+
+
 async def test_the_activity_hands_out_settings_without_secrets(tmp_path):
     settings = Settings(
         data_dir=tmp_path,
