@@ -9,17 +9,9 @@ library registers globally leaks into the page.
 
 from __future__ import annotations
 
-import asyncio
-from collections import OrderedDict
-
-import structlog
 from prometheus_client import CollectorRegistry, Counter, Histogram
-from temporalio import activity
 
 from shopfloor.models.transcript import Usage
-from shopfloor.search_attributes import SHOPFLOOR_REPO
-
-log = structlog.get_logger(__name__)
 
 REGISTRY = CollectorRegistry(auto_describe=True)
 
@@ -89,32 +81,3 @@ def count_tool_call(tool: str, repo: str, outcome: str) -> None:
 
 def count_sandbox_kill(timed_out: bool) -> None:
     SANDBOX_KILLS.labels(reason="timeout" if timed_out else "limit").inc()
-
-
-# The repository of an agent run, by its workflow id. A model step's input does not name it (the
-# loop builds that input; old histories lack it): the run's ShopfloorRepo search attribute,
-# which AgentWorkflow sets in its first task, does. One lookup per run and worker.
-REPOS_CACHED = 4096
-REPO_LOOKUP_S = 2.0
-_repos: OrderedDict[str, str] = OrderedDict()
-
-
-async def run_repo() -> str:
-    """The running activity's agent run's repository ("": none, or it could not be read)."""
-    info = activity.info()
-    workflow_id = info.workflow_id or ""
-    if workflow_id in _repos:
-        _repos.move_to_end(workflow_id)
-        return _repos[workflow_id]
-    try:
-        described = await asyncio.wait_for(
-            activity.client().get_workflow_handle(workflow_id).describe(), timeout=REPO_LOOKUP_S
-        )
-    except Exception as exc:  # noqa: BLE001 - a metric label is never worth failing a step for
-        log.debug("run's repository not read for metrics", workflow_id=workflow_id, error=str(exc)[:200])
-        return ""  # not remembered: the next step asks again
-    repo = described.typed_search_attributes.get(SHOPFLOOR_REPO) or ""
-    _repos[workflow_id] = repo
-    while len(_repos) > REPOS_CACHED:
-        _repos.popitem(last=False)
-    return repo

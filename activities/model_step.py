@@ -22,7 +22,7 @@ from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
 from shopfloor.activities.heartbeat import TextProgress, heartbeating
 from shopfloor.activities.judging import CallToJudge, JudgingUnavailable, Judgment, judge_calls
-from shopfloor.activities.metrics import AGENT_STEPS, count_model_call, count_tool_call, run_repo
+from shopfloor.activities.metrics import AGENT_STEPS, count_model_call, count_tool_call
 from shopfloor.activities.providers.base import ContextTooLong, ModelProvider
 from shopfloor.activities.transcript_store import Staged, TranscriptStore
 from shopfloor.agents.budget import Price, cost_usd, price_table
@@ -103,7 +103,7 @@ class ModelStepActivities:
         return await provider.complete(request, on_text=progress.add), provider.label
 
     async def _complete(
-        self, spec: ModelSpec, request: ModelRequest, detail: str, *, purpose: str = "step"
+        self, spec: ModelSpec, request: ModelRequest, detail: str, *, repo: str, purpose: str = "step"
     ) -> tuple[ModelReply, str]:
         attempt = activity.info().attempt
         progress = TextProgress(detail, attempt)  # the text so far, in the heartbeats, for the live view
@@ -112,7 +112,7 @@ class ModelStepActivities:
             # A bad cassette or a missing key fails the opening: a non-retryable failure too.
             reply, label = await heartbeating(self._call(spec, request, progress), progress=progress)
         except ModelCallError as exc:
-            count_model_call(str(spec), await run_repo(), purpose, time.monotonic() - started, None, None)
+            count_model_call(str(spec), repo, purpose, time.monotonic() - started, None, None)
             log.warning(
                 "model call failed",
                 model=str(spec),
@@ -124,7 +124,7 @@ class ModelStepActivities:
             # No cause: Temporal would carry the SDK's exception (its repr) to whoever reads the failure.
             raise model_call_failure(exc) from None
         cost = cost_usd(str(spec), reply.usage, self._prices)
-        count_model_call(str(spec), await run_repo(), purpose, time.monotonic() - started, reply.usage, cost)
+        count_model_call(str(spec), repo, purpose, time.monotonic() - started, reply.usage, cost)
         return reply, label
 
     @activity.defn(name="model_step")
@@ -143,7 +143,7 @@ class ModelStepActivities:
                 instructions=await self._instructions(inp, messages),
                 environment=inp.environment or "",
             )
-            reply, label = await self._complete(spec, request, f"{spec} step {inp.step}")
+            reply, label = await self._complete(spec, request, f"{spec} step {inp.step}", repo=inp.repo)
             await asyncio.gather(*writes)  # written while the model spoke; durable before the reply lists them
         except BaseException:
             for write in writes:  # nobody waits for them now: a failed write is this failure's news, not its own
@@ -160,7 +160,7 @@ class ModelStepActivities:
         reply_digest, transcript = await self._transcripts.append(manifest, message, extends=inp.transcript)
         verdicts = await self._permit(inp, to_permit(agent, message.tool_calls), f"{spec} step {inp.step}")
         calls, output = judge_reply(agent, inp, message.tool_calls, iter(verdicts))
-        repo = await run_repo()  # remembered since the call: no second lookup
+        repo = inp.repo
         AGENT_STEPS.labels(agent=inp.agent, model=str(spec), repo=repo).inc()
         for denied in (c for c in calls if c.decision == "deny"):  # never reach a tool activity
             count_tool_call(denied.name, repo, "denied")
@@ -271,7 +271,7 @@ class ModelStepActivities:
             messages=[Message(role="user", content=f"The conversation to summarize:\n\n{folded}")],
             purpose="compaction",
         )
-        reply, _ = await self._complete(spec, request, f"{spec} compaction", purpose="compaction")
+        reply, _ = await self._complete(spec, request, f"{spec} compaction", repo=inp.repo, purpose="compaction")
         turns = sum(1 if messages[i].role == "assistant" else folded_model_turns(messages[i]) for i in plan.summarize)
         summary = compaction_message(reply.message.content, len(plan.summarize), turns)
         kept = [manifest.messages[i] for i in plan.keep]

@@ -74,7 +74,7 @@ class ActivityModelStep:
         self.facts: SandboxFacts | None = None
 
     async def step(self, request: ModelStepInput) -> ModelStepOutput:
-        update: dict[str, Any] = {"append": [by_reference(r) for r in request.append]}
+        update: dict[str, Any] = {"append": [by_reference(r) for r in request.append], "repo": self.repo}
         if self.facts is not None:  # today's date (workflow time) and the model this step asks
             now = workflow.now().timestamp()
             update["environment"] = render_environment(self.facts, now=now, repo=self.repo, model=request.model)
@@ -82,7 +82,7 @@ class ActivityModelStep:
         return await self._call(MODEL_STEP, request, f"{request.model} step {request.step}")
 
     async def compact(self, request: CompactInput, *, summary: str) -> CompactOutput:
-        return await self._call(COMPACT_TRANSCRIPT, request, summary)
+        return await self._call(COMPACT_TRANSCRIPT, request.model_copy(update={"repo": self.repo}), summary)
 
     async def _call(self, entry: ActivityEntry[In, Out], request: In, summary: str) -> Out:
         try:

@@ -210,6 +210,7 @@ class ModelStepInput(Lean):
     environment: str | None = None
     # Reply digests of the cut-off replies this one continues: a final answer is them and it, joined.
     continues: list[str] = Field(default_factory=list)
+    repo: str = ""  # the run's repository, for the worker's metrics ("": a step recorded before it)
 
 
 class ToolCallRef(Lean):
@@ -262,6 +263,7 @@ class CompactInput(Lean):
     transcript: str
     budget_tokens: int
     force: bool = False  # the provider found the conversation too long: fold even if the estimate fits
+    repo: str = ""  # as ModelStepInput.repo
 
 
 class CompactOutput(Lean):
