@@ -135,10 +135,10 @@ class EvalFactoryActivities:
                 await heartbeating(self._export(task, tree, inp), detail=f"{task.instance_id}'s tree")
                 repo = await self._create_repo(http, name, tree, task.test_command)
             shutil.rmtree(tree, ignore_errors=True)
-            number = await self._issue(http, f"{OWNER}/{name}", task)
-        full = f"{OWNER}/{name}"
-        base_sha = await self._default_head(full, str(repo["default_branch"]))
-        workflow_id = await self._start(full, number, f"eval:{inp.eval_run}:{name}")
+            full = f"{OWNER}/{name}"
+            number = await self._issue(http, full, task)
+            base_sha = await self._default_head(http, full, str(repo["default_branch"]))
+            workflow_id = await self._start(http, full, number, f"eval:{inp.eval_run}:{name}")
         return PublishedTask(
             repo=full, number=number, clone_url=str(repo["clone_url"]), base_sha=base_sha, workflow_id=workflow_id
         )
@@ -187,9 +187,8 @@ class EvalFactoryActivities:
 
     async def _create_repo(self, http: httpx.AsyncClient, name: str, tree: Path, ci_command: str) -> dict[str, Any]:
         body = {"owner": OWNER, "name": name, "source_dir": str(tree.resolve()), "ci_command": ci_command}
-        try:
-            async with httpx.AsyncClient(timeout=60.0) as control:
-                resp = await control.post(f"{self._root}/_sim/repos", json=body)
+        try:  # the simulator's control route, beside its API: an absolute URL on the same client
+            resp = await http.post(f"{self._root}/_sim/repos", json=body, timeout=60.0)
         except httpx.HTTPError as exc:
             raise ApplicationError(
                 f"the GitHub simulator at {self._root} did not answer: {exc}", type=failure_types.GITHUB_UNAVAILABLE
@@ -246,16 +245,14 @@ class EvalFactoryActivities:
             )
         return resp
 
-    async def _default_head(self, repo: str, branch: str) -> str:
-        async with httpx.AsyncClient(base_url=self._api, timeout=30.0) as http:
-            resp = await self._send(http, "GET", f"/repos/{repo}/branches/{branch}", ok=(200,))
+    async def _default_head(self, http: httpx.AsyncClient, repo: str, branch: str) -> str:
+        resp = await self._send(http, "GET", f"/repos/{repo}/branches/{branch}", ok=(200,))
         return str(resp.json()["commit"]["sha"])
 
-    async def _start(self, repo: str, number: int, delivery_id: str) -> str:
+    async def _start(self, http: httpx.AsyncClient, repo: str, number: int, delivery_id: str) -> str:
         """Signal-with-start the issue's IssueWorkflow as `shopfloor run issue` does (an edge that
         saw the issue open may have started it: then this only signals it)."""
-        async with httpx.AsyncClient(base_url=self._api, timeout=30.0) as http:
-            issue = (await self._send(http, "GET", f"/repos/{repo}/issues/{number}", ok=(200,))).json()
+        issue = (await self._send(http, "GET", f"/repos/{repo}/issues/{number}", ok=(200,))).json()
         title, body = str(issue.get("title") or ""), str(issue.get("body") or "")
         event = RepoEvent(
             delivery_id=delivery_id,
