@@ -14,8 +14,7 @@ import pytest
 import pytest_asyncio
 from agent_runs import call, sample_repo, write_cassette
 from cli_runs import LongRunning, StreamedRun, arun_cli, cli_env, invoke_cli, one_line, polling_worker, wait_until
-from factory_runs import APPROVE, TRIAGE_TURNS, approve_and_finish, factory, fix_turns
-from pydantic import SecretStr
+from factory_runs import APPROVE, TRIAGE_TURNS, approve_and_finish, factory, fix_turns, unpriced_model
 
 from shopfloor.cli import follow
 from shopfloor.testing import FakeModelServer, ScriptTurn
@@ -243,9 +242,7 @@ async def test_follow_a_pipeline_follows_its_agent_runs_one_after_another(
             tmp_path,
             {},
             agent_models=models,
-            openai_base_url=fake.openai_base_url,
-            openai_api_key=SecretStr("sk-test-not-a-secret"),
-            max_tokens_unpriced=1_000_000,  # the fake's model has no price: a token limit holds it
+            **unpriced_model(fake.openai_base_url, model=None),
         ) as f:
             number = f.open_issue("add() subtracts", "add(2, 3) returns -1, expected 5.")
             await wait_until(lambda: _held(fake), 90, "the fix agent's first model call")

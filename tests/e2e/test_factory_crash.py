@@ -22,19 +22,17 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from factory_runs import APPROVE, FIX, TEST_CMD, TRIAGE, edge_subscribed, sample_repo
-from pydantic import SecretStr
-from simulator_runs import BOT_TOKEN, SimulatorHandle
+from factory_runs import APPROVE, FIX, TEST_CMD, TRIAGE, edge_subscribed, factory_worker_env, on_simulator, sample_repo
+from simulator_runs import SimulatorHandle
 from temporalio.client import Client, WorkflowHandle
 from temporalio.service import RPCError, RPCStatusCode
-from worker_process import WorkerProcess, worker_env_for
+from worker_process import WorkerProcess
 
 from shopfloor.models.factory_run import FactoryState
 from shopfloor.models.inbox import issue_workflow_id
 from shopfloor.models.inbox_state import IssueOutcome
 from shopfloor.testing import FakeModelServer, LoggedRequest, ScriptTurn
 
-SECRET = "factory-crash-edge-secret"
 LATENCY_S = 1.0  # every model call "thinks" this long: the window in which a worker is killed
 
 
@@ -123,13 +121,7 @@ async def test_worker_killed_during_fix_and_during_review_still_merges_once(
         return resp.json()
 
     # The edge runs here, the workers in their own processes; all share the data dir (blob store).
-    edge_settings = settings.model_copy(
-        update={
-            "github_api_url": simulator.api_url,
-            "github_token": SecretStr(BOT_TOKEN),
-            "webhook_secret": SecretStr(SECRET),
-        }
-    )
+    edge_settings = on_simulator(settings, simulator)
     workers: list[WorkerProcess] = []
     handle: WorkflowHandle | None = None
     outcome: IssueOutcome | None = None
@@ -137,13 +129,11 @@ async def test_worker_killed_during_fix_and_during_review_still_merges_once(
         FakeModelServer(answer, latency_s=LATENCY_S) as fake,
         edge_subscribed(simulator, repo, temporal_client, edge_settings),
     ):
-        env = worker_env_for(
+        env = factory_worker_env(
             temporal_server,
             settings,
             fake,
-            SHOPFLOOR_SANDBOX=settings.sandbox,
-            SHOPFLOOR_GITHUB_API_URL=simulator.api_url,
-            SHOPFLOOR_GITHUB_TOKEN=BOT_TOKEN,
+            simulator,
             SHOPFLOOR_AGENT_MODELS=json.dumps(
                 {agent: f"openai:{agent}-model" for agent in ("triage", "fix", "review")}
             ),

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 
-from factory_runs import GOOD_EDIT, POLICY, TRIAGE, factory
+from factory_runs import GOOD_EDIT, POLICY, TRIAGE, factory, unpriced_model
 from pydantic import SecretStr
 
 from shopfloor.agents.progress import ProgressView
@@ -38,10 +38,7 @@ async def test_an_unpriced_model_triages_under_a_token_cap_and_the_comment_says_
             tmp_path,
             {},
             NEVER,
-            model="openai:local-llm",
-            openai_base_url=fake.openai_base_url,
-            openai_api_key=SecretStr("sk-local-not-a-secret"),
-            max_tokens_unpriced=50_000,
+            **unpriced_model(fake.openai_base_url, max_tokens=50_000),
         ) as f:
             number = f.open_issue("add() subtracts", "add(2, 3) returns -1, expected 5.")
             state = await f.state_when(lambda s: s.result == "parked", "triage to park under auto_fix: never")
@@ -73,9 +70,7 @@ async def test_an_unpriced_model_without_a_token_cap_does_not_start_and_the_comm
             tmp_path,
             {},
             NEVER,
-            model="openai:local-llm",
-            openai_base_url=fake.openai_base_url,
-            openai_api_key=SecretStr("sk-local-not-a-secret"),
+            **unpriced_model(fake.openai_base_url, max_tokens=None),
         ) as f:
             number = f.open_issue("add() subtracts", "add(2, 3) returns -1, expected 5.")
             state = await f.state_when(lambda s: s.result == "failed", "the run to refuse its triage")

@@ -14,8 +14,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from factory_runs import APPROVE, approve_and_finish, factory
-from pydantic import SecretStr
+from factory_runs import APPROVE, approve_and_finish, factory, unpriced_model
 
 from shopfloor.testing import FakeModelServer, ScriptToolCall, ScriptTurn
 
@@ -80,15 +79,6 @@ def tool_results(body: dict[str, Any]) -> list[str]:
     return [m.get("content") or "" for m in body.get("messages") or [] if m.get("role") == "tool"]
 
 
-def fake_model(fake: FakeModelServer) -> dict[str, Any]:
-    return {
-        "model": "openai:local-llm",
-        "openai_base_url": fake.openai_base_url,
-        "openai_api_key": SecretStr("sk-local-not-a-secret"),
-        "max_tokens_unpriced": 1_000_000,  # it has no price: a token limit holds it instead
-    }
-
-
 async def test_a_node_repositorys_detected_test_command_is_the_one_the_fix_agent_must_run(
     simulator, settings, running_worker, temporal_client, tmp_path
 ):
@@ -113,7 +103,7 @@ async def test_a_node_repositorys_detected_test_command_is_the_one_the_fix_agent
             {},
             source_dir=node_repo(tmp_path / "node"),
             ci_command=f"grep -qF '{FIXED_LINE}' lib/greet.js",
-            **fake_model(fake),
+            **unpriced_model(fake.openai_base_url),
         ) as f:
             number = f.open_issue("greet() says goodbye", "greet('Ada') returns 'Goodbye, Ada!'.")
             outcome = await approve_and_finish(f, number)
@@ -150,7 +140,14 @@ async def test_agents_md_is_in_every_system_prompt_and_a_nested_one_once_its_fol
     }
     with FakeModelServer(by_agent(scripts)) as fake:
         async with factory(
-            simulator, settings, running_worker, temporal_client, tmp_path, {}, source_dir=root, **fake_model(fake)
+            simulator,
+            settings,
+            running_worker,
+            temporal_client,
+            tmp_path,
+            {},
+            source_dir=root,
+            **unpriced_model(fake.openai_base_url),
         ) as f:
             number = f.open_issue("greet() says goodbye", "greet('Ada') returns 'Goodbye, Ada!'.")
             await f.state_when(lambda s: s.result == "parked", "triage to park under auto_fix: never")

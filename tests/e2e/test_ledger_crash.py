@@ -13,13 +13,12 @@ import time
 import uuid
 from pathlib import Path
 
-from factory_runs import TEST_CMD, TRIAGE, edge_subscribed, sample_repo
-from pydantic import SecretStr
-from simulator_runs import BOT_TOKEN, SimulatorHandle
+from factory_runs import TEST_CMD, TRIAGE, edge_subscribed, factory_worker_env, on_simulator, sample_repo
+from simulator_runs import SimulatorHandle
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError
 from waiting import DEADLINE_S
-from worker_process import WorkerProcess, worker_env_for
+from worker_process import WorkerProcess
 
 from shopfloor.models.factory_run import FactoryState
 from shopfloor.models.inbox import issue_workflow_id
@@ -28,7 +27,6 @@ from shopfloor.models.ledger import LEDGER_QUERY, SPEND_SIGNAL, LedgerView, Spen
 from shopfloor.models.transcript import Usage
 from shopfloor.testing import FakeModelServer, ScriptTurn
 
-SECRET = "ledger-crash-edge-secret"
 POLICY = f"auto_fix: label\nrequire_human_approval: true\ntest_command: {TEST_CMD}\n"
 STEP = Usage(input_tokens=1_000, output_tokens=500)  # $0.002 a step at [1.0, 2.0] per Mtok
 TURNS = [ScriptTurn.tool("read_file", path="calc/ops.py"), ScriptTurn.tool("submit", **TRIAGE)]
@@ -59,23 +57,15 @@ async def test_a_worker_killed_while_runs_end_leaves_each_counted_exactly_once(
     repo = f"{owner}/{name}"
     simulator.create_repo(owner, name, source_dir=sample_repo(tmp_path / "src", POLICY), ci_command=TEST_CMD)
     simulator.set_permission(owner, name, "maria", "maintain")
-    edge_settings = settings.model_copy(
-        update={
-            "github_api_url": simulator.api_url,
-            "github_token": SecretStr(BOT_TOKEN),
-            "webhook_secret": SecretStr(SECRET),
-        }
-    )
+    edge_settings = on_simulator(settings, simulator)
     ledger = temporal_client.get_workflow_handle(ledger_id(settings.task_queue))
     workers: list[WorkerProcess] = []
     with FakeModelServer(answer) as fake, edge_subscribed(simulator, repo, temporal_client, edge_settings):
-        env = worker_env_for(
+        env = factory_worker_env(
             temporal_server,
             settings,
             fake,
-            SHOPFLOOR_SANDBOX=settings.sandbox,
-            SHOPFLOOR_GITHUB_API_URL=simulator.api_url,
-            SHOPFLOOR_GITHUB_TOKEN=BOT_TOKEN,
+            simulator,
             SHOPFLOOR_AGENT_MODELS=json.dumps({"triage": "openai:metered"}),
             SHOPFLOOR_PRICES=json.dumps({"metered": [1.0, 2.0]}),
             SHOPFLOOR_LEDGER="true",  # count every run, with no limit set

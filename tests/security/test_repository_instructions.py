@@ -20,8 +20,7 @@ import base64
 import re
 from typing import Any
 
-from factory_runs import APPROVE, FIX, POLICY, TEST_CMD, TRIAGE, factory, sample_repo
-from pydantic import SecretStr
+from factory_runs import APPROVE, FIX, POLICY, TEST_CMD, TRIAGE, factory, sample_repo, unpriced_model
 from waiting import query_until
 
 from shopfloor.models.factory_run import FactoryState
@@ -64,15 +63,6 @@ def repo_with_agents_md(tmp_path, policy: str = POLICY):
     return root
 
 
-def fake_model(fake: FakeModelServer) -> dict[str, Any]:
-    return {
-        "model": "openai:local-llm",
-        "openai_base_url": fake.openai_base_url,
-        "openai_api_key": SecretStr("sk-local-not-a-secret"),
-        "max_tokens_unpriced": 1_000_000,  # it has no price: a token limit holds it instead
-    }
-
-
 async def test_a_pull_request_that_edits_agents_md_does_not_change_its_reviewers_instructions(
     simulator, settings, running_worker, temporal_client, tmp_path
 ):
@@ -87,7 +77,7 @@ async def test_a_pull_request_that_edits_agents_md_does_not_change_its_reviewers
             tmp_path,
             {},
             source_dir=repo_with_agents_md(tmp_path, policy),
-            **fake_model(fake),
+            **unpriced_model(fake.openai_base_url),
         ) as f:
             owner, name = f.repo.split("/")
             simulator.set_permission(owner, name, "carol", "write")
@@ -149,7 +139,7 @@ async def test_the_fix_agent_editing_agents_md_and_the_issue_body_do_not_change_
             tmp_path,
             {},
             source_dir=repo_with_agents_md(tmp_path),
-            **fake_model(fake),
+            **unpriced_model(fake.openai_base_url),
         ) as f:
             number = f.open_issue("add() subtracts", forged)
             await f.state_when(lambda s: s.pr_number is not None, "the fix to be pushed")

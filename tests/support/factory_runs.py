@@ -21,6 +21,7 @@ from simulator_runs import BOT_TOKEN, SimulatorHandle
 from temporalio.client import Client, WorkflowHandle
 from threaded_server import serving
 from waiting import DEADLINE_S, query_until
+from worker_process import worker_env_for
 
 from shopfloor.blobs import FileBlobStore
 from shopfloor.models.factory_run import FactoryState
@@ -58,6 +59,17 @@ FIX = {
 }
 GOOD_EDIT = {"path": "calc/ops.py", "old": "return a - b", "new": "return a + b"}
 APPROVE = {"verdict": "approve", "summary": "The one-line fix matches the issue and CI is green."}
+
+
+def unpriced_model(
+    base_url: str, model: str | None = "openai:local-llm", max_tokens: int | None = 1_000_000
+) -> dict[str, Any]:
+    """Worker settings for a model on a fake server (its base URL) that has no price, so a token
+    limit holds it instead of a cost limit (max_tokens None: none, and it does not start).
+    `model` None: the settings name no default model (the test gives each agent its own)."""
+    chosen = {} if model is None else {"model": model}
+    limit = {} if max_tokens is None else {"max_tokens_unpriced": max_tokens}
+    return {**chosen, "openai_base_url": base_url, "openai_api_key": SecretStr("sk-local-not-a-secret"), **limit}
 
 
 def sample_repo(root: Path, policy: str = POLICY) -> Path:
@@ -139,6 +151,33 @@ class Factory:
         ]
 
 
+def on_simulator(settings: Settings, simulator: SimulatorHandle) -> Settings:
+    """`settings` with the simulator as GitHub, the bot's token, and the edge's webhook secret."""
+    return settings.model_copy(
+        update={
+            "github_api_url": simulator.api_url,
+            "github_token": SecretStr(BOT_TOKEN),
+            "webhook_secret": SecretStr(SECRET),
+        }
+    )
+
+
+def factory_worker_env(
+    temporal_server: Any, settings: Settings, fake: Any, simulator: SimulatorHandle, **overrides: str
+) -> dict[str, str]:
+    """A factory worker process's environment (tests that kill workers run them as processes):
+    the test's server, queue, data dir and sandbox, `fake` as the model, the simulator as GitHub."""
+    return worker_env_for(
+        temporal_server,
+        settings,
+        fake,
+        SHOPFLOOR_SANDBOX=settings.sandbox,
+        SHOPFLOOR_GITHUB_API_URL=simulator.api_url,
+        SHOPFLOOR_GITHUB_TOKEN=BOT_TOKEN,
+        **overrides,
+    )
+
+
 @asynccontextmanager
 async def factory(
     simulator: SimulatorHandle,
@@ -163,14 +202,8 @@ async def factory(
     simulator.create_repo(owner, name, source_dir=source, ci_command=ci_command)
     simulator.set_permission(owner, name, "maria", "maintain")
     agent_models = {agent: write_cassette(tmp_path / f"{agent}.json", turns) for agent, turns in models.items()}
-    worker_settings = settings.model_copy(
-        update={
-            "github_api_url": simulator.api_url,
-            "github_token": SecretStr(BOT_TOKEN),
-            "webhook_secret": SecretStr(SECRET),
-            "agent_models": agent_models,
-            **extra_settings,
-        }
+    worker_settings = on_simulator(settings, simulator).model_copy(
+        update={"agent_models": agent_models, **extra_settings}
     )
     with edge_subscribed(simulator, repo, client, worker_settings) as edge_url:
         async with running_worker(worker_settings):
