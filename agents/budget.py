@@ -145,6 +145,17 @@ class Spent(BaseModel):
             }
         )
 
+    def after_subagent(self, usage: Usage, cost: float) -> Spent:
+        """A copy with a subagent's spending added: its tokens and cost count in this run's
+        limits (its steps are its own)."""
+        return self.model_copy(
+            update={
+                "input_tokens": self.input_tokens + usage.input_tokens,
+                "output_tokens": self.output_tokens + usage.output_tokens,
+                "cost_usd": self.cost_usd + cost,
+            }
+        )
+
 
 def _duration(seconds: float) -> str:
     s = int(seconds)

@@ -130,6 +130,8 @@ def _classify(tool: str, arguments: dict[str, Any], policy: PermissionPolicy) ->
         return judge_command(values["command"], ask, deny)
     if tool == "run_tests":
         return _test_args(values["args"])
+    if tool == "delegate":  # a read-only subagent under the same rules; its calls are judged as its own
+        return "allow", ""
     return "deny", f"there are no permission rules for {tool!r}, so it may not run."
 
 

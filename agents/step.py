@@ -14,13 +14,15 @@ import json
 from collections.abc import Iterator
 from typing import Any, Protocol
 
+from pydantic import ValidationError
+
 from shopfloor.agents.compaction import estimate_tokens, message_meta
 from shopfloor.agents.definition import AgentDefinition
 from shopfloor.agents.submission import SUBMIT, validate_submission
 from shopfloor.agents.summaries import args_preview, summarize_call
 from shopfloor.agents.text_actions import text_action_instructions
-from shopfloor.agents.tools import TOOLS
-from shopfloor.models.agent_run import Decision, ModelStepInput, ToolCallRef
+from shopfloor.agents.tools import DELEGATE, TOOLS, DelegateArgs
+from shopfloor.models.agent_run import Decision, Delegation, ModelStepInput, ToolCallRef
 from shopfloor.models.transcript import Message, ModelRequest, ToolCall
 
 SUBMIT_ERROR_CHARS = 2_000  # a refused submit's error travels in history: keep it short
@@ -103,6 +105,7 @@ def judge_reply(
     `verdicts` answers `to_permit(agent, calls)`, in the same order."""
     refs: list[ToolCallRef] = []
     output: dict[str, Any] | None = None
+    delegates = sum(c.name == DELEGATE for c in calls)
     for call in calls:
         if is_submit(agent, call):
             error, output = judge_submit(inp, agent.output_model or "", call, len(calls))
@@ -118,9 +121,22 @@ def judge_reply(
                 decision="allow" if call.arguments_error else verdict.decision,
                 decision_reason=verdict.reason,
                 runs_required=verdict.runs_required,
+                delegation=delegation(call, delegates) if DELEGATE in agent.tools else None,
             )
         )
     return refs, output
+
+
+def delegation(call: ToolCall, of: int) -> Delegation | None:
+    """What the workflow needs to start a `delegate` call's subagent; None for another tool or
+    arguments that do not validate (the permission judge refused those with the reason)."""
+    if call.name != DELEGATE or call.arguments_error is not None:
+        return None
+    try:
+        args = DelegateArgs.model_validate(call.arguments)
+    except ValidationError:
+        return None
+    return Delegation(prompt=args.question, max_steps=args.max_steps, of=of)
 
 
 def judge_submit(

@@ -37,4 +37,6 @@ def summarize_call(name: str, arguments: dict[str, Any]) -> str:
     if name == "write_file" and isinstance(a.get("path"), str) and isinstance(a.get("content"), str):
         lines = len(a["content"].splitlines())
         return _clip(f"write_file {a['path']} ({lines} line{'' if lines == 1 else 's'})")
+    if name == "delegate" and isinstance(a.get("question"), str):
+        return _clip(f'delegate "{_clip(a["question"], 80)}"')
     return _clip(f"{name} {args_preview(a)}")

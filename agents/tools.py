@@ -72,6 +72,18 @@ class ReadOutputArgs(_Args):
     limit: int = Field(default=12_000, ge=1, le=50_000, description="How many characters to return.")
 
 
+class DelegateArgs(_Args):
+    question: str = Field(
+        min_length=1,
+        max_length=4000,
+        description=(
+            "A bounded question about the repository for a read-only subagent, with what it needs to know "
+            "(paths, names): it sees the repository as it is now, not this conversation."
+        ),
+    )
+    max_steps: int | None = Field(default=None, ge=1, le=30, description="Steps the subagent may take (default 15).")
+
+
 class ToolDef(BaseModel):
     name: str
     description: str
@@ -147,7 +159,19 @@ TOOLS: dict[str, ToolDef] = {
             args=RunTestsArgs,
             risk="exec",
         ),
+        ToolDef(
+            name="delegate",
+            description=(
+                "Ask a read-only subagent (explore) a question about the repository; it works with its own "
+                "budget and you get back only its answer, so your context stays small. Several delegate "
+                "calls in one reply run at the same time."
+            ),
+            args=DelegateArgs,
+        ),
     ]
 }
 
 READ_ONLY_TOOLS = ("read_file", "list_dir", "glob", "grep", "read_output")
+# Runs a subagent as a child workflow (workflows/subagents.py), not a tool activity. The explore
+# agent, which subagents are, does not have it.
+DELEGATE = "delegate"

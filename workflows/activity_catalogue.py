@@ -38,7 +38,7 @@ from shopfloor.workflows.late_cancel import unless_cancelled
 with workflow.unsafe.imports_passed_through():
     from shopfloor.agents.policy import PolicyLoad
     from shopfloor.agents.run_environment import EnvironmentProbe, SandboxFacts
-    from shopfloor.agents.tools import TOOLS
+    from shopfloor.agents.tools import DELEGATE, TOOLS
     from shopfloor.models import failure_types
     from shopfloor.models.agent_run import (
         CompactInput,
@@ -280,6 +280,7 @@ TOOL_ACTIVITIES: Mapping[str, ActivityEntry[ToolInput, ToolResult]] = {
         heartbeat=timedelta(seconds=60),
     )
     for name in TOOLS
+    if name != DELEGATE  # a child workflow (workflows/subagents.py), not an activity
 }
 # The repository's before-submit hooks on an accepted submit's workspace: the agent gives each call
 # the hooks' timeouts together plus a minute; commands heartbeat while they run.

@@ -30,7 +30,7 @@ with workflow.unsafe.imports_passed_through():
     from shopfloor.agents.run_environment import EnvironmentProbe, SandboxFacts
     from shopfloor.agents.run_environment import render as render_environment
     from shopfloor.agents.run_state import AgentCarry
-    from shopfloor.agents.tools import READ_ONLY_TOOLS
+    from shopfloor.agents.tools import DELEGATE, READ_ONLY_TOOLS
     from shopfloor.models import failure_types
     from shopfloor.models.agent_run import (
         AgentInput,
@@ -60,6 +60,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from shopfloor.workflows.activity_catalogue import call as call_activity
     from shopfloor.workflows.controls import AgentControls
+    from shopfloor.workflows.subagents import SubagentRunner
 
 
 class ActivityModelStep:
@@ -131,7 +132,8 @@ class ActivityToolRunner:
     """The loop's ToolRunner and HookRunner: the activity named after the tool, and the
     before_submit_hooks activity."""
 
-    def __init__(self, inp: AgentInput) -> None:
+    def __init__(self, inp: AgentInput, subagents: SubagentRunner | None = None) -> None:
+        self.subagents = subagents  # runs `delegate` calls (None: a runner without subagents)
         # A command may run for its policy's timeout: the activity gets a minute beyond it.
         self.timeout = timedelta(seconds=max(inp.timeouts.tool_s, inp.commands.timeout_s + 60))
         # An edit runs its after-edit hooks, a submit its before-submit ones, one after another.
@@ -142,6 +144,8 @@ class ActivityToolRunner:
         self.hooks_timeout = timedelta(seconds=max(inp.timeouts.tool_s, before_submit + 60))
 
     async def run(self, call: ToolCallRef, request: ToolInput) -> ToolResult:
+        if call.name == DELEGATE and self.subagents is not None:
+            return await self.subagents.run(call, request)
         if call.name in READ_ONLY_TOOLS and workflow.patched(LOCAL_READS):
             # In this workflow task, its result a marker: no activity task and no workflow task of
             # its own. Read-only, so running again after a crash (before the marker) is harmless.
@@ -204,7 +208,7 @@ class AgentWorkflow(AgentControls):
         workflow.upsert_search_attributes(attributes)
         if inp.start_from is not None and not inp.carry:  # once, not again after continue-as-new
             self.event(inp.start_from.steps, "model", inp.start_from.describe())
-        tools = ActivityToolRunner(inp)
+        tools = ActivityToolRunner(inp, SubagentRunner(self))
         model = ActivityModelStep(inp)
         loop = AgentLoop(
             inp,

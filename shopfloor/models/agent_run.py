@@ -187,6 +187,8 @@ class AgentInput(BaseModel):
     # Set: this run goes on from another run's conversation and workspace (`workspace` is that
     # checkpoint); its limits count its own steps, its step numbers go on from the other run's.
     start_from: StartFrom | None = None
+    # 0: a run started by a pipeline or a person; n: a subagent n delegations down (bounded).
+    depth: int = Field(default=0, ge=0)
 
 
 class ModelStepInput(Lean):
@@ -213,6 +215,16 @@ class ModelStepInput(Lean):
     repo: str = ""  # the run's repository, for the worker's metrics ("": a step recorded before it)
 
 
+class Delegation(Lean):
+    """A `delegate` call as the workflow needs it to start the subagent (model_step validated
+    the arguments; agents/subagents.py)."""
+
+    agent: str = "explore"
+    prompt: str
+    max_steps: int | None = None
+    of: int = 1  # delegate calls in the same reply: they run at once and share what is left
+
+
 class ToolCallRef(Lean):
     id: str
     name: str
@@ -224,6 +236,7 @@ class ToolCallRef(Lean):
     decision_reason: str = ""
     runs_required: bool = False  # this call runs AgentInput.required_command
     submit_error: str | None = None  # a refused `submit`: the error the model reads
+    delegation: Delegation | None = None  # a `delegate` call: the subagent to start
 
 
 class ModelStepOutput(Lean):
