@@ -257,6 +257,33 @@ async def run_command(
     return outcome
 
 
+def sandbox_config(mode: SandboxMode | str | SandboxConfig) -> SandboxConfig:
+    """The sandbox settings a worker's mode (or full configuration) stands for."""
+    return _config(mode)
+
+
+def offline_argv(
+    workdir: Path,
+    command: str,
+    *,
+    policy: CommandPolicy,
+    config: SandboxConfig,
+    confinement: Confinement,
+    hide: Sequence[Path] = (),
+) -> list[str]:
+    """bubblewrap's argv for `command` (bash) in `workdir` with no network, under `policy`'s
+    CPU, memory and process limits, seeing the system and this Python read-only (a run_python
+    program: activities/code_mode.py). The caller spawns it and holds it to its time limit."""
+    shell = shell_path()
+    cpu, cpu_hard, mem_kb = _limits(policy)
+    tail = [shell, "-c", _PROLOGUE, "shopfloor-sandbox", str(cpu), str(cpu_hard), str(mem_kb), shell, command]
+    tail = _with_process_limit(tail, shell, policy.max_processes)
+    prepend = [os.path.dirname(sys.executable)]
+    env = _clean_env(":".join([*prepend, SYSTEM_PATH]), SANDBOX_HOME)
+    readonly = [*prepend, *config.readonly_paths]
+    return [*_bwrap_args(workdir, env, hide, readonly, confinement), *network_bwrap_args(None), *SEAL, "--", *tail]
+
+
 def _with_process_limit(tail: list[str], shell: str, tasks: int) -> list[str]:
     """Inside bubblewrap's user namespace RLIMIT_NPROC counts that namespace's tasks only (Linux
     5.14+), so it bounds one command's processes and threads where the worker's uid is not root

@@ -42,7 +42,7 @@ from shopfloor.agents.definition import AgentDefinition
 from shopfloor.agents.doom_loop import observe
 from shopfloor.agents.hooks import checks_submit, hooks_key
 from shopfloor.agents.run_state import AgentCarry
-from shopfloor.agents.tools import TOOLS
+from shopfloor.agents.tools import RUN_PYTHON, TOOLS
 from shopfloor.models.agent_run import (
     AgentInput,
     AgentResult,
@@ -51,6 +51,7 @@ from shopfloor.models.agent_run import (
     CompactOutput,
     ModelStepInput,
     ModelStepOutput,
+    PermissionRules,
     RunState,
     ToolCallRef,
     ToolInput,
@@ -442,6 +443,7 @@ class AgentLoop:
             # Only a tool that runs commands (or hooks) reads the policy; the rest go without it.
             commands=self.inp.commands if _runs_commands(call.name) else CommandPolicy(),
             readable=c.readable_outputs if call.name == "read_output" else [],
+            permissions=self.inp.permissions if call.name == RUN_PYTHON else PermissionRules(),
         )
 
     async def _run_call(self, out: ModelStepOutput, call: ToolCallRef) -> ToolResult:
@@ -532,7 +534,7 @@ def _runs_commands(tool: str) -> bool:
     """Whether `tool` runs commands (its own, or the repository's hooks after an edit or before
     a submit): every tool but the read-only ones. An unknown name is refused before it runs."""
     known = TOOLS.get(tool)
-    return known is None or known.risk != "read"
+    return known is None or known.risk != "read" or tool == RUN_PYTHON  # its program: a process with limits
 
 
 # --- a host for runs outside Temporal -------------------------------------------------------------

@@ -77,6 +77,7 @@ class PermissionPolicy(BaseModel):
     ask_commands: list[str] = Field(default_factory=lambda: list(DEFAULT_ASK_COMMANDS))
     deny_commands: list[str] = Field(default_factory=list)
     protected_paths: list[str] = Field(default_factory=list)  # globs from the repo root: see path_glob
+    code_mode: bool = True  # run_python (the policy's `code_mode`)
 
     @field_validator("ask_commands", "deny_commands")
     @classmethod
@@ -130,6 +131,10 @@ def _classify(tool: str, arguments: dict[str, Any], policy: PermissionPolicy) ->
         return judge_command(values["command"], ask, deny)
     if tool == "run_tests":
         return _test_args(values["args"])
+    if tool == "run_python":  # its program's every binding call is judged again, as that tool's call
+        if not policy.code_mode:
+            return "deny", "run_python is turned off for this repository (`code_mode: false`); call the tools directly."
+        return "allow", ""
     if tool == "delegate":  # a read-only subagent under the same rules; its calls are judged as its own
         return "allow", ""
     return "deny", f"there are no permission rules for {tool!r}, so it may not run."

@@ -181,6 +181,7 @@ class RepoPolicy(_Strict):
     approval_timeout_minutes: int = Field(default=60, ge=1, le=10080)  # an unanswered tool call is refused after this
     protected_paths: list[PathPattern] = Field(default_factory=lambda: list(DEFAULT_PROTECTED), max_length=100)
     network_for_commands: bool = False
+    code_mode: bool = True  # agents may use run_python (programs that call the read-only tools)
     # Hosts commands may reach besides the package registries, within the operator's bound.
     network_allow: list[Annotated[str, AfterValidator(check_pattern)]] = Field(default_factory=list, max_length=50)
     ci_timeout_minutes: int = Field(default=60, ge=1, le=1440)

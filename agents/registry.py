@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from shopfloor.agents.definition import AgentDefinition
-from shopfloor.agents.tools import DELEGATE, READ_ONLY_TOOLS, TOOLS
+from shopfloor.agents.tools import DELEGATE, READ_ONLY_TOOLS, RUN_PYTHON, TOOLS
 from shopfloor.models.agent_run import Limits
 
 AGENTS: dict[str, AgentDefinition] = {
@@ -28,7 +28,7 @@ AGENTS: dict[str, AgentDefinition] = {
             name="triage",
             description="Classifies an issue, plans a fix and rates how fixable it is (read-only).",
             prompt_file="triage.md",
-            tools=[*READ_ONLY_TOOLS, DELEGATE],
+            tools=[*READ_ONLY_TOOLS, RUN_PYTHON, DELEGATE],
             limits=Limits(max_steps=30),
             output_model="TriageResult",
         ),
@@ -45,7 +45,7 @@ AGENTS: dict[str, AgentDefinition] = {
             name="review",
             description="Reviews a pull request against its issue and CI result; may run the tests.",
             prompt_file="review.md",
-            tools=[*READ_ONLY_TOOLS, "run_command", "run_tests", DELEGATE],
+            tools=[*READ_ONLY_TOOLS, RUN_PYTHON, "run_command", "run_tests", DELEGATE],
             limits=Limits(max_steps=40),
             output_model="ReviewResult",
         ),

@@ -84,6 +84,19 @@ class DelegateArgs(_Args):
     max_steps: int | None = Field(default=None, ge=1, le=30, description="Steps the subagent may take (default 15).")
 
 
+class RunPythonArgs(_Args):
+    code: str = Field(
+        min_length=1,
+        max_length=20_000,
+        description=(
+            "A short Python 3 program. It may call read_file(path, offset=1, limit=400), list_dir(path='.'), "
+            "glob(pattern, path='.') and grep(pattern, path='.', glob=None, ignore_case=False, max_matches=200), "
+            "which return the same text as those tools (a refused call raises BindingError with the reason). "
+            "What it prints is the result. It sees no files or network of its own: only these functions."
+        ),
+    )
+
+
 class ToolDef(BaseModel):
     name: str
     description: str
@@ -160,6 +173,14 @@ TOOLS: dict[str, ToolDef] = {
             risk="exec",
         ),
         ToolDef(
+            name="run_python",
+            description=(
+                "Run a short Python program that calls the read-only tools as functions, to do in one step "
+                "what would take many calls (search, read, filter, count); you get what it prints."
+            ),
+            args=RunPythonArgs,
+        ),
+        ToolDef(
             name="delegate",
             description=(
                 "Ask a read-only subagent (explore) a question about the repository; it works with its own "
@@ -172,6 +193,9 @@ TOOLS: dict[str, ToolDef] = {
 }
 
 READ_ONLY_TOOLS = ("read_file", "list_dir", "glob", "grep", "read_output")
+# The read-only tools a run_python program may call (activities/code_mode.py), by the same judge.
+PYTHON_BINDINGS = ("read_file", "list_dir", "glob", "grep")
+RUN_PYTHON = "run_python"
 # Runs a subagent as a child workflow (workflows/subagents.py), not a tool activity. The explore
 # agent, which subagents are, does not have it.
 DELEGATE = "delegate"

@@ -82,6 +82,7 @@ def agent_permissions(policy: RepoPolicy) -> PermissionRules:
         protected_paths=protected_globs(policy.protected_paths),
         ask_commands=[*DEFAULT_ASK_COMMANDS, *ask] if ask else None,
         deny_commands=list(deny) if deny else None,
+        code_mode=False if not policy.code_mode else None,
     )
 
 

@@ -24,6 +24,7 @@ from pydantic import BaseModel, ValidationError
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from shopfloor.activities.code_mode import run_program
 from shopfloor.activities.environment import (
     CheckoutConflict,
     Environments,
@@ -39,17 +40,20 @@ from shopfloor.activities.sandbox import (
     detect_test_command,
     resolve_mode,
     run_command,
+    sandbox_config,
 )
 from shopfloor.activities.sandbox_network import SandboxNetwork
 from shopfloor.activities.tools import editing, read_only
 from shopfloor.activities.workspace import CheckpointTooLarge, PatchError, WorkspaceError, Workspaces
 from shopfloor.agents import hooks
+from shopfloor.agents.permissions import PermissionPolicy
 from shopfloor.agents.tools import (
     TOOLS,
     EditFileArgs,
     GitDiffArgs,
     ReadOutputArgs,
     RunCommandArgs,
+    RunPythonArgs,
     RunTestsArgs,
     WriteFileArgs,
 )
@@ -204,6 +208,25 @@ class ToolActivities:
     async def grep(self, inp: ToolInput) -> ToolResult:
         return await self._run(inp, _sync(read_only.grep))
 
+    @activity.defn(name="run_python")
+    async def run_python(self, inp: ToolInput) -> ToolResult:
+        async def program(root: Path, args: RunPythonArgs, inp: ToolInput) -> str:
+            permissions = PermissionPolicy(**inp.permissions.model_dump(exclude_none=True))
+            run = run_program(
+                root,
+                args.code,
+                sandbox=sandbox_config(self._sandbox),
+                policy=inp.commands,
+                permissions=permissions,
+                hide=self._hide,
+            )
+            report = await heartbeating(run, detail="run_python")
+            if not report.ok:
+                raise ToolError(report.text())
+            return report.text()
+
+        return await self._run(inp, program)
+
     @activity.defn(name="git_diff")
     async def git_diff(self, inp: ToolInput) -> ToolResult:
         async def diff(root: Path, args: GitDiffArgs, inp: ToolInput) -> str:
@@ -344,6 +367,7 @@ class ToolActivities:
             self.glob,
             self.grep,
             self.git_diff,
+            self.run_python,
             self.read_output,
             self.edit_file,
             self.write_file,

@@ -119,6 +119,7 @@ class PermissionRules(Lean):
     ask_commands: list[str] | None = None
     deny_commands: list[str] | None = None
     protected_paths: list[str] | None = None
+    code_mode: bool | None = None  # False: run_python is refused (the policy's `code_mode`)
 
 
 class ToolResult(Lean):
@@ -268,6 +269,8 @@ class ToolInput(Lean):
     run_id: str = ""  # the agent run's workflow id: keys this worker's cached workspace
     commands: CommandPolicy = Field(default_factory=CommandPolicy)
     readable: list[str] = Field(default_factory=list)  # read_output: the digests this run may page through
+    # run_python: the rules its program's binding calls are judged by (the same as the run's calls).
+    permissions: PermissionRules = Field(default_factory=PermissionRules)
 
 
 class CompactInput(Lean):

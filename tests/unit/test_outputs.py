@@ -152,7 +152,7 @@ def test_the_factory_agents():
         "merge": "MergeResult",
     }
     assert AGENTS["fix"].submit_requires_command and not AGENTS["review"].submit_requires_command
-    read_only = ("read_file", "list_dir", "glob", "grep", "read_output", "delegate")  # delegate: to explore
+    read_only = ("read_file", "list_dir", "glob", "grep", "read_output", "run_python", "delegate")
     assert all(t in read_only for t in AGENTS["triage"].tools)
     assert "run_command" in AGENTS["review"].tools and "edit_file" not in AGENTS["review"].tools
     for name in ("triage", "fix", "review", "merge"):

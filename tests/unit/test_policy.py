@@ -289,3 +289,17 @@ def test_a_model_the_operator_does_not_offer_sets_the_whole_file_aside():
     ]
     broken = parse_policy("auto_merg: true")
     assert within_operator_bounds(broken, []) == broken  # its own errors stand alone
+
+
+def test_code_mode_false_reaches_the_permission_judge():
+    from shopfloor.agents.permissions import PermissionPolicy, classify
+    from shopfloor.workflows.factory_agents import agent_permissions
+
+    load = parse_policy("code_mode: false\n")
+    assert load.ok and load.policy.code_mode is False
+    rules = agent_permissions(load.policy)
+    assert rules.code_mode is False
+    verdict = classify("run_python", {"code": "print(1)"}, PermissionPolicy(**rules.model_dump(exclude_none=True)))
+    assert verdict.decision == "deny"
+    assert agent_permissions(parse_policy("").policy).code_mode is None  # the default: on
+    assert not parse_policy("code_mode: sometimes\n").ok

@@ -77,6 +77,15 @@ def test_delegate_is_judged_like_a_read_and_its_question_goes_to_the_workflow():
     assert delegation(ToolCall(id="c", name="delegate", arguments={"q": 1}), 1) is None
 
 
+def test_run_python_is_judged_as_a_read_unless_the_repository_turns_it_off():
+    from shopfloor.agents.permissions import PermissionPolicy
+
+    assert classify("run_python", {"code": "print(1)"}).decision == "allow"
+    off = classify("run_python", {"code": "print(1)"}, PermissionPolicy(code_mode=False))
+    assert off.decision == "deny" and "code_mode: false" in off.reason
+    assert classify("run_python", {"code": ""}).decision == "deny"
+
+
 def test_the_subagent_cannot_delegate_and_the_factory_agents_can():
     assert "delegate" not in AGENTS[subagents.SUBAGENT].tools
     assert all("delegate" in AGENTS[a].tools for a in ("code", "triage", "fix", "review", "merge"))
