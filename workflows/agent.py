@@ -30,7 +30,7 @@ with workflow.unsafe.imports_passed_through():
     from shopfloor.agents.run_environment import EnvironmentProbe, SandboxFacts
     from shopfloor.agents.run_environment import render as render_environment
     from shopfloor.agents.run_state import AgentCarry
-    from shopfloor.agents.tools import DELEGATE, READ_ONLY_TOOLS
+    from shopfloor.agents.tools import DELEGATE, READ_ONLY_TOOLS, RUN_PYTHON
     from shopfloor.models import failure_types
     from shopfloor.models.agent_run import (
         AgentInput,
@@ -123,6 +123,10 @@ def _too_long(exc: ActivityError) -> ContextTooLong | None:
 AGENT_ENVIRONMENT = "agent-environment"
 
 
+# A run recorded before run_python answered such a call as an unknown tool, with no activity.
+CODE_MODE = "code-mode"
+
+
 # Read-only tool calls (READ_ONLY_TOOLS) run as local activities; runs recorded before ran them as
 # activities of their own, and replay that way.
 LOCAL_READS = "read-only-tools-as-local-activities"
@@ -146,6 +150,8 @@ class ActivityToolRunner:
     async def run(self, call: ToolCallRef, request: ToolInput) -> ToolResult:
         if call.name == DELEGATE and self.subagents is not None:
             return await self.subagents.run(call, request)
+        if call.name == RUN_PYTHON and not workflow.patched(CODE_MODE):
+            return ToolResult(call_id=call.id, name=call.name, ok=False, preview=f"error: unknown tool {call.name!r}")
         if call.name in READ_ONLY_TOOLS and workflow.patched(LOCAL_READS):
             # In this workflow task, its result a marker: no activity task and no workflow task of
             # its own. Read-only, so running again after a crash (before the marker) is harmless.
