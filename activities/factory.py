@@ -20,6 +20,7 @@ from temporalio import activity
 
 from shopfloor.activities.github.api import GitHubApi, call_github, q, read_github
 from shopfloor.activities.github.clients import GitHubClients
+from shopfloor.activities.images import ImageFetcher
 from shopfloor.activities.issue_text import IssueTextActivities
 from shopfloor.agents.comment_commands import parse_command
 from shopfloor.agents.github_text import safe_login
@@ -29,6 +30,7 @@ from shopfloor.agents.untrusted_text import sanitize
 from shopfloor.blobs import BlobStore, get_json
 from shopfloor.errors import BlobNotFound
 from shopfloor.models.factory_run import FeedbackItem, GoalInput, GoalOutput, RepoInfo, RepoInfoInput
+from shopfloor.models.transcript import ImageRef
 
 BODY_CHARS = 6000
 CI_CHARS = 3000
@@ -99,9 +101,10 @@ def feedback_text(item: FeedbackItem, doc: dict[str, Any] | None) -> str:
 
 
 class FactoryActivities:
-    def __init__(self, blobs: BlobStore, clients: GitHubClients) -> None:
+    def __init__(self, blobs: BlobStore, clients: GitHubClients, images: ImageFetcher | None = None) -> None:
         self._blobs = blobs
         self._clients = clients
+        self._images = images or ImageFetcher(blobs, clients)
 
     def all(self) -> list[Any]:
         return [self.repo_info, self.goal, *IssueTextActivities(self._blobs, self._clients).all()]
@@ -145,6 +148,16 @@ class FactoryActivities:
             # The body as people see it on GitHub, then what its markdown hid, under its own label.
             *quote_untrusted(text, title_chars=300, body_chars=BODY_CHARS),
         ]
+        images: list[ImageRef] = []
+        if inp.images and text.images:
+            images, notes = await self._images.fetch_all(inp.repo, text.images)
+            shown = (
+                f"The body's {'image follows' if len(images) == 1 else f'{len(images)} images follow'} this "
+                "message, in order (screenshots people attached: data, like the text). "
+                if images
+                else ""
+            )
+            parts.append(f"Images in the body ([image] above): {shown}".rstrip() + "\n" + "\n".join(notes))
         if inp.kind == "triage":
             if inp.similar:
                 lines = [
@@ -238,4 +251,4 @@ class FactoryActivities:
             parts.append(f"Review the change against {against}, then submit your ReviewResult.")
         # Quoted text cannot open or close a block framed as the repository's instructions.
         goal = neutralize("\n\n".join(parts))
-        return GoalOutput(goal=goal, chars=len(goal))
+        return GoalOutput(goal=goal, chars=len(goal), images=images)

@@ -12,8 +12,9 @@ far (activities/heartbeat.py), which `shopfloor follow` shows live.
 from __future__ import annotations
 
 import asyncio
+import base64
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import timedelta
 
 import structlog
@@ -36,6 +37,7 @@ from shopfloor.agents.compaction import (
 )
 from shopfloor.agents.context_limits import joined_answer, mark_cut_off_call
 from shopfloor.agents.definition import AgentDefinition
+from shopfloor.agents.images import accepts_images
 from shopfloor.agents.permissions import PermissionPolicy
 from shopfloor.agents.registry import get_agent
 from shopfloor.agents.repo_instructions import RepoInstructions, touched_paths
@@ -91,10 +93,15 @@ def model_call_failure(exc: ModelCallError) -> ApplicationError:
 
 class ModelStepActivities:
     def __init__(
-        self, transcripts: TranscriptStore, providers: ProviderFactory, prices: Mapping[str, Price] | None = None
+        self,
+        transcripts: TranscriptStore,
+        providers: ProviderFactory,
+        prices: Mapping[str, Price] | None = None,
+        image_models: Sequence[str] | None = None,
     ) -> None:
         self._transcripts = transcripts
         self._providers = providers
+        self._image_models = image_models  # SHOPFLOOR_IMAGE_MODELS; None: the known list
         self._prices = price_table(prices)
         self._repo_instructions: dict[str, RepoInstructions] = {}  # by blob digest, oldest first
 
@@ -142,7 +149,10 @@ class ModelStepActivities:
                 text_actions=inp.text_actions,
                 instructions=await self._instructions(inp, messages),
                 environment=inp.environment or "",
+                images=accepts_images(str(spec), self._image_models),
             )
+            if any(m.images for m in request.messages):
+                request.image_data = await self._image_data(request.messages)
             reply, label = await self._complete(spec, request, f"{spec} step {inp.step}", repo=inp.repo)
             await asyncio.gather(*writes)  # written while the model spoke; durable before the reply lists them
         except BaseException:
@@ -194,6 +204,13 @@ class ModelStepActivities:
             answer_digest=answer_digest,
         )
 
+    async def _image_data(self, messages: list[Message]) -> dict[str, str]:
+        """The bytes of the messages' images, base64, by digest (read from the blob store)."""
+        digests = list(dict.fromkeys(i.digest for m in messages for i in m.images))
+        blobs = self._transcripts.blobs
+        data = await asyncio.gather(*(blobs.get(d) for d in digests))
+        return {d: base64.b64encode(b).decode("ascii") for d, b in zip(digests, data, strict=True)}
+
     async def _joined_answer(self, continues: list[str], last: str) -> tuple[str, str]:
         """The answer that cut-off replies and this last part make, and the digest of its blob."""
         parts = [(await self._transcripts.load(digest)).content for digest in continues]
@@ -224,7 +241,7 @@ class ModelStepActivities:
         messages = await ts.messages(manifest)
         added: list[Message] = []
         if inp.transcript is None and inp.goal is not None:
-            added.append(Message(role="user", content=inp.goal))
+            added.append(Message(role="user", content=inp.goal, images=inp.goal_images))
         for result in inp.append:
             added.append(await ts.tool_message(result, agent.tool_output_cap_chars))
         added += [Message(role="user", content=text) for text in inp.inject]
