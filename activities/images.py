@@ -33,7 +33,9 @@ from shopfloor.models.transcript import ImageRef, ImageType
 log = structlog.get_logger(__name__)
 
 FETCH_TIMEOUT_S = 30.0  # one image, every hop and byte of it
-REMEMBERED = 64  # fetched images a worker remembers by address (GitHub's upload addresses never change)
+# Fetched images a worker remembers, by repository and address (GitHub's upload addresses never
+# change). Per repository: an image one installation could read is never handed to another's run.
+REMEMBERED = 64
 
 
 class ImageRefused(Exception):
@@ -54,7 +56,7 @@ class ImageFetcher:
         self._hosts = ImageHosts.for_api(clients.api_url)
         self._max_bytes = max_bytes
         self._transport = transport
-        self._fetched: OrderedDict[str, ImageRef] = OrderedDict()
+        self._fetched: OrderedDict[tuple[str, str], ImageRef] = OrderedDict()
 
     async def fetch_all(self, repo: str, links: list[ImageLink]) -> tuple[list[ImageRef], list[str]]:
         """The images of `links` that could be fetched (at most MAX_IMAGES), and a note for each
@@ -74,9 +76,10 @@ class ImageFetcher:
 
     async def fetch(self, repo: str, link: ImageLink) -> ImageRef:
         """One image, stored; raises ImageRefused with the reason when it is not fetched."""
-        known = self._fetched.get(link.src)
+        key = (repo, link.src)
+        known = self._fetched.get(key)
         if known is not None:
-            self._fetched.move_to_end(link.src)
+            self._fetched.move_to_end(key)
             return known
         refusal, _ = self._hosts.check(link.src)
         if refusal is not None:  # before any credential or connection
@@ -90,7 +93,7 @@ class ImageFetcher:
             raise ImageRefused(f"could not be read ({type(exc).__name__})") from None
         digest = await self._blobs.put(data)
         image = ImageRef(digest=digest, media_type=media_type, size=len(data))
-        self._fetched[link.src] = image
+        self._fetched[key] = image
         while len(self._fetched) > REMEMBERED:
             self._fetched.popitem(last=False)
         return image

@@ -8,7 +8,8 @@ that logs whatever reaches it:
 - an upload on GitHub that redirects off GitHub is not followed;
 - an image larger than the cap is refused, by its declared length and, from a server that
   declares none and never stops, while it streams;
-- what is fetched is checked by its bytes: an SVG or a page served as `image/png` is refused.
+- what is fetched is checked by its bytes: an SVG or a page served as `image/png` is refused;
+- an image fetched for one repository is not handed from memory to another repository's run.
 
 Nothing refused fails the goal: the model gets the goal with a note for each image it does not get.
 """
@@ -34,6 +35,7 @@ from threaded_server import serving
 from shopfloor.activities.factory import FactoryActivities
 from shopfloor.activities.github.clients import GitHubClients
 from shopfloor.activities.images import ImageFetcher
+from shopfloor.agents.hidden_markdown import ImageLink
 from shopfloor.agents.untrusted_snapshot import snapshot_text
 from shopfloor.blobs import FileBlobStore, put_json
 from shopfloor.models.factory_run import GoalInput, GoalOutput
@@ -146,3 +148,24 @@ async def test_only_image_bytes_are_images(simulator: SimulatorHandle, tmp_path:
     assert out.images == []
     assert "[image 1 of the body was not fetched: not a png, jpeg, gif or webp image]" in out.goal
     assert "[image 2 of the body was not fetched: not a png, jpeg, gif or webp image (image/svg+xml)]" in out.goal
+
+
+async def test_an_image_fetched_for_one_repository_is_asked_for_again_for_another(tmp_path: Path):
+    """The worker remembers fetched images, per repository: an image one repository's credentials
+    could read (a private repository's upload) is never handed to another repository's run from
+    memory; that run's own credentials must fetch it."""
+    hits: list[str] = []
+
+    async def asset(request: Request) -> Response:
+        hits.append(request.url.path)
+        return Response(png(), media_type="image/png")
+
+    app = Starlette(routes=[Route("/user-attachments/assets/{asset}", asset)])
+    with serving(app, name="counting-github") as github:
+        clients = clients_for(f"{github}/api/v3")
+        fetcher = ImageFetcher(FileBlobStore(tmp_path / "blobs"), clients)
+        link = ImageLink(src=f"{github}/user-attachments/assets/private-one")
+        first = await fetcher.fetch("acme/private", link)
+        again = await fetcher.fetch("acme/private", link)
+        other = await fetcher.fetch("mallory/public", link)
+    assert first == again == other and len(hits) == 2
