@@ -104,7 +104,7 @@ class FactoryActivities:
     def __init__(self, blobs: BlobStore, clients: GitHubClients, images: ImageFetcher | None = None) -> None:
         self._blobs = blobs
         self._clients = clients
-        self._images = images or ImageFetcher(blobs, clients)
+        self._images = images  # made when a goal first asks for images
 
     def all(self) -> list[Any]:
         return [self.repo_info, self.goal, *IssueTextActivities(self._blobs, self._clients).all()]
@@ -150,6 +150,7 @@ class FactoryActivities:
         ]
         images: list[ImageRef] = []
         if inp.images and text.images:
+            self._images = self._images or ImageFetcher(self._blobs, self._clients)
             images, notes = await self._images.fetch_all(inp.repo, text.images)
             shown = (
                 f"The body's {'image follows' if len(images) == 1 else f'{len(images)} images follow'} this "
