@@ -154,14 +154,16 @@ def refused_note(number: int, reason: str) -> str:
     return f"[image {number} of the body was not fetched: {reason}]"
 
 
+def without_images(m: Message) -> Message:
+    """`m` as a model without images reads it: a note in place of each image."""
+    if not m.images:
+        return m
+    notes = "\n".join(omitted_note(i) for i in m.images)
+    return m.model_copy(update={"content": f"{m.content}\n\n{notes}".strip(), "images": []})
+
+
 def text_only(messages: list[Message]) -> list[Message]:
     """The conversation for a model without images: each image replaced by a note in its message."""
     if not any(m.images for m in messages):
         return messages
-    out: list[Message] = []
-    for m in messages:
-        if m.images:
-            notes = "\n".join(omitted_note(i) for i in m.images)
-            m = m.model_copy(update={"content": f"{m.content}\n\n{notes}".strip(), "images": []})
-        out.append(m)
-    return out
+    return [without_images(m) for m in messages]
