@@ -58,20 +58,23 @@ class ImageFetcher:
         self._transport = transport
         self._fetched: OrderedDict[tuple[str, str], ImageRef] = OrderedDict()
 
-    async def fetch_all(self, repo: str, links: list[ImageLink]) -> tuple[list[ImageRef], list[str]]:
-        """The images of `links` that could be fetched (at most MAX_IMAGES), and a note for each
-        of the others."""
+    async def fetch_all(
+        self, repo: str, links: list[ImageLink], *, source: str = "the body", limit: int = MAX_IMAGES
+    ) -> tuple[list[ImageRef], list[str]]:
+        """The images of `links` (in `source`) that could be fetched, at most `limit`, and a note
+        for each of the others."""
         images: list[ImageRef] = []
         notes: list[str] = []
         for number, link in enumerate(links, start=1):
-            if len(images) >= MAX_IMAGES:
-                notes.append(refused_note(number, f"only {MAX_IMAGES} images are fetched"))
+            if len(images) >= limit:
+                notes.append(refused_note(number, f"only {MAX_IMAGES} images are fetched", source))
                 continue
             try:
-                images.append((await self.fetch(repo, link)).model_copy(update={"number": number}))
+                image = await self.fetch(repo, link)
+                images.append(image.model_copy(update={"number": number, "source": source}))
             except ImageRefused as exc:
                 log.info("image not fetched", repo=repo, reason=str(exc))
-                notes.append(refused_note(number, str(exc)))
+                notes.append(refused_note(number, str(exc), source))
         return images, notes
 
     async def fetch(self, repo: str, link: ImageLink) -> ImageRef:

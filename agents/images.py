@@ -144,14 +144,14 @@ def omitted_note(image: ImageRef) -> str:
     """What a text-only model reads in place of `image`."""
     kb = max(1, round(image.size / 1024))
     return (
-        f"[an image was omitted: image {image.number} of the body ({image.media_type}, {kb} KB); this model "
+        f"[an image was omitted: image {image.number} of {image.source} ({image.media_type}, {kb} KB); this model "
         "reads text only (its alt text, if any, is among the hidden parts)]"
     )
 
 
-def refused_note(number: int, reason: str) -> str:
-    """What the goal says of the body's image `number` when it was not fetched."""
-    return f"[image {number} of the body was not fetched: {reason}]"
+def refused_note(number: int, reason: str, source: str = "the body") -> str:
+    """What the goal says of image `number` of `source` when it was not fetched."""
+    return f"[image {number} of {source} was not fetched: {reason}]"
 
 
 def without_images(m: Message) -> Message:

@@ -36,6 +36,7 @@ class ImageRef(BaseModel):
     # Its place among the images of the text it came from (1: the first `[image]`), for notes. Its
     # alt text is not kept here: it is hidden content, quoted only under the hidden label.
     number: int = Field(default=1, ge=1)
+    source: str = "the body"  # whose text it is in: "the body", "feedback item 2 (@maria)"
 
 
 class Message(BaseModel):
