@@ -1,7 +1,7 @@
 """A goal's images through model_step, step after step: a model that accepts images gets the
-image part in every request, its bytes read from the blob store once per worker; a text-only
+image part (OpenAI) or block (Anthropic) in every request, its bytes read from the blob store once per worker; a text-only
 model gets the note every step and its bytes are never read. Real HTTP to the fake model server
-(OpenAI format), the real file blob store, the activity run as Temporal's ActivityEnvironment
+(both formats), the real file blob store, the activity run as Temporal's ActivityEnvironment
 runs it."""
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from recording_blobs import RecordingStore
 from temporalio.testing import ActivityEnvironment
 
 from shopfloor.activities.model_step import ModelStepActivities
+from shopfloor.activities.providers.anthropic_messages import AnthropicMessagesProvider
 from shopfloor.activities.providers.base import ModelProvider
 from shopfloor.activities.providers.openai_chat import OpenAIChatProvider
 from shopfloor.activities.transcript_store import TranscriptStore
@@ -41,7 +42,13 @@ async def run_steps(tmp_path: Path, model: str, image_models: list[str]) -> tupl
         opened: dict[str, ModelProvider] = {}
 
         async def providers(spec: ModelSpec) -> ModelProvider:
-            return opened.setdefault(str(spec), OpenAIChatProvider(spec.model, "sk-test", srv.openai_base_url))
+            if str(spec) not in opened:
+                opened[str(spec)] = (
+                    AnthropicMessagesProvider(spec.model, "sk-test", srv.anthropic_base_url)
+                    if spec.provider == "anthropic"
+                    else OpenAIChatProvider(spec.model, "sk-test", srv.openai_base_url)
+                )
+            return opened[str(spec)]
 
         worker = ModelStepActivities(TranscriptStore(blobs), providers, image_models=image_models)
         transcript: str | None = None
@@ -80,6 +87,16 @@ async def test_a_model_that_accepts_images_gets_them_every_step_read_once(tmp_pa
         assert goal_content(request) == [
             {"type": "text", "text": "What does the screenshot show?"},
             {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{data}"}},
+        ]
+
+
+async def test_an_anthropic_model_gets_image_blocks(tmp_path: Path) -> None:
+    requests, image_reads, data = await run_steps(tmp_path, "anthropic:seeing", ["anthropic:seeing"])
+    assert len(requests) == STEPS and [r.api for r in requests] == ["anthropic"] * STEPS and len(image_reads) == 1
+    for request in requests:
+        assert goal_content(request)[:2] == [
+            {"type": "text", "text": "What does the screenshot show?"},
+            {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": data}},
         ]
 
 
