@@ -188,3 +188,14 @@ async def test_the_bytes_sent_are_the_bodies_built() -> None:
     finally:
         await openai.aclose()
         await anthropic.aclose()
+
+
+def test_a_transcript_shows_which_images_a_message_carried() -> None:
+    from shopfloor.cli.transcript import _render
+
+    shown = _render(0, Message(role="user", content="Fix it.", images=[IMAGE]))
+    assert shown.splitlines() == [
+        "── [0] user",
+        "Fix it.",
+        f"[image 2 of the body: image/png, 2,048 bytes, blob {IMAGE.digest}]",
+    ]
