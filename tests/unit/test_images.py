@@ -199,3 +199,12 @@ def test_a_transcript_shows_which_images_a_message_carried() -> None:
         "Fix it.",
         f"[image 2 of the body: image/png, 2,048 bytes, blob {IMAGE.digest}]",
     ]
+
+
+def test_an_image_counts_in_the_context_estimate() -> None:
+    from shopfloor.agents.compaction import IMAGE_TOKENS, message_meta
+
+    plain = message_meta(Message(role="user", content="Fix it.")).tokens
+    assert (
+        message_meta(Message(role="user", content="Fix it.", images=[IMAGE, IMAGE])).tokens == plain + 2 * IMAGE_TOKENS
+    )
