@@ -12,8 +12,9 @@ far (activities/heartbeat.py), which `shopfloor follow` shows live.
 from __future__ import annotations
 
 import asyncio
+import base64
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import timedelta
 
 import structlog
@@ -24,6 +25,7 @@ from shopfloor.activities.heartbeat import TextProgress, heartbeating
 from shopfloor.activities.judging import CallToJudge, JudgingUnavailable, Judgment, judge_calls
 from shopfloor.activities.metrics import AGENT_STEPS, count_model_call, count_tool_call
 from shopfloor.activities.providers.base import ContextTooLong, ModelProvider
+from shopfloor.activities.providers.wire import RenderCache
 from shopfloor.activities.transcript_store import Staged, TranscriptStore
 from shopfloor.agents.budget import Price, cost_usd, price_table
 from shopfloor.agents.compaction import (
@@ -36,6 +38,7 @@ from shopfloor.agents.compaction import (
 )
 from shopfloor.agents.context_limits import joined_answer, mark_cut_off_call
 from shopfloor.agents.definition import AgentDefinition
+from shopfloor.agents.images import accepts_images, without_images
 from shopfloor.agents.permissions import PermissionPolicy
 from shopfloor.agents.registry import get_agent
 from shopfloor.agents.repo_instructions import RepoInstructions, touched_paths
@@ -60,6 +63,7 @@ log = structlog.get_logger(__name__)
 PREVIEW_CHARS = 200
 FINAL_TEXT_CHARS = 8_000
 INSTRUCTIONS_CACHED = 32  # repositories' instructions a worker keeps parsed
+IMAGES_CACHED_BYTES = 64 * 1024 * 1024  # of images' base64 a worker keeps (4 images of 5 MB: 27 MB)
 
 # The spec's provider, opened without blocking the event loop (shopfloor.worker.ProviderCache.get).
 ProviderFactory = Callable[[ModelSpec], Awaitable[ModelProvider]]
@@ -91,10 +95,19 @@ def model_call_failure(exc: ModelCallError) -> ApplicationError:
 
 class ModelStepActivities:
     def __init__(
-        self, transcripts: TranscriptStore, providers: ProviderFactory, prices: Mapping[str, Price] | None = None
+        self,
+        transcripts: TranscriptStore,
+        providers: ProviderFactory,
+        prices: Mapping[str, Price] | None = None,
+        image_models: Sequence[str] | None = None,
     ) -> None:
         self._transcripts = transcripts
         self._providers = providers
+        self._image_models = image_models  # SHOPFLOOR_IMAGE_MODELS; None: the known list
+        # Per message object (the transcript store hands out the same one every step): the same
+        # noted copy for a text-only model, so the providers' per-message encodings stay cached.
+        self._noted = RenderCache(without_images, lambda m: len(m.content))
+        self._image_b64: dict[str, str] = {}  # by digest, oldest first, at most IMAGES_CACHED_BYTES
         self._prices = price_table(prices)
         self._repo_instructions: dict[str, RepoInstructions] = {}  # by blob digest, oldest first
 
@@ -134,7 +147,10 @@ class ModelStepActivities:
         spec = ModelSpec.parse(inp.model)
         manifest, messages, staged = await self._load_conversation(inp, agent)
         writes = [s.written for s in staged]
+        images = accepts_images(str(spec), self._image_models)
         try:
+            if not images and any(m.images for m in messages):
+                messages = [self._noted(m) if m.images else m for m in messages]
             request = step_request(
                 agent,
                 spec.model,
@@ -142,7 +158,10 @@ class ModelStepActivities:
                 text_actions=inp.text_actions,
                 instructions=await self._instructions(inp, messages),
                 environment=inp.environment or "",
+                images=images,
             )
+            if any(m.images for m in request.messages):
+                request.image_data = await self._image_data(request.messages)
             reply, label = await self._complete(spec, request, f"{spec} step {inp.step}", repo=inp.repo)
             await asyncio.gather(*writes)  # written while the model spoke; durable before the reply lists them
         except BaseException:
@@ -194,6 +213,21 @@ class ModelStepActivities:
             answer_digest=answer_digest,
         )
 
+    async def _image_data(self, messages: list[Message]) -> dict[str, str]:
+        """The bytes of the messages' images, base64, by digest: read from the blob store once,
+        then kept (a run sends its goal's images every step)."""
+        digests = list(dict.fromkeys(i.digest for m in messages for i in m.images))
+        cached = self._image_b64
+        missing = [d for d in digests if d not in cached]
+        read = await asyncio.gather(*(self._transcripts.blobs.get(d) for d in missing))
+        for digest, data in zip(missing, read, strict=True):
+            cached[digest] = base64.b64encode(data).decode("ascii")
+        out = {d: cached[d] for d in digests}
+        while sum(map(len, cached.values())) > IMAGES_CACHED_BYTES and len(cached) > len(out):
+            oldest = next(d for d in cached if d not in out)
+            del cached[oldest]
+        return out
+
     async def _joined_answer(self, continues: list[str], last: str) -> tuple[str, str]:
         """The answer that cut-off replies and this last part make, and the digest of its blob."""
         parts = [(await self._transcripts.load(digest)).content for digest in continues]
@@ -224,7 +258,7 @@ class ModelStepActivities:
         messages = await ts.messages(manifest)
         added: list[Message] = []
         if inp.transcript is None and inp.goal is not None:
-            added.append(Message(role="user", content=inp.goal))
+            added.append(Message(role="user", content=inp.goal, images=inp.goal_images))
         for result in inp.append:
             added.append(await ts.tool_message(result, agent.tool_output_cap_chars))
         added += [Message(role="user", content=text) for text in inp.inject]

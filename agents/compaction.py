@@ -50,6 +50,11 @@ class CompactionPlan(BaseModel):
     keep: list[int]  # indices kept verbatim, in order: always 0 (the goal) and the newest tail
 
 
+# What an image costs a model that takes it, about (Anthropic: up to ~1,600 for a large one; OpenAI:
+# 85 plus 170 per 512-pixel tile); a text-only model's note costs less, so the estimate errs high.
+IMAGE_TOKENS = 1600
+
+
 def estimate_tokens(text: str) -> int:
     """About four characters a token: deterministic, provider-neutral, good enough for budgets."""
     return (len(text) + 3) // 4
@@ -61,7 +66,7 @@ def is_compaction_message(message: Message) -> bool:
 
 def message_meta(message: Message) -> MessageMeta:
     """The planning view of one message: its estimated size and its tool-call links."""
-    tokens = estimate_tokens(message.content) + _MESSAGE_OVERHEAD_TOKENS
+    tokens = estimate_tokens(message.content) + _MESSAGE_OVERHEAD_TOKENS + IMAGE_TOKENS * len(message.images)
     for call in message.tool_calls:
         args = json.dumps(call.arguments, sort_keys=True, ensure_ascii=False, default=str)
         tokens += estimate_tokens(call.name) + estimate_tokens(args) + _MESSAGE_OVERHEAD_TOKENS

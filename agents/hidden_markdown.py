@@ -31,6 +31,8 @@ from shopfloor.agents.untrusted_text import strip_format_chars
 
 MAX_CHARS = 65_536  # GitHub's cap on an issue, pull request or comment body
 DEEP_LEVEL = 14  # block nesting (quotes count 1, list items 2) past which markdown is set apart unread
+MAX_IMAGE_LINKS = 20  # images a body's split keeps (fewer are fetched: agents/images.py)
+MAX_IMAGE_SRC = 2048  # characters of an image's address kept
 MAX_OPEN = 64  # hiding HTML elements open at once; past it, the rest of the page is hidden
 
 HiddenKind = Literal[
@@ -60,11 +62,20 @@ class HiddenPart(BaseModel):
     text: str
 
 
+class ImageLink(BaseModel):
+    """An image people see on the rendered page: its address and alt text, as written (untrusted:
+    whether and how it is fetched is decided elsewhere, agents/images.py)."""
+
+    src: str
+    alt: str = ""
+
+
 class SplitMarkdown(BaseModel):
-    """Markdown split into what people see and what they do not."""
+    """Markdown split into what people see and what they do not, and the images people see."""
 
     visible: str = ""
     hidden: list[HiddenPart] = Field(default_factory=list)
+    images: list[ImageLink] = Field(default_factory=list)
 
 
 # A fence's info string is shown nowhere (GitHub colours the code by its first word): a common
@@ -419,6 +430,7 @@ class _Splitter:
         # Visible blocks: text, whether it is a list's or table's line, whether a list ended before it.
         self.blocks: list[tuple[str, bool, bool]] = []
         self.hidden: list[HiddenPart] = []
+        self.images: list[ImageLink] = []  # shown on the page (not inside a hiding element)
         self.frames: list[_Frame] = []
         self.hiders: list[_Hider] = []
         self.block: list[str] | None = None
@@ -450,6 +462,12 @@ class _Splitter:
         if self.block is None:
             self.block = []
         self.block.append(text)
+
+    def image(self, src: str, alt: str) -> None:
+        """An image on the page: kept when people see it and there is room for it."""
+        src = strip_format_chars(src).strip()
+        if src and self._hider() is None and len(self.images) < MAX_IMAGE_LINKS:
+            self.images.append(ImageLink(src=src[:MAX_IMAGE_SRC], alt=" ".join(strip_format_chars(alt).split())))
 
     def hide(self, kind: HiddenKind, text: str) -> None:
         text = text.strip()
@@ -529,6 +547,8 @@ class _Splitter:
             else:
                 self.hide("HTML attribute", f'{name}="{value}"')
         if tag == "img":
+            found = dict(attrs)
+            self.image(found.get("src") or "", found.get("alt") or "")
             self.put("[image]")
         if tag in _BREAKS:
             self.put("\n")
@@ -694,6 +714,7 @@ class _Splitter:
                 elif shown != href:
                     self.put(f" ({href})")
             elif kind == "image":
+                self.image(str(c.attrs.get("src") or ""), c.content)
                 self.put("[image]")
                 self.hide("image alt text", c.content)
                 title = str(c.attrs.get("title") or "")
@@ -708,7 +729,7 @@ class _Splitter:
                 out.append("\n" if in_list and self.blocks[i - 1][1] and not after_list else "\n\n")
             out.append(text)
         hidden = [HiddenPart(kind=p.kind, text=t) for p in self.hidden if (t := strip_format_chars(p.text).strip())]
-        return SplitMarkdown(visible=strip_format_chars("".join(out)), hidden=hidden)
+        return SplitMarkdown(visible=strip_format_chars("".join(out)), hidden=hidden, images=self.images)
 
 
 def split_markdown(text: str) -> SplitMarkdown:

@@ -359,6 +359,7 @@ class AgentLoop:
                 step=step,
                 transcript=c.transcript,
                 goal=inp.goal if c.transcript is None else None,
+                goal_images=inp.goal_images if c.transcript is None else [],
                 append=c.pending_tool_results,
                 inject=c.queued_notes[:sent],
                 text_actions=inp.text_actions,

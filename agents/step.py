@@ -18,6 +18,7 @@ from pydantic import ValidationError
 
 from shopfloor.agents.compaction import estimate_tokens, message_meta
 from shopfloor.agents.definition import AgentDefinition
+from shopfloor.agents.images import text_only
 from shopfloor.agents.submission import SUBMIT, validate_submission
 from shopfloor.agents.summaries import args_preview, summarize_call
 from shopfloor.agents.text_actions import text_action_instructions
@@ -38,11 +39,15 @@ def step_request(
     text_actions: bool,
     instructions: str = "",
     environment: str = "",
+    images: bool = False,
 ) -> ModelRequest:
     """What one step sends `model`: the whole conversation so far, the prompt, then the run's
     `environment` section (agents/run_environment.py), the tools, and last (below shopfloor's own
-    rules) the repository's `instructions` as rendered for this step."""
+    rules) the repository's `instructions` as rendered for this step. A model that does not take
+    `images` reads a note in place of each (agents/images.py)."""
     system, tools = agent.system_prompt(), agent.tool_specs()
+    if not images:
+        messages = text_only(messages)
     if environment:
         system = f"{system}\n\n{environment}"
     if text_actions:

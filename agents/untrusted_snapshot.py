@@ -2,8 +2,10 @@
 what the body's markdown hides set apart, and both quoted for a model. Pure: no I/O.
 
 The snapshot is what the blob store keeps for an issue, pull request or comment
-(`{"title", "body", "hidden"}`): the title stripped of hidden characters, the body's visible text
-(`agents/hidden_markdown.py`) and the hidden parts, each with its kind. A model reads the visible
+(`{"title", "body", "hidden"}`, and `"images"` when the body shows any): the title stripped of
+hidden characters, the body's visible text (`agents/hidden_markdown.py`), the hidden parts, each
+with its kind, and the addresses and alt text of the images people see (fetched, if at all, when a
+goal is rendered: activities/images.py). A model reads the visible
 text as the issue, and the hidden parts only in a block of their own under a label that says
 people never saw them. Snapshots stored before the hidden parts were set apart hold the body as
 markdown; they are split when read.
@@ -16,7 +18,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError
 
-from shopfloor.agents.hidden_markdown import HiddenPart, split_markdown
+from shopfloor.agents.hidden_markdown import HiddenPart, ImageLink, split_markdown
 from shopfloor.agents.untrusted_text import sanitize, strip_format_chars
 
 TITLE_CHARS = 256  # GitHub's cap on a title
@@ -32,12 +34,17 @@ class UntrustedText(BaseModel):
     title: str = ""
     body: str = ""  # the visible text
     hidden: list[HiddenPart] = Field(default_factory=list)
+    # The images people see in the body (their addresses and alt text, never their bytes); left out
+    # of the stored form when there are none, so a snapshot without images keeps its digest.
+    images: list[ImageLink] = Field(default_factory=list, exclude_if=lambda images: not images)
 
 
 def snapshot_text(title: str | None, body: str | None) -> UntrustedText:
     """The snapshot of `title` and `body` as they arrived (titles are plain text on GitHub)."""
     split = split_markdown(body or "")
-    return UntrustedText(title=sanitize(title or "")[:TITLE_CHARS], body=split.visible, hidden=split.hidden)
+    return UntrustedText(
+        title=sanitize(title or "")[:TITLE_CHARS], body=split.visible, hidden=split.hidden, images=split.images
+    )
 
 
 def stored_text(doc: Mapping[str, Any]) -> UntrustedText:

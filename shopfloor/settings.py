@@ -69,6 +69,9 @@ class Settings(BaseSettings):
     # Models a repository's policy may choose for its agents (`models:` in .github/shopfloor.yml),
     # JSON list of "provider:model"; empty: repositories cannot choose (a `models:` key is an error).
     repo_models: list[str] = Field(default_factory=list)
+    # Models that accept images (`provider:model` globs, JSON list); None: the known list in
+    # agents/images.py. A model not matched gets a note in place of each image.
+    image_models: list[str] | None = None
     # Price overrides, USD per million tokens: {"my-model": [input, output]} (JSON in SHOPFLOOR_PRICES).
     prices: dict[str, tuple[float, float]] = Field(default_factory=dict)
     # An agent run on a model with no price cannot be held to a cost limit, so it must be held to

@@ -145,7 +145,7 @@ def activities_for(
     """The activities that need no Temporal client, and with `client` those that start and follow
     other workflows through it (`shopfloor eval run --agents factory`)."""
     prices = {name: Price(input_per_mtok=i, output_per_mtok=o) for name, (i, o) in settings.prices.items()}
-    model = ModelStepActivities(TranscriptStore(blobs), providers, prices)
+    model = ModelStepActivities(TranscriptStore(blobs), providers, prices, settings.image_models)
     workspaces = Workspaces(settings.data_dir / "workspaces", blobs, max_checkpoint_bytes=settings.max_checkpoint_bytes)
     environments = Environments(workspaces.root, blobs, max_bytes=settings.max_environment_bytes)
     sandbox = SandboxConfig.from_settings(settings)

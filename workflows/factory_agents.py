@@ -33,7 +33,7 @@ with workflow.unsafe.imports_passed_through():
         Timeouts,
         WorkspaceRef,
     )
-    from shopfloor.models.factory_run import GoalInput
+    from shopfloor.models.factory_run import GoalInput, GoalOutput
     from shopfloor.models.git_remote import PushInput, PushOutput
     from shopfloor.models.github_ops import (
         FindOrCreatePrInput,
@@ -86,10 +86,20 @@ def agent_permissions(policy: RepoPolicy) -> PermissionRules:
     )
 
 
-async def render_goal(inp: GoalInput) -> str:
-    """The goal an agent is given, rendered by an activity (it quotes the untrusted text)."""
-    out = await call(FACTORY_GOAL, inp, summary=f"{inp.kind} goal for #{inp.number} (round {inp.round})")
-    return out.goal
+# Goals ask for the images the body shows (fetched by the goal's activity, from GitHub's hosts
+# only); runs recorded before render their goals without (and so start no fetch on replay).
+GOAL_IMAGES_PATCH = "goal-images"
+
+
+def goal_images() -> bool:
+    """Whether this run's goals carry the body's images (decided once, at the first goal)."""
+    return workflow.patched(GOAL_IMAGES_PATCH)
+
+
+async def render_goal(inp: GoalInput) -> GoalOutput:
+    """The goal an agent is given, rendered by an activity (it quotes the untrusted text), with
+    the images it shows (digests; their bytes stay in the blob store)."""
+    return await call(FACTORY_GOAL, inp, summary=f"{inp.kind} goal for #{inp.number} (round {inp.round})")
 
 
 UNPRICED_TOKEN_CAP_PATCH = "unpriced-token-cap"
@@ -100,7 +110,7 @@ async def run_agent(
     agent: str,
     suffix: str,
     stage: str,
-    goal: str,
+    rendered: GoalOutput | str,
     ws: WorkspaceRef,
     round_: int,
     required_command: str | None = None,
@@ -108,6 +118,7 @@ async def run_agent(
     """Run `agent` as the child AgentWorkflow `<this workflow's id>/<suffix>` within the policy's
     limits, and add what it spent to the run's state."""
     state, policy, config, progress = ctx.state, ctx.policy, ctx.config, ctx.progress
+    goal, images = (rendered, []) if isinstance(rendered, str) else (rendered.goal, rendered.images)
     defaults = get_agent(agent).limits
     steps = getattr(policy.budgets.max_steps, agent, None) or defaults.max_steps
     model = getattr(policy.models, agent, None) or config.model_for(agent, round_)
@@ -146,6 +157,7 @@ async def run_agent(
             agent=agent,
             model=model,
             goal=goal,
+            goal_images=images,
             workspace=ws,
             stage=stage,
             issue=ctx.number,

@@ -52,6 +52,7 @@ with workflow.unsafe.imports_passed_through():
     from shopfloor.workflows.admission import Admission
     from shopfloor.workflows.commands import WRITE_LEVELS
     from shopfloor.workflows.factory_agents import (
+        goal_images,
         open_pr,
         post_review,
         push,
@@ -529,6 +530,7 @@ class FactoryRun(OnPipeline):
             issue_digest=digest,
             title=title,
             base_branch=self.ctx.base_branch,
+            images=goal_images(),
             **fields,
         )
 

@@ -59,7 +59,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from shopfloor.workflows.admission import Admission
     from shopfloor.workflows.commands import WRITE_LEVELS
-    from shopfloor.workflows.factory_agents import post_review, render_goal, run_agent
+    from shopfloor.workflows.factory_agents import goal_images, post_review, render_goal, run_agent
     from shopfloor.workflows.inbox import CI_EVENTS
     from shopfloor.workflows.merge_stage import approved_head, merge_pull_request, wait_approval, wait_ci
     from shopfloor.workflows.pipeline import (
@@ -306,6 +306,7 @@ class PullRequestReview(OnPipeline):
                     ci_summary=_ci_summary(ci, head),
                     base_branch=pull.base_ref,
                     author=pull.author,
+                    images=goal_images(),
                 )
             )
             res = await run_agent(

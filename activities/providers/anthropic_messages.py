@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 import anthropic
@@ -19,9 +19,11 @@ import structlog
 
 from shopfloor.activities.providers.errors import to_model_call_error
 from shopfloor.activities.providers.wire import RenderCache, wire_array, wire_json, wire_object
+from shopfloor.agents.images import omitted_note
 from shopfloor.errors import ModelCallError
 from shopfloor.models.transcript import (
     FinishReason,
+    ImageRef,
     Message,
     ModelReply,
     ModelRequest,
@@ -63,18 +65,28 @@ class AnthropicMessagesProvider:
             timeout=timeout_s,
             max_retries=0,  # Temporal owns retries
         )
-        self._rendered = RenderCache(_encoded_blocks, lambda blocks: sum(map(len, blocks[1])))
+        # The bytes of the images of the request being encoded (set and cleared within request_bytes,
+        # which never awaits): images are content-addressed, so a cached rendering stays true.
+        self._image_data: Mapping[str, str] = {}
+        self._rendered = RenderCache(
+            lambda m: _encoded_blocks(m, self._image_data), lambda blocks: sum(map(len, blocks[1]))
+        )
 
     def request_body(self, request: ModelRequest) -> dict[str, Any]:
         """The Messages body for `request`, keys in the order `messages.create` writes them, so
         the bytes sent are the SDK's own."""
-        return self._body(request, to_anthropic_messages(request.messages))
+        return self._body(request, to_anthropic_messages(request.messages, request.image_data))
 
     def request_bytes(self, request: ModelRequest) -> bytes:
         """`wire_json(request_body(request))`, with each message's blocks encoded once while it lasts."""
+        self._image_data = request.image_data
+        try:
+            rendered = [self._rendered(m) for m in request.messages]
+        finally:
+            self._image_data = {}
         encoded = [
             b'{"role":' + wire_json(role) + b',"content":' + wire_array(blocks) + b"}"
-            for role, blocks in turns([self._rendered(m) for m in request.messages])
+            for role, blocks in turns(rendered)
         ]
         return wire_object(self._body(request, None), messages=wire_array(encoded))
 
@@ -143,19 +155,25 @@ def to_anthropic_tools(tools: list[ToolSpec]) -> list[dict[str, Any]]:
     return [{"name": t.name, "description": t.description, "input_schema": t.parameters} for t in tools]
 
 
-def to_anthropic_messages(messages: list[Message]) -> list[dict[str, Any]]:
+def to_anthropic_messages(messages: list[Message], image_data: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
     """Messages as alternating user/assistant turns of content blocks.
 
     Tool results travel inside a user turn, so consecutive tool messages (and any user or
     mid-conversation system text right after them) merge into one user turn, results first.
     """
-    return [{"role": role, "content": blocks} for role, blocks in turns([to_anthropic_blocks(m) for m in messages])]
+    blocks = [to_anthropic_blocks(m, image_data) for m in messages]
+    return [{"role": role, "content": content} for role, content in turns(blocks)]
 
 
 Blocks = tuple[str, list[T]]  # a message's turn role and its content blocks
 
 
-def to_anthropic_blocks(m: Message) -> Blocks[dict[str, Any]]:
+def anthropic_image_block(image: ImageRef, data: str) -> dict[str, Any]:
+    """An image as a Messages content block: its base64 bytes and media type."""
+    return {"type": "image", "source": {"type": "base64", "media_type": image.media_type, "data": data}}
+
+
+def to_anthropic_blocks(m: Message, image_data: Mapping[str, str] | None = None) -> Blocks[dict[str, Any]]:
     """The role of the turn `m` belongs in, and the content blocks it adds there."""
     if m.role == "assistant":
         blocks: list[dict[str, Any]] = []
@@ -175,6 +193,12 @@ def to_anthropic_blocks(m: Message) -> Blocks[dict[str, Any]]:
             "is_error": m.is_error,
         }
         return "user", [result]
+    if m.images:
+        # The text, then a block per image (one whose bytes are missing: its note).
+        data = image_data or {}
+        text = "\n".join([m.content, *(omitted_note(i) for i in m.images if i.digest not in data)]).strip()
+        images = [anthropic_image_block(i, data[i.digest]) for i in m.images if i.digest in data]
+        return "user", [{"type": "text", "text": text or "(images)"}, *images]
     # user text, or a system note injected mid-run (the API has only a top-level system)
     return "user", [{"type": "text", "text": m.content}] if m.content else []
 
@@ -193,8 +217,8 @@ def turns(messages: list[Blocks[T]]) -> list[tuple[str, list[T]]]:
     return out
 
 
-def _encoded_blocks(m: Message) -> Blocks[bytes]:
-    role, blocks = to_anthropic_blocks(m)
+def _encoded_blocks(m: Message, image_data: Mapping[str, str]) -> Blocks[bytes]:
+    role, blocks = to_anthropic_blocks(m, image_data)
     return role, [wire_json(b) for b in blocks]
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,9 +21,11 @@ from openai.types.chat import ChatCompletion
 
 from shopfloor.activities.providers.errors import to_model_call_error
 from shopfloor.activities.providers.wire import JoinedMessages, RenderCache, wire_array, wire_json, wire_object
+from shopfloor.agents.images import omitted_note
 from shopfloor.errors import ModelCallError
 from shopfloor.models.transcript import (
     FinishReason,
+    ImageRef,
     Message,
     ModelReply,
     ModelRequest,
@@ -68,19 +70,26 @@ class OpenAIChatProvider:
             timeout=timeout_s,
             max_retries=0,  # Temporal owns retries
         )
-        self._rendered = RenderCache(lambda m: wire_json(to_openai_message(m)), len)
+        # The bytes of the images of the request being encoded (set and cleared within request_bytes,
+        # which never awaits): images are content-addressed, so a cached rendering stays true.
+        self._image_data: Mapping[str, str] = {}
+        self._rendered = RenderCache(lambda m: wire_json(to_openai_message(m, self._image_data)), len)
         self._joined = JoinedMessages(self._rendered)
 
     def request_body(self, request: ModelRequest) -> dict[str, Any]:
         """The Chat Completions body for `request`, keys in the order `chat.completions.create`
         writes them, so the bytes sent are the SDK's own."""
-        return self._body(request, to_openai_messages(request.system, request.messages))
+        return self._body(request, to_openai_messages(request.system, request.messages, request.image_data))
 
     def request_bytes(self, request: ModelRequest) -> bytes:
         """`wire_json(request_body(request))`, with each message encoded once while it lasts."""
         parts = [wire_json({"role": "system", "content": request.system})] if request.system else []
-        if request.messages:
-            parts.append(self._joined(request.messages))  # the messages' items, joined already
+        self._image_data = request.image_data
+        try:
+            if request.messages:
+                parts.append(self._joined(request.messages))  # the messages' items, joined already
+        finally:
+            self._image_data = {}
         return wire_object(self._body(request, None), messages=wire_array(parts))
 
     def _body(self, request: ModelRequest, messages: Any) -> dict[str, Any]:
@@ -148,12 +157,19 @@ def to_openai_tools(tools: list[ToolSpec]) -> list[dict[str, Any]]:
     ]
 
 
-def to_openai_messages(system: str, messages: list[Message]) -> list[dict[str, Any]]:
+def to_openai_messages(
+    system: str, messages: list[Message], image_data: Mapping[str, str] | None = None
+) -> list[dict[str, Any]]:
     head = [{"role": "system", "content": system}] if system else []
-    return [*head, *(to_openai_message(m) for m in messages)]
+    return [*head, *(to_openai_message(m, image_data) for m in messages)]
 
 
-def to_openai_message(m: Message) -> dict[str, Any]:
+def openai_image_part(image: ImageRef, data: str) -> dict[str, Any]:
+    """An image as a Chat Completions content part: a data URL of its base64 bytes."""
+    return {"type": "image_url", "image_url": {"url": f"data:{image.media_type};base64,{data}"}}
+
+
+def to_openai_message(m: Message, image_data: Mapping[str, str] | None = None) -> dict[str, Any]:
     if m.role == "tool":
         # Chat Completions has no error flag on tool results: the content says it.
         return {"role": "tool", "tool_call_id": m.tool_call_id or "", "content": m.content}
@@ -171,6 +187,12 @@ def to_openai_message(m: Message) -> dict[str, Any]:
                 for c in m.tool_calls
             ]
         return entry
+    if m.images:
+        # A text part, then an image part per image (one whose bytes are missing: its note).
+        data = image_data or {}
+        text = "\n".join([m.content, *(omitted_note(i) for i in m.images if i.digest not in data)]).strip()
+        images = [openai_image_part(i, data[i.digest]) for i in m.images if i.digest in data]
+        return {"role": m.role, "content": [{"type": "text", "text": text}, *images]}
     return {"role": m.role, "content": m.content}
 
 

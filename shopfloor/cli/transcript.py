@@ -65,6 +65,10 @@ def _render(index: int, message: Message) -> str:
     lines = [head]
     if message.content:
         lines.append(message.content)
+    for image in message.images:  # the bytes stay in the blob store: `shopfloor` shows what and where
+        lines.append(
+            f"[image {image.number} of {image.source}: {image.media_type}, {image.size:,} bytes, blob {image.digest}]"
+        )
     for call in message.tool_calls:
         lines.append(f"→ {call.name}({json.dumps(call.arguments, ensure_ascii=False)})  [{call.id}]")
     return "\n".join(lines)

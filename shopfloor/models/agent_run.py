@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, SerializationInfo, SerializerFunctionWrapHandler, model_serializer
 
-from shopfloor.models.transcript import Risk, Usage
+from shopfloor.models.transcript import ImageRef, Risk, Usage
 
 RunState = Literal["running", "completed", "limit_reached", "stuck", "cancelled", "failed"]
 Decision = Literal["allow", "ask", "deny"]
@@ -165,6 +165,8 @@ class AgentInput(BaseModel):
     model: str  # "provider:model"; never credentials
     goal: str
     workspace: WorkspaceRef
+    # The images shown with the goal (the screenshots): digests and small metadata only.
+    goal_images: list[ImageRef] = Field(default_factory=list)
     limits: Limits = Field(default_factory=Limits)
     timeouts: Timeouts = Field(default_factory=Timeouts)
     stage: str = "agent"
@@ -198,6 +200,7 @@ class ModelStepInput(Lean):
     step: int
     transcript: str | None = None  # manifest digest; None before the first step
     goal: str | None = None  # only on the first step: becomes the first user message
+    goal_images: list[ImageRef] = Field(default_factory=list)  # with the goal: its images (digests)
     append: list[ToolResult] = Field(default_factory=list)  # results of the previous step's calls
     inject: list[str] = Field(default_factory=list)  # user messages after them (steering, loop warnings)
     text_actions: bool = False

@@ -13,6 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from shopfloor.models.github_ops import RepoName
+from shopfloor.models.transcript import ImageRef
 
 # ShopfloorStage values while the pipeline runs (the inbox's own are received/closed/stopped/idle).
 PipelineStage = Literal["waiting", "triage", "policy", "setup", "fix", "ci", "review", "merge", "done", "parked"]
@@ -115,8 +116,10 @@ class GoalInput(BaseModel):
     test_command: str | None = None
     author: str | None = None  # pr_review: who opened the pull request
     feedback: list[FeedbackItem] = Field(default_factory=list)  # triage/fix: what writers asked for
+    images: bool = False  # fetch the images the body shows (from GitHub's hosts only)
 
 
 class GoalOutput(BaseModel):
     goal: str
     chars: int = 0
+    images: list[ImageRef] = Field(default_factory=list)  # shown to the model after the goal

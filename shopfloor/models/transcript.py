@@ -13,6 +13,7 @@ from pydantic import BaseModel, Field
 Role = Literal["system", "user", "assistant", "tool"]
 FinishReason = Literal["stop", "tool_calls", "length", "other"]
 Risk = Literal["read", "write", "exec"]
+ImageType = Literal["image/png", "image/jpeg", "image/gif", "image/webp"]
 
 
 class ToolCall(BaseModel):
@@ -26,6 +27,18 @@ class ToolCall(BaseModel):
     arguments_error: str | None = None
 
 
+class ImageRef(BaseModel):
+    """An image a message shows the model: its bytes in the blob store (by digest), never here."""
+
+    digest: str
+    media_type: ImageType
+    size: int = Field(ge=0)  # bytes
+    # Its place among the images of the text it came from (1: the first `[image]`), for notes. Its
+    # alt text is not kept here: it is hidden content, quoted only under the hidden label.
+    number: int = Field(default=1, ge=1)
+    source: str = "the body"  # whose text it is in: "the body", "feedback item 2 (@maria)"
+
+
 class Message(BaseModel):
     role: Role
     content: str = ""
@@ -34,6 +47,9 @@ class Message(BaseModel):
     tool_call_id: str | None = None
     name: str | None = None
     is_error: bool = False
+    # A user message's images, after its text (the issue's screenshots in a goal). Left out of the
+    # stored form when there are none, so messages without images keep their digests.
+    images: list[ImageRef] = Field(default_factory=list, exclude_if=lambda images: not images)
 
 
 class Usage(BaseModel):
@@ -63,6 +79,9 @@ class ModelRequest(BaseModel):
     tools: list[ToolSpec] = Field(default_factory=list)
     max_output_tokens: int = 4096
     purpose: Literal["step", "compaction"] = "step"  # a compaction asks for a summary, not a turn
+    # The bytes of the messages' images, base64, by digest (filled by the model step for a model
+    # that accepts images; the messages of a text-only model's request carry none).
+    image_data: dict[str, str] = Field(default_factory=dict, repr=False)
 
 
 class ModelReply(BaseModel):

@@ -171,7 +171,10 @@ def create_app(config: SimulatorConfig) -> FastAPI:
             hooks_dir=config.data_dir / "git-hooks",
         )
     )
+    from shopfloor.simulator.attachments import router as attachments_router
     from shopfloor.simulator.pages import router as pages_router
+
+    app.include_router(attachments_router)
 
     app.include_router(pages_router)  # after git's routes: `/{owner}/{repo}/info/refs` is git's
     return app

@@ -227,6 +227,15 @@ class InstallationToken:
     expires_at: datetime
 
 
+@dataclass
+class Attachment:
+    """A file uploaded the way people attach screenshots to an issue (GitHub's "user-attachments")."""
+
+    data: bytes
+    content_type: str
+    redirect: str | None = None  # answer 302 to this instead (GitHub sends uploads on to its image hosts)
+
+
 class Store:
     """All records. Ids come from one counter, so every id is unique across kinds."""
 
@@ -240,6 +249,7 @@ class Store:
         self.deliveries: list[Delivery] = []
         self.app_hook: Hook | None = None  # the App's own webhook, set by PATCH /app/hook/config
         self.requests: list[dict[str, Any]] = []
+        self.attachments: dict[str, Attachment] = {}  # by asset id
 
     def new_id(self) -> int:
         with self.lock:
@@ -289,3 +299,4 @@ class Store:
             self.deliveries.clear()
             self.app_hook = None
             self.requests.clear()
+            self.attachments.clear()

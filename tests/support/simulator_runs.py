@@ -12,6 +12,7 @@ installed bot (`shopfloor[bot]`) with the token "test-bot-token".
 
 from __future__ import annotations
 
+import base64
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -145,6 +146,12 @@ class SimulatorHandle:
     def deliveries(self) -> list[dict[str, Any]]:
         with httpx.Client(base_url=self.base_url, timeout=30) as c:
             return self._check(c.get("/_sim/deliveries"), "listing deliveries").json()
+
+    def attach(self, data: bytes, content_type: str = "image/png", redirect: str | None = None) -> str:
+        """Upload a file as people attach a screenshot to an issue; its GitHub-like address."""
+        body = {"content_base64": base64.b64encode(data).decode(), "content_type": content_type, "redirect": redirect}
+        with httpx.Client(base_url=self.base_url, timeout=30) as c:
+            return self._check(c.post("/_sim/attachments", json=body), "uploading an attachment").json()["url"]
 
     def requests(self) -> list[dict[str, Any]]:
         with httpx.Client(base_url=self.base_url, timeout=30) as c:
