@@ -217,6 +217,8 @@ class AlertWorkflow(AlertIssueFlow):
             )
         if s.watch_until is not None and s.phase == "watching":
             lines.append(f"closed ({s.closed_reason}); watching until {s.watch_until.isoformat()}")
+        if s.verified_at is not None:
+            lines.append(f"verified: resolved at {s.verified_at.isoformat()} after the fix merged")
         if s.assessment:
             lines.append(f"assessment: {s.assessment[:600]}")
         if s.verdict is not None and s.assessed_at is not None:

@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import uuid
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -234,6 +235,33 @@ async def test_three_firings_one_issue_fixed_then_refire_reopens_and_later_files
             await second.terminate("test over")
     issues = sorted(f.issues(), key=lambda i: i["number"])
     assert [(i["number"], i["state"]) for i in issues] == [(number, "closed"), (state.issue_number, "open")]
+
+
+async def test_a_resolved_after_the_fix_closed_the_issue_is_recorded_as_verified_once(
+    temporal_client, gh_settings, running_worker, simulator
+):
+    f = Fixture(temporal_client, gh_settings, simulator)
+    async with running_worker(gh_settings):
+        await f.fire(f.alert("v-1"))
+        filed = await f.state_when(lambda s: s.phase in ("fixing", "filed") and s.starts_done == 1)
+        number = filed.issue_number
+        assert number is not None
+        # Resolved while the fix is under way (the issue open): it verifies nothing.
+        await f.fire(f.alert("v-2", status="resolved"))
+        await f.state_when(lambda s: s.notifications == 2)
+        await f.close_as_fixed(number, "close-v")
+        closed = await f.state_when(lambda s: s.phase == "watching" and s.closed_reason == "completed")
+        assert closed.closed_seen_at is not None
+        seen_closed = datetime.fromtimestamp(closed.closed_seen_at, UTC)
+        # Resolved after the close: "verified" on the issue, for this round.
+        await f.fire(f.alert("v-3", status="resolved"))
+        verified = await f.state_when(lambda s: s.verified_round == 0)
+        await f.stop(number)
+    # Recorded for the resolve after the close (the one before it would have been earlier).
+    assert verified.verified_at is not None and verified.verified_at >= seen_closed, (verified, seen_closed)
+    (note,) = f.ours(number, "verified-0")
+    assert "**Verified**: the alert resolved at" in note["body"] and "after the fix merged" in note["body"]
+    assert [i["state"] for i in f.issues()] == ["closed"]
 
 
 async def test_unrouted_alert_ends_without_filing(temporal_client, gh_settings, running_worker, simulator):
