@@ -103,9 +103,10 @@ class MergeVerifyWorkflow:
 
     @workflow.query(name="merge_verify")
     def state(self) -> MergeVerifyOutcome:
+        """Where the verification stands: `pending` while CI has not decided."""
         last = self.last
         return MergeVerifyOutcome(
-            state="timeout" if last is None or last.state == "pending" else last.state,
+            state="pending" if last is None else last.state,
             sha=self.inp.sha,
             failing=last.failing if last else [],
             error=self.error,

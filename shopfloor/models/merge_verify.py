@@ -13,7 +13,8 @@ MERGE_VERIFY_WORKFLOW = "MergeVerifyWorkflow"
 # The comment kind of its report on the issue (one comment per verification run, edited in place).
 MAIN_CI_KIND = "main-ci"
 
-MainCiState = Literal["success", "failure", "timeout"]
+# "pending" only while the run waits (its `merge_verify` query); a finished run says one of the others.
+MainCiState = Literal["pending", "success", "failure", "timeout"]
 
 
 def merge_verify_workflow_id(repo: str, number: int, sha: str) -> str:

@@ -209,6 +209,7 @@ async def test_a_merge_that_turns_the_default_branch_red_reopens_the_issue_namin
         sha = f.get(f"/pulls/{pr['number']}")["merge_commit_sha"]
         verify = temporal_client.get_workflow_handle(merge_verify_workflow_id(f.repo, number, sha))
         verified = MergeVerifyOutcome.model_validate(await asyncio.wait_for(verify.result(), timeout=DEADLINE_S))
+        queried = await verify.query("merge_verify", result_type=MergeVerifyOutcome)
         await record_history(f.handle, "issue-merged-then-verified")
         await record_history(verify, "merge-verify-default-branch-red")
     # The pull request's own CI was green; main's is red after the squash.
@@ -219,6 +220,7 @@ async def test_a_merge_that_turns_the_default_branch_red_reopens_the_issue_namin
         ("ci", "failure")
     ]
     assert (verified.state, verified.failing, verified.reopened, verified.reported) == ("failure", ["ci"], True, True)
+    assert (queried.state, queried.failing, queried.sha) == ("failure", ["ci"], sha), queried
     issue = f.get(f"/issues/{number}")
     assert issue["state"] == "open", issue  # reopened: the fix broke the default branch
     marker = comment_marker(verify.id, MAIN_CI_KIND)
