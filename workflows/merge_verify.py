@@ -44,17 +44,21 @@ VERIFY_AFTER_MERGE_PATCH = "verify-default-branch-after-merge"
 NAMES_SHOWN = 10
 
 
+def code(text: str) -> str:
+    """`text` as inline code that it cannot close (so no markdown or mention in it works)."""
+    return "`" + text.replace("`", "'")[:100] + "`"
+
+
 def check_names(names: list[str]) -> str:
-    """Check names as inline code (a name cannot close its span or start a mention), at most
-    NAMES_SHOWN of them."""
-    shown = ["`" + n.replace("`", "'")[:100] + "`" for n in dict.fromkeys(names)]
+    """Check names as inline code, at most NAMES_SHOWN of them."""
+    shown = [code(n) for n in dict.fromkeys(names)]
     more = len(shown) - NAMES_SHOWN
     return ", ".join(shown[:NAMES_SHOWN]) + (f" and {more} more" if more > 0 else "")
 
 
 def report_text(inp: MergeVerifyInput, out: MergeVerifyOutcome) -> str:
     """The comment on the issue saying what CI on the default branch made of the merge."""
-    commit, branch = f"`{inp.sha[:12]}`", f"`{inp.branch}`"
+    commit, branch = code(inp.sha[:12]), code(inp.branch)
     merged = f"the merge of #{inp.pr_number}" if inp.pr_number else "the merge"
     if out.state == "success":
         return f"**CI passed** on {branch} after {merged} (commit {commit})."

@@ -36,6 +36,11 @@ def test_check_names_are_inert_code_deduplicated_and_bounded():
     assert many.endswith("and 3 more") and many.count("`") == 2 * NAMES_SHOWN
 
 
+def test_a_branch_name_cannot_break_out_of_its_code_span():
+    odd = INP.model_copy(update={"branch": "ma`in @x"})
+    assert "on `ma'in @x` after" in report_text(odd, MergeVerifyOutcome(state="success", sha=SHA))
+
+
 def test_one_verification_per_merge_commit():
     assert merge_verify_workflow_id("acme/shop", 7, SHA) == "verify/acme/shop/7/0123456789ab"
     with pytest.raises(ValueError):
