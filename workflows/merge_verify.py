@@ -69,7 +69,8 @@ def report_text(inp: MergeVerifyInput, out: MergeVerifyOutcome) -> str:
             "(`/shopfloor fix` starts a new run on it)."
         )
     still = f" Still waiting for: {check_names(out.waiting)}." if out.waiting else " No check reported."
-    return f"**No CI result** on {branch} for {merged} (commit {commit}) within {inp.timeout_minutes} minutes.{still}"
+    minutes = f"{inp.timeout_minutes} minute{'s' if inp.timeout_minutes != 1 else ''}"
+    return f"**No CI result** on {branch} for {merged} (commit {commit}) within {minutes}.{still}"
 
 
 async def start_merge_verify(ctx: PipelineContext, sha: str) -> None:
