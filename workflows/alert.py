@@ -35,6 +35,8 @@ with workflow.unsafe.imports_passed_through():
     from shopfloor.workflows.pipeline_controls import alert_status
 
 FILES_ISSUES = "alert-files-issues"
+# Runs recorded before the watch window polled the issue wait for the window's end unwatched.
+WATCH_POLLS = "alert-watch-polls-issue"
 
 
 def _utc(t: datetime | None, default: datetime) -> datetime:
@@ -138,7 +140,12 @@ class AlertWorkflow(AlertIssueFlow):
     def _next_wake(self) -> tuple[float, str]:
         s, now = self.watch, workflow.now()
         if s.phase == "watching" and s.watch_until is not None:
-            return (s.watch_until - now).total_seconds(), "window"
+            left = (s.watch_until - now).total_seconds()
+            # The closed issue may open again meanwhile (CI on the default branch went red after
+            # the merge, a person reopened it): follow it then, as before the close.
+            if left > s.poll_delay and workflow.patched(WATCH_POLLS):
+                return s.poll_delay, "poll"
+            return left, "window"
         if s.want_issue or s.issue_number is not None:
             return s.poll_delay, "poll"  # follow the issue; a failed step is retried meanwhile
         return idle_left(s.last_activity or now.timestamp()).total_seconds(), "idle"

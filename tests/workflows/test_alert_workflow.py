@@ -264,6 +264,29 @@ async def test_a_resolved_after_the_fix_closed_the_issue_is_recorded_as_verified
     assert [i["state"] for i in f.issues()] == ["closed"]
 
 
+async def test_an_issue_reopened_during_the_watch_is_followed_again_and_a_resolve_then_verifies_nothing(
+    temporal_client, gh_settings, running_worker, simulator
+):
+    f = Fixture(temporal_client, gh_settings, simulator)
+    async with running_worker(gh_settings):
+        await f.fire(f.alert("w-1"))
+        filed = await f.state_when(lambda s: s.phase in ("fixing", "filed") and s.starts_done == 1)
+        number = filed.issue_number
+        assert number is not None
+        await f.close_as_fixed(number, "close-w")
+        await f.state_when(lambda s: s.phase == "watching" and s.closed_reason == "completed")
+        # CI on the default branch went red after the merge: shopfloor reopened the issue.
+        with simulator.api() as c:
+            c.patch(f"/repos/{f.repo}/issues/{number}", json={"state": "open"}).raise_for_status()
+        followed = await f.state_when(lambda s: s.phase == "filed", "the reopened issue to be followed")
+        await f.fire(f.alert("w-2", status="resolved"))
+        resolved = await f.state_when(lambda s: s.notifications == 2 and s.last_status == "resolved")
+        await f.stop(number)
+    assert (followed.reopened, followed.starts_done, followed.issues_filed) == (0, 1, 1), followed
+    assert resolved.resolved_at is None and resolved.verified_round is None, resolved
+    assert f.ours(number, "verified-0") == []
+
+
 async def test_unrouted_alert_ends_without_filing(temporal_client, gh_settings, running_worker, simulator):
     f = Fixture(temporal_client, gh_settings, simulator)
     async with running_worker(gh_settings):
