@@ -9,8 +9,10 @@ ONE issue for the fingerprint (later firings update one occurrences comment on i
 IssueWorkflow itself, follows the issue by polling its state (GitHub's issue plus the
 IssueWorkflow's latest run, by id: this survives either workflow continuing as new), and once the
 issue is closed watches for `refire_window_seconds`: a firing within the window reopens an issue
-closed as fixed and starts a new IssueWorkflow run on it; when the window passes the run ends, so
-the next firing starts a fresh run, which files a new issue.
+closed as fixed and starts a new IssueWorkflow run on it, a `resolved` within it records
+"verified" on the issue, and an issue that opens again meanwhile (a red default branch after the
+merge) is followed again; when the window passes the run ends, so the next firing starts a fresh
+run, which files a new issue.
 
 Runs recorded before filing existed only count (workflow.patched(FILES_ISSUES) is False on replay),
 and runs recorded before the assessing agent existed decide by the rules alone (ASSESS_AGENT).
