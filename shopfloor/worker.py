@@ -55,6 +55,7 @@ from shopfloor.workflows.alert import AlertWorkflow
 from shopfloor.workflows.eval_run import EvalWorkflow
 from shopfloor.workflows.issue import IssueWorkflow
 from shopfloor.workflows.ledger import LedgerWorkflow
+from shopfloor.workflows.merge_verify import MergeVerifyWorkflow
 from shopfloor.workflows.pull_request import PullRequestWorkflow
 from shopfloor.workflows.reconcile import ReconcileWorkflow
 
@@ -74,6 +75,7 @@ WORKFLOWS: list[type] = [
     ReconcileWorkflow,
     EvalWorkflow,
     LedgerWorkflow,
+    MergeVerifyWorkflow,
 ]
 
 # The strict default sandbox, with pure third-party libraries passed through (imported once,

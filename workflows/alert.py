@@ -9,8 +9,10 @@ ONE issue for the fingerprint (later firings update one occurrences comment on i
 IssueWorkflow itself, follows the issue by polling its state (GitHub's issue plus the
 IssueWorkflow's latest run, by id: this survives either workflow continuing as new), and once the
 issue is closed watches for `refire_window_seconds`: a firing within the window reopens an issue
-closed as fixed and starts a new IssueWorkflow run on it; when the window passes the run ends, so
-the next firing starts a fresh run, which files a new issue.
+closed as fixed and starts a new IssueWorkflow run on it, a `resolved` within it records
+"verified" on the issue, and an issue that opens again meanwhile (a red default branch after the
+merge) is followed again; when the window passes the run ends, so the next firing starts a fresh
+run, which files a new issue.
 
 Runs recorded before filing existed only count (workflow.patched(FILES_ISSUES) is False on replay),
 and runs recorded before the assessing agent existed decide by the rules alone (ASSESS_AGENT).
@@ -35,6 +37,8 @@ with workflow.unsafe.imports_passed_through():
     from shopfloor.workflows.pipeline_controls import alert_status
 
 FILES_ISSUES = "alert-files-issues"
+# Runs recorded before the watch window polled the issue wait for the window's end unwatched.
+WATCH_POLLS = "alert-watch-polls-issue"
 
 
 def _utc(t: datetime | None, default: datetime) -> datetime:
@@ -138,7 +142,12 @@ class AlertWorkflow(AlertIssueFlow):
     def _next_wake(self) -> tuple[float, str]:
         s, now = self.watch, workflow.now()
         if s.phase == "watching" and s.watch_until is not None:
-            return (s.watch_until - now).total_seconds(), "window"
+            left = (s.watch_until - now).total_seconds()
+            # The closed issue may open again meanwhile (CI on the default branch went red after
+            # the merge, a person reopened it): follow it then, as before the close.
+            if left > s.poll_delay and workflow.patched(WATCH_POLLS):
+                return s.poll_delay, "poll"
+            return left, "window"
         if s.want_issue or s.issue_number is not None:
             return s.poll_delay, "poll"  # follow the issue; a failed step is retried meanwhile
         return idle_left(s.last_activity or now.timestamp()).total_seconds(), "idle"
@@ -217,6 +226,8 @@ class AlertWorkflow(AlertIssueFlow):
             )
         if s.watch_until is not None and s.phase == "watching":
             lines.append(f"closed ({s.closed_reason}); watching until {s.watch_until.isoformat()}")
+        if s.verified_at is not None:
+            lines.append(f"verified: resolved at {s.verified_at.isoformat()} after the fix merged")
         if s.assessment:
             lines.append(f"assessment: {s.assessment[:600]}")
         if s.verdict is not None and s.assessed_at is not None:

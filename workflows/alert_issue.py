@@ -58,6 +58,9 @@ In = TypeVar("In")
 Out = TypeVar("Out")
 
 QUIET = {"info", "informational", "debug", "none", "ok", "low"}
+# Runs recorded before a `resolved` after the fix was recorded as verified on the issue.
+VERIFY_ON_RESOLVE = "alert-verified-on-resolve"
+VERIFIED_KIND = "verified"  # the comment kind: `verified-<round>` (round: times reopened so far)
 
 
 def assess(a: Alert, repo: str | None) -> tuple[bool, str]:
@@ -91,7 +94,14 @@ class AlertIssueFlow(AlertAssessing):
         if a.status != "firing":
             if s.phase == "assessing" and not s.want_issue:
                 await self._assess(a)
+            elif s.issue_number is not None and workflow.patched(VERIFY_ON_RESOLVE):
+                if s.phase == "watching":
+                    await self.poll()  # reopened since it closed (CI on the default branch, a person)?
+                # Only a resolve GitHub shows the issue closed for can verify the fix: timestamps
+                # would not tell (GitHub's closed_at has whole seconds).
+                s.resolved_at = now if s.closed_seen_at is not None else None
             return
+        s.resolved_at = None  # firing again: whatever resolved before does not verify the fix
         if s.phase == "watching" and s.watch_until is not None and now <= s.watch_until:
             s.issue_occurrences += a.occurrences
             if s.closed_reason == "completed":
@@ -131,6 +141,7 @@ class AlertIssueFlow(AlertAssessing):
         s.issue_occurrences = s.reported_occurrences = s.starts_wanted = s.starts_done = 0
         s.reopen_pending, s.issue_closed_at, s.closed_reason, s.watch_until = False, None, None, None
         s.closed_seen_at, s.issue_workflow = None, ""
+        s.resolved_at = s.verified_round = s.verified_at = None
         s.filing_verdict, s.assessment_posted = None, False  # the agent's last verdict still stands its hour
         self.set_phase("assessing")
 
@@ -175,6 +186,29 @@ class AlertIssueFlow(AlertAssessing):
                 self.set_phase("fixing")
         if s.phase in ("filed", "fixing", "reopened") and s.issue_occurrences > s.reported_occurrences:
             await self._comment(OCCURRENCES_KIND, self._occurrences_text(), s.issue_occurrences)
+        if self._verified_now():
+            if await self._comment(f"{VERIFIED_KIND}-{s.reopened}", self._verified_text(), None):
+                s.verified_round, s.verified_at = s.reopened, s.resolved_at
+
+    def _verified_now(self) -> bool:
+        """The alert resolved after the issue closed as fixed, and that is not on the issue yet."""
+        s = self.watch
+        return (
+            s.phase == "watching"
+            and s.closed_reason == "completed"
+            and s.resolved_at is not None
+            and s.verified_round != s.reopened
+        )
+
+    def _verified_text(self) -> str:
+        s = self.watch
+        resolved = when_text(s.resolved_at or workflow.now())
+        closed = when_text(s.issue_closed_at) if s.issue_closed_at else "when the fix merged"
+        until = f" until {when_text(s.watch_until)}" if s.watch_until else ""
+        return (
+            f"**Verified**: the alert resolved at {resolved}, after the fix merged (issue closed {closed}). "
+            f"shopfloor keeps watching it{until}: a firing before then reopens this issue."
+        )
 
     async def _reopen(self) -> None:
         s = self.watch

@@ -1,5 +1,6 @@
 """An issue's pipeline: triage → policy gate → fix → PR → CI → review ⇄ fix
-(bounded rounds) → merge stage, run by IssueWorkflow beside its event inbox.
+(bounded rounds) → merge stage, run by IssueWorkflow beside its event inbox. A merge starts the
+MergeVerifyWorkflow that follows CI on the default branch (workflows/merge_verify.py).
 
 The inbox keeps handling events while this runs (an asyncio task in the same workflow); events
 reach the pipeline through `on_event` (CI results wake the CI wait, accepted commands and writers'
@@ -64,6 +65,7 @@ with workflow.unsafe.imports_passed_through():
     from shopfloor.workflows.inbox import CI_EVENTS
     from shopfloor.workflows.issue_text import EDITED_REASON, IssueTextWatch
     from shopfloor.workflows.merge_stage import approved_head, update_and_merge, wait_approval, wait_ci
+    from shopfloor.workflows.merge_verify import start_merge_verify
     from shopfloor.workflows.pipeline import (
         BaseConflicts,
         BaseMergedIn,
@@ -472,7 +474,8 @@ class FactoryRun(OnPipeline):
             return Step.MERGE  # never merge work done for other text, whatever the events said
         message = f"{fix.summary}\n\nFixes #{self.number}"
         match await update_and_merge(self.ctx, work.workspace, head, fix.pr_title, message):
-            case Merged():
+            case Merged(sha):
+                await start_merge_verify(self.ctx, sha)  # CI on the default branch, reported on the issue
                 raise Final("merged", f"merged as {state.merged_sha}")
             case ProtectedPathsChanged(reason) | MergeRefused(reason) as refused:
                 # A fix round can take protected files out of the change; it cannot push over a

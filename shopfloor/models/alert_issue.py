@@ -91,6 +91,12 @@ class AlertWatch(AlertState):
     watch_until: datetime | None = None
     issue_workflow: str = ""  # the IssueWorkflow's status as last seen: running, completed, absent...
     closed_seen_at: float | None = None  # workflow time we first saw the issue closed on GitHub
+    # Verification: when the last `resolved` notification was taken while GitHub showed the issue
+    # closed (None: none, or a firing since); once the issue closed as completed, "verified" is
+    # recorded on the issue, once per round (`verified_round`: the `reopened` count it was for).
+    resolved_at: datetime | None = None
+    verified_round: int | None = None
+    verified_at: datetime | None = None
     poll_delay: float = 0.0  # seconds to the next status poll (backs off while nothing changes)
     last_error: str = ""  # the last GitHub/Temporal step that failed (retried on the next tick)
     pending: list[Alert] = Field(default_factory=list)  # received, not yet handled (continue-as-new)

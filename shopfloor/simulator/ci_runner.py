@@ -1,4 +1,5 @@
-"""Simulated CI: a check run named `ci` per PR head sha, run in the background with `run_ci`.
+"""Simulated CI: a check run named `ci` per PR head sha (and per new tip of the default branch,
+for a repository created with `ci_on_default_branch`), run in the background with `run_ci`.
 
 Each run belongs to one head sha, so a slow result for an old sha only ever completes its own
 run: a newer push gets a new run and can never be overwritten by an older one.
@@ -50,15 +51,24 @@ class CiRunner:
 
     def trigger(self, repo: Repo, issue: Issue) -> CheckRun | None:
         """Start CI for the PR's current head (caller holds the store lock)."""
-        if not repo.ci_command or issue.pr is None or self._pool is None:
+        if issue.pr is None:
             return None
-        store, sha, t = self.sim.store, issue.pr.head_sha, now()
+        return self._start(repo, issue.pr.head_sha, issue.pr.head_ref)
+
+    def trigger_commit(self, repo: Repo, sha: str, branch: str) -> CheckRun | None:
+        """Start CI for `sha`, pushed to `branch` (caller holds the store lock)."""
+        return self._start(repo, sha, branch)
+
+    def _start(self, repo: Repo, sha: str, branch: str) -> CheckRun | None:
+        if not repo.ci_command or self._pool is None:
+            return None
+        store, t = self.sim.store, now()
         suite = next((s for s in repo.check_suites.values() if s.head_sha == sha and s.app_slug == CI_APP_SLUG), None)
         if suite is None:
             suite = CheckSuite(
                 id=store.new_id(),
                 head_sha=sha,
-                head_branch=issue.pr.head_ref,
+                head_branch=branch,
                 app_slug=CI_APP_SLUG,
                 before=None,
                 after=sha,

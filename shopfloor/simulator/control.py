@@ -30,6 +30,7 @@ class NewRepo(BaseModel):
     source_dir: Path | None = None
     default_branch: str = "main"
     ci_command: str | None = None
+    ci_on_default_branch: bool = False  # CI runs on pushes to the default branch too
     private: bool = False
     description: str | None = None
 
@@ -43,6 +44,7 @@ def create_repo(body: NewRepo, request: Request) -> JSONResponse:
         source_dir=body.source_dir,
         default_branch=body.default_branch,
         ci_command=body.ci_command,
+        ci_on_default_branch=body.ci_on_default_branch,
         private=body.private,
         description=body.description,
     )

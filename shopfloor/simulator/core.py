@@ -96,6 +96,7 @@ class Simulator:
         ci_command: str | None = None,
         private: bool = False,
         description: str | None = None,
+        ci_on_default_branch: bool = False,
     ) -> Repo:
         if not LOGIN_RE.match(owner):
             raise invalid("Repository", "owner")
@@ -132,6 +133,7 @@ class Simulator:
                 default_branch=default_branch,
                 private=private,
                 ci_command=ci_command,
+                ci_on_default_branch=ci_on_default_branch,
                 created_at=t,
                 updated_at=t,
                 pushed_at=t,
@@ -228,7 +230,8 @@ class Simulator:
 
     # ---- ref moves -------------------------------------------------------------------------------
     def refs_moved(self, repo: Repo, pusher: User, updates: list[RefUpdate]) -> None:
-        """A push (by git or by the API): push webhooks, PR synchronize, CI for PR heads."""
+        """A push (by git or by the API): push webhooks, PR synchronize, CI for PR heads (and for
+        the default branch's new tip when the repository runs CI on it)."""
         with self.store.lock:
             repo.pushed_at = repo.updated_at = now()
             for update in updates:
@@ -237,6 +240,8 @@ class Simulator:
                 if not update.ref.startswith("refs/heads/") or update.after == "0" * 40:
                     continue
                 branch = update.ref.removeprefix("refs/heads/")
+                if branch == repo.default_branch and repo.ci_on_default_branch:
+                    self.ci.trigger_commit(repo, update.after, branch)
                 delay = self.config.pr_sync_delay_s
                 if delay <= 0:
                     self._sync_pull_heads(repo, branch, pusher)

@@ -202,6 +202,9 @@ class Repo:
     updated_at: datetime
     pushed_at: datetime
     description: str | None = None
+    # Run `ci_command` on every push to the default branch too (as a workflow `on: push` to main
+    # does), not only on pull request heads.
+    ci_on_default_branch: bool = False
     parent: Repo | None = None  # set on a fork: the repository it was forked from
     labels: dict[str, Label] = field(default_factory=dict)  # by lower-cased name
     issues: dict[int, Issue] = field(default_factory=dict)

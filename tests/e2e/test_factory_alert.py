@@ -3,7 +3,9 @@ a monitor POSTs generic alerts (bearer token) to the real webhook edge, `SHOPFLO
 sends them to a repository on the GitHub simulator, the AlertWorkflow has its assessing agent
 (scripted: actionable) judge the first firing, files one issue and starts its IssueWorkflow, which runs the real pipeline with scripted agents (triage → fix → PR → the
 simulator's CI → review → a maintainer's `/shopfloor approve` → squash merge → issue closed).
-The alert then fires again: the issue is reopened and a new IssueWorkflow run starts on it.
+CI on main after the squash is awaited and reported on the issue (green); the alert's `resolved`
+notification after the merge records "verified" on the issue. The alert then fires again: the
+issue is reopened and a new IssueWorkflow run starts on it.
 
 The edge starts the AlertWorkflow with its defaults (poll every 60 s, a 24 h refire window): the
 test never waits for a poll, because every new firing checks the issue's state at once.
@@ -11,13 +13,14 @@ test never waits for a poll, because every new firing checks the issue's state a
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
-from agent_runs import call
+from agent_runs import call, record_history
 from factory_runs import (
     APPROVE,
     ASSESS,
@@ -32,12 +35,13 @@ from factory_runs import (
 from pydantic import SecretStr
 from temporalio.client import WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
-from waiting import query_until
+from waiting import DEADLINE_S, query_until
 
 from shopfloor.models.alert_issue import ALERT_ISSUE_LABEL, AlertWatch
 from shopfloor.models.github_ops import comment_marker
 from shopfloor.models.inbox import alert_workflow_id, issue_workflow_id
 from shopfloor.models.inbox_state import InboxSummary
+from shopfloor.models.merge_verify import MAIN_CI_KIND, MergeVerifyOutcome, merge_verify_workflow_id
 
 TOKEN = "factory-alert-token"
 
@@ -51,13 +55,13 @@ class Monitor:
         self.t0 = datetime.now(UTC).replace(microsecond=0)
         self.fired = 0
 
-    def fire(self) -> str:
+    def fire(self, status: str = "firing") -> str:
         """One notification (a distinct one each time: a later `last_seen`); the edge's outcome."""
         self.fired += 1
         body = {
             "fingerprint": self.fp,
             "summary": "calc.add returns the difference",
-            "status": "firing",
+            "status": status,
             "description": "AssertionError: add(2, 3) == -1, expected 5",
             "labels": {"service": "calc"},
             "first_seen": self.t0.isoformat(),
@@ -108,6 +112,7 @@ async def test_alert_fires_three_times_is_fixed_and_merged_then_refires_and_reop
         name=name,
         alert_token=SecretStr(TOKEN),
         alert_routes=routes,
+        ci_on_default_branch=True,
     ) as f:
         m = Monitor(f, f"calc-add-{uuid.uuid4().hex[:8]}")
         try:
@@ -145,6 +150,26 @@ async def fired_fixed_refired(f: Factory, m: Monitor) -> None:
     assert (state.occurrences, state.notifications, state.issues_filed, state.reopened) == (3, 3, 1, 0), state
     (assessed,) = m.alert_comments(number, "assessment")  # the verdict the issue was filed on
     assert "actionable, severity **high**" in assessed["body"] and ASSESS["suspected_area"] in assessed["body"]
+
+    # CI on main after the squash: awaited, green, reported on the (still closed) issue.
+    (pr,) = f.get("/pulls", state="all")
+    sha = f.get(f"/pulls/{pr['number']}")["merge_commit_sha"]
+    verify = f.client.get_workflow_handle(merge_verify_workflow_id(f.repo, number, sha))
+    main_ci = MergeVerifyOutcome.model_validate(await asyncio.wait_for(verify.result(), timeout=DEADLINE_S))
+    assert (main_ci.state, main_ci.reopened, main_ci.reported) == ("success", False, True), main_ci
+    (reported,) = [
+        c for c in f.get(f"/issues/{number}/comments") if comment_marker(verify.id, MAIN_CI_KIND) in c["body"]
+    ]
+    assert f"**CI passed** on `main` after the merge of #{pr['number']}" in reported["body"], reported["body"]
+    assert f.get(f"/issues/{number}")["state"] == "closed"
+
+    # The alert resolves after the merge: "verified" on the issue, once.
+    assert m.fire("resolved") == "signalled"
+    verified = await m.state_when(lambda s: s.verified_round == 0, "the verification")
+    assert verified.phase == "watching" and verified.verified_at is not None, verified
+    (note,) = m.alert_comments(number, "verified-0")
+    assert "\n**Verified**: the alert resolved at " in note["body"] and "after the fix merged" in note["body"], note
+    await record_history(f.client.get_workflow_handle(m.wf_id), "alert-issue-verified-after-merge")
 
     # The alert fires again after the merge (within the 24 h window): the issue is reopened with a
     # comment and a new IssueWorkflow run starts on it (an internal `issues.reopened`).

@@ -13,6 +13,7 @@ import asyncio
 from agent_runs import call, record_history
 from factory_runs import (
     APPROVE,
+    CI_CMD,
     FIX,
     POLICY,
     TEST_CMD,
@@ -23,9 +24,12 @@ from factory_runs import (
     factory,
     fix_turns,
 )
+from waiting import DEADLINE_S
 
 from shopfloor.models.factory_run import FactoryState
+from shopfloor.models.github_ops import comment_marker
 from shopfloor.models.inbox_state import IssueOutcome
+from shopfloor.models.merge_verify import MAIN_CI_KIND, MergeVerifyOutcome, merge_verify_workflow_id
 
 
 async def test_bug_issue_becomes_a_merged_fix(simulator, settings, running_worker, temporal_client, tmp_path):
@@ -177,3 +181,51 @@ async def test_without_a_real_model_an_issue_is_left_for_a_person_saying_why(
     assert parked.result == "parked" and parked.reason.startswith("not triaged: no real model"), parked
     assert "SHOPFLOOR_MODEL" in body and "explore-demo has" not in body and "fixability" not in parked.reason
     assert f.get("/pulls", state="all") == []
+
+
+# CI that passes on the fix's pull request but fails on the squash commit it becomes on main
+# (its title ends with `(#<pr>)`): a merge that turns the default branch red.
+RED_ON_MAIN = f"{CI_CMD} && ! git log -1 --format=%s | grep -q '(#[0-9]*)$'"
+
+
+async def test_a_merge_that_turns_the_default_branch_red_reopens_the_issue_naming_the_check(
+    simulator, settings, running_worker, temporal_client, tmp_path
+):
+    models = {"triage": TRIAGE_TURNS, "fix": fix_turns(), "review": [{"tool_calls": [call("submit", **APPROVE)]}]}
+    async with factory(
+        simulator,
+        settings,
+        running_worker,
+        temporal_client,
+        tmp_path,
+        models,
+        ci_command=RED_ON_MAIN,
+        ci_on_default_branch=True,
+    ) as f:
+        number = f.open_issue("add() subtracts", "add(2, 3) returns -1, expected 5.")
+        outcome = await approve_and_finish(f, number)
+        assert outcome.factory is not None and outcome.factory.result == "merged", outcome
+        (pr,) = f.get("/pulls", state="all")
+        sha = f.get(f"/pulls/{pr['number']}")["merge_commit_sha"]
+        verify = temporal_client.get_workflow_handle(merge_verify_workflow_id(f.repo, number, sha))
+        verified = MergeVerifyOutcome.model_validate(await asyncio.wait_for(verify.result(), timeout=DEADLINE_S))
+        queried = await verify.query("merge_verify", result_type=MergeVerifyOutcome)
+        await record_history(f.handle, "issue-merged-then-verified")
+        await record_history(verify, "merge-verify-default-branch-red")
+    # The pull request's own CI was green; main's is red after the squash.
+    assert [(r["name"], r["conclusion"]) for r in f.get(f"/commits/{pr['head']['sha']}/check-runs")["check_runs"]] == [
+        ("ci", "success")
+    ]
+    assert [(r["name"], r["conclusion"]) for r in f.get(f"/commits/{sha}/check-runs")["check_runs"]] == [
+        ("ci", "failure")
+    ]
+    assert (verified.state, verified.failing, verified.reopened, verified.reported) == ("failure", ["ci"], True, True)
+    assert (queried.state, queried.failing, queried.sha) == ("failure", ["ci"], sha), queried
+    issue = f.get(f"/issues/{number}")
+    assert issue["state"] == "open", issue  # reopened: the fix broke the default branch
+    marker = comment_marker(verify.id, MAIN_CI_KIND)
+    (report,) = [c for c in f.get(f"/issues/{number}/comments") if marker in c["body"]]
+    assert "**CI failed** on `main`" in report["body"] and "Failing: `ci`." in report["body"], report["body"]
+    assert f"(commit `{sha[:12]}`)" in report["body"] and "reopened this issue" in report["body"]
+    assert report["user"]["login"] == "shopfloor[bot]"
+    assert "return a + b" in f.file("calc/ops.py")  # the merge was not reverted

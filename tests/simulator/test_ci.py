@@ -82,3 +82,35 @@ def test_ci_timeout(tmp_path: Path):
         sim.wait_idle()
         (run,) = ci_runs(bot, head["commit"]["sha"])
         assert run["conclusion"] == "timed_out"
+
+
+def test_ci_on_the_default_branch_runs_on_its_pushes_only_when_asked(simulator: SimulatorHandle, tmp_path: Path):
+    # This CI fails exactly on a commit whose message closes an issue: a squash merge's.
+    red_on_merge = "! git log -1 --format=%B | grep -q 'Fixes #'"
+    simulator.create_repo(
+        "alice", "mainci", source_dir=package(tmp_path / "a"), ci_command=red_on_merge, ci_on_default_branch=True
+    )
+    simulator.create_repo("alice", "prci", source_dir=package(tmp_path / "b"), ci_command=red_on_merge)
+    bot = simulator.api()
+    for repo in ("mainci", "prci"):
+        api = f"/repos/alice/{repo}"
+        main = bot.get(f"{api}/branches/main").json()["commit"]["sha"]
+        bot.post(f"{api}/git/refs", json={"ref": "refs/heads/topic", "sha": main})
+        head = bot.put(f"{api}/contents/x.txt", json={"message": "x", "content": "eA==", "branch": "topic"}).json()
+        pr = bot.post(f"{api}/pulls", json={"title": "t", "head": "topic", "base": "main"}).json()
+        simulator.wait_idle()
+        (pr_run,) = bot.get(f"{api}/commits/{head['commit']['sha']}/check-runs").json()["check_runs"]
+        assert pr_run["conclusion"] == "success", pr_run
+        merged = bot.put(
+            f"{api}/pulls/{pr['number']}/merge",
+            json={"merge_method": "squash", "commit_title": "t (#1)", "commit_message": "Fixes #7"},
+        )
+        assert merged.status_code == 200, merged.text
+        simulator.wait_idle()
+        runs = bot.get(f"{api}/commits/{merged.json()['sha']}/check-runs").json()["check_runs"]
+        if repo == "prci":
+            assert runs == [], runs  # CI on pull request heads only, as before
+            continue
+        (run,) = runs
+        assert (run["name"], run["status"], run["conclusion"]) == ("ci", "completed", "failure"), run
+        assert run["head_sha"] == bot.get(f"{api}/branches/main").json()["commit"]["sha"]

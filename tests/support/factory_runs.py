@@ -191,15 +191,19 @@ async def factory(
     name: str | None = None,
     source_dir: Path | None = None,
     ci_command: str = CI_CMD,
+    ci_on_default_branch: bool = False,
     **extra_settings: Any,
 ) -> AsyncIterator[Factory]:
     """The repository is `acme/<name>` (default: a fresh one) holding `source_dir` (default: the
-    sample, with `policy`), its CI `ci_command`; `extra_settings` update the worker's and the
+    sample, with `policy`), its CI `ci_command` (on pull request heads, and with
+    `ci_on_default_branch` on pushes to main too); `extra_settings` update the worker's and the
     edge's settings (alert token and routes...)."""
     owner, name = "acme", name or f"calc{uuid.uuid4().hex[:6]}"
     repo = f"{owner}/{name}"
     source = source_dir or sample_repo(tmp_path / "src", policy)
-    simulator.create_repo(owner, name, source_dir=source, ci_command=ci_command)
+    simulator.create_repo(
+        owner, name, source_dir=source, ci_command=ci_command, ci_on_default_branch=ci_on_default_branch
+    )
     simulator.set_permission(owner, name, "maria", "maintain")
     agent_models = {agent: write_cassette(tmp_path / f"{agent}.json", turns) for agent, turns in models.items()}
     worker_settings = on_simulator(settings, simulator).model_copy(

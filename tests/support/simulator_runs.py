@@ -97,12 +97,14 @@ class SimulatorHandle:
         ci_command: str | None = None,
         default_branch: str = "main",
         private: bool = False,
+        ci_on_default_branch: bool = False,
     ) -> dict[str, Any]:
         body = {
             "owner": owner,
             "name": name,
             "default_branch": default_branch,
             "ci_command": ci_command,
+            "ci_on_default_branch": ci_on_default_branch,
             "private": private,
             "source_dir": str(source_dir) if source_dir is not None else None,
         }

@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import uuid
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -234,6 +235,56 @@ async def test_three_firings_one_issue_fixed_then_refire_reopens_and_later_files
             await second.terminate("test over")
     issues = sorted(f.issues(), key=lambda i: i["number"])
     assert [(i["number"], i["state"]) for i in issues] == [(number, "closed"), (state.issue_number, "open")]
+
+
+async def test_a_resolved_after_the_fix_closed_the_issue_is_recorded_as_verified_once(
+    temporal_client, gh_settings, running_worker, simulator
+):
+    f = Fixture(temporal_client, gh_settings, simulator)
+    async with running_worker(gh_settings):
+        await f.fire(f.alert("v-1"))
+        filed = await f.state_when(lambda s: s.phase in ("fixing", "filed") and s.starts_done == 1)
+        number = filed.issue_number
+        assert number is not None
+        # Resolved while the fix is under way (the issue open): it verifies nothing.
+        await f.fire(f.alert("v-2", status="resolved"))
+        await f.state_when(lambda s: s.notifications == 2)
+        await f.close_as_fixed(number, "close-v")
+        closed = await f.state_when(lambda s: s.phase == "watching" and s.closed_reason == "completed")
+        assert closed.closed_seen_at is not None
+        seen_closed = datetime.fromtimestamp(closed.closed_seen_at, UTC)
+        # Resolved after the close: "verified" on the issue, for this round.
+        await f.fire(f.alert("v-3", status="resolved"))
+        verified = await f.state_when(lambda s: s.verified_round == 0)
+        await f.stop(number)
+    # Recorded for the resolve after the close (the one before it would have been earlier).
+    assert verified.verified_at is not None and verified.verified_at >= seen_closed, (verified, seen_closed)
+    (note,) = f.ours(number, "verified-0")
+    assert "**Verified**: the alert resolved at" in note["body"] and "after the fix merged" in note["body"]
+    assert [i["state"] for i in f.issues()] == ["closed"]
+
+
+async def test_an_issue_reopened_during_the_watch_is_followed_again_and_a_resolve_then_verifies_nothing(
+    temporal_client, gh_settings, running_worker, simulator
+):
+    f = Fixture(temporal_client, gh_settings, simulator)
+    async with running_worker(gh_settings):
+        await f.fire(f.alert("w-1"))
+        filed = await f.state_when(lambda s: s.phase in ("fixing", "filed") and s.starts_done == 1)
+        number = filed.issue_number
+        assert number is not None
+        await f.close_as_fixed(number, "close-w")
+        await f.state_when(lambda s: s.phase == "watching" and s.closed_reason == "completed")
+        # CI on the default branch went red after the merge: shopfloor reopened the issue.
+        with simulator.api() as c:
+            c.patch(f"/repos/{f.repo}/issues/{number}", json={"state": "open"}).raise_for_status()
+        followed = await f.state_when(lambda s: s.phase == "filed", "the reopened issue to be followed")
+        await f.fire(f.alert("w-2", status="resolved"))
+        resolved = await f.state_when(lambda s: s.notifications == 2 and s.last_status == "resolved")
+        await f.stop(number)
+    assert (followed.reopened, followed.starts_done, followed.issues_filed) == (0, 1, 1), followed
+    assert resolved.resolved_at is None and resolved.verified_round is None, resolved
+    assert f.ours(number, "verified-0") == []
 
 
 async def test_unrouted_alert_ends_without_filing(temporal_client, gh_settings, running_worker, simulator):

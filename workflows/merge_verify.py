@@ -1,0 +1,178 @@
+"""MergeVerifyWorkflow `verify/<owner>/<repo>/<issue>/<sha12>`: after an issue's pipeline
+squash-merged its fix, wait for CI on the merge commit of the default branch and report it on
+the issue. A red default branch reopens the issue with a comment naming the failing checks; the
+merge is not reverted (a maintainer decides). No result within the policy's `ci_timeout_minutes`
+is reported as such, and the issue stays closed.
+
+The pipeline starts it as a child that outlives it (ParentClosePolicy.ABANDON), so the issue's run
+ends "merged" as before while this one waits. CI is read by an activity (bounded retries) at once
+and then after a timer that doubles from `poll_seconds` to `poll_max_seconds`: a bounded poll, no
+webhook routing needed for a commit no pull request holds. Every GitHub write is idempotent: the
+report is one comment per run (marker kind `main-ci`), edited in place, and reopening an open
+issue does nothing.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.exceptions import ActivityError, WorkflowAlreadyStartedError
+from temporalio.workflow import ParentClosePolicy
+
+with workflow.unsafe.imports_passed_through():
+    from shopfloor.models.alert_issue import ReopenIssueInput
+    from shopfloor.models.github_ops import CiStatusInput, CiStatusOutput, UpsertCommentInput
+    from shopfloor.models.merge_verify import (
+        MAIN_CI_KIND,
+        MERGE_VERIFY_WORKFLOW,
+        MergeVerifyInput,
+        MergeVerifyOutcome,
+        merge_verify_workflow_id,
+    )
+    from shopfloor.workflows.activity_catalogue import (
+        GITHUB_CI_STATUS,
+        GITHUB_REOPEN_ISSUE,
+        GITHUB_UPSERT_COMMENT,
+        call,
+        failure_message,
+    )
+    from shopfloor.workflows.pipeline import PipelineContext
+
+# Histories recorded before the pipeline verified its merges end at the merge.
+VERIFY_AFTER_MERGE_PATCH = "verify-default-branch-after-merge"
+NAMES_SHOWN = 10
+
+
+def code(text: str) -> str:
+    """`text` as inline code that it cannot close (so no markdown or mention in it works)."""
+    return "`" + text.replace("`", "'")[:100] + "`"
+
+
+def check_names(names: list[str]) -> str:
+    """Check names as inline code, at most NAMES_SHOWN of them."""
+    shown = [code(n) for n in dict.fromkeys(names)]
+    more = len(shown) - NAMES_SHOWN
+    return ", ".join(shown[:NAMES_SHOWN]) + (f" and {more} more" if more > 0 else "")
+
+
+def report_text(inp: MergeVerifyInput, out: MergeVerifyOutcome) -> str:
+    """The comment on the issue saying what CI on the default branch made of the merge."""
+    commit, branch = code(inp.sha[:12]), code(inp.branch)
+    merged = f"the merge of #{inp.pr_number}" if inp.pr_number else "the merge"
+    if out.state == "success":
+        return f"**CI passed** on {branch} after {merged} (commit {commit})."
+    if out.state == "failure":
+        return (
+            f"**CI failed** on {branch} after {merged} (commit {commit}). Failing: {check_names(out.failing)}.\n\n"
+            "shopfloor reopened this issue. The merge was not reverted: a maintainer decides "
+            "(`/shopfloor fix` starts a new run on it)."
+        )
+    still = f" Still waiting for: {check_names(out.waiting)}." if out.waiting else " No check reported."
+    minutes = f"{inp.timeout_minutes} minute{'s' if inp.timeout_minutes != 1 else ''}"
+    return f"**No CI result** on {branch} for {merged} (commit {commit}) within {minutes}.{still}"
+
+
+async def start_merge_verify(ctx: PipelineContext, sha: str) -> None:
+    """Start the verification of the merge commit `sha` (once: a second start finds it)."""
+    if not workflow.patched(VERIFY_AFTER_MERGE_PATCH):
+        return
+    inp = MergeVerifyInput(
+        repo=ctx.repo,
+        number=ctx.number,
+        pr_number=ctx.state.pr_number,
+        sha=sha,
+        branch=ctx.base_branch,
+        timeout_minutes=ctx.policy.ci_timeout_minutes,
+    )
+    try:
+        await workflow.start_child_workflow(
+            MERGE_VERIFY_WORKFLOW,
+            inp,
+            id=merge_verify_workflow_id(ctx.repo, ctx.number, sha),
+            result_type=MergeVerifyOutcome,
+            parent_close_policy=ParentClosePolicy.ABANDON,
+            static_summary=f"CI on {ctx.base_branch} after merging #{ctx.number} as {sha[:12]}",
+        )
+    except WorkflowAlreadyStartedError:
+        pass  # this merge commit is being verified already
+
+
+@workflow.defn(name=MERGE_VERIFY_WORKFLOW)
+class MergeVerifyWorkflow:
+    @workflow.init
+    def __init__(self, inp: MergeVerifyInput) -> None:
+        self.inp = inp
+        self.last: CiStatusOutput | None = None
+        self.error = ""
+
+    @workflow.query(name="merge_verify")
+    def state(self) -> MergeVerifyOutcome:
+        """Where the verification stands: `pending` while CI has not decided."""
+        last = self.last
+        return MergeVerifyOutcome(
+            state="pending" if last is None else last.state,
+            sha=self.inp.sha,
+            failing=last.failing if last else [],
+            error=self.error,
+        )
+
+    @workflow.run
+    async def run(self, inp: MergeVerifyInput) -> MergeVerifyOutcome:
+        out = await self._wait_ci(inp)
+        if out.state == "failure":
+            out.reopened = await self._reopen(inp)
+        out.reported = await self._report(inp, out)
+        out.error = self.error
+        workflow.set_current_details(f"CI on `{inp.branch}` at `{inp.sha[:12]}`: **{out.state}**")
+        return out
+
+    async def _wait_ci(self, inp: MergeVerifyInput) -> MergeVerifyOutcome:
+        deadline = workflow.now() + timedelta(minutes=inp.timeout_minutes)
+        delay = timedelta(seconds=inp.poll_seconds)
+        while True:
+            try:
+                self.last = await call(
+                    GITHUB_CI_STATUS,
+                    CiStatusInput(repo=inp.repo, sha=inp.sha),
+                    summary=f"CI status of {inp.branch} at {inp.sha[:12]}",
+                )
+            except ActivityError as exc:  # GitHub unreadable after the bounded retries: read again later
+                self.error = f"read CI: {failure_message(exc)}"[:300]
+            last = self.last
+            if last is not None and last.state != "pending":
+                return MergeVerifyOutcome(state=last.state, sha=inp.sha, failing=last.failing)
+            workflow.set_current_details(f"waiting for CI on `{inp.branch}` at `{inp.sha[:12]}`")
+            left = deadline - workflow.now()
+            if left <= timedelta(0):
+                running = [c.name for c in last.checks if c.state == "pending"] if last else []
+                return MergeVerifyOutcome(state="timeout", sha=inp.sha, waiting=running)
+            await workflow.sleep(min(delay, left), summary=f"CI on {inp.branch}: read again")
+            delay = min(delay * 2, timedelta(seconds=inp.poll_max_seconds))
+
+    async def _reopen(self, inp: MergeVerifyInput) -> bool:
+        try:
+            await call(
+                GITHUB_REOPEN_ISSUE,
+                ReopenIssueInput(repo=inp.repo, issue_number=inp.number),
+                summary=f"reopen #{inp.number}: CI on {inp.branch} failed",
+            )
+        except ActivityError as exc:
+            self.error = f"reopen #{inp.number}: {failure_message(exc)}"[:300]
+            return False
+        return True
+
+    async def _report(self, inp: MergeVerifyInput, out: MergeVerifyOutcome) -> bool:
+        comment = UpsertCommentInput(
+            repo=inp.repo,
+            issue_number=inp.number,
+            workflow_id=workflow.info().workflow_id,
+            kind=MAIN_CI_KIND,
+            body=report_text(inp, out),
+        )
+        try:
+            await call(GITHUB_UPSERT_COMMENT, comment, summary=f"report CI on {inp.branch} on #{inp.number}")
+        except ActivityError as exc:
+            self.error = f"report on #{inp.number}: {failure_message(exc)}"[:300]
+            return False
+        return True
