@@ -122,7 +122,8 @@ class MergeVerifyWorkflow:
         out = await self._wait_ci(inp)
         if out.state == "failure":
             out.reopened = await self._reopen(inp)
-        out.reported = await self._report(inp, out)
+        if out.state != "no_ci":  # a repository whose CI runs on pull requests only is not told so on every merge
+            out.reported = await self._report(inp, out)
         out.error = self.error
         workflow.set_current_details(f"CI on `{inp.branch}` at `{inp.sha[:12]}`: **{out.state}**")
         return out
@@ -145,6 +146,8 @@ class MergeVerifyWorkflow:
             workflow.set_current_details(f"waiting for CI on `{inp.branch}` at `{inp.sha[:12]}`")
             left = deadline - workflow.now()
             if left <= timedelta(0):
+                if last is not None and last.total == 0 and not last.checks:  # nothing ever showed on the commit
+                    return MergeVerifyOutcome(state="no_ci", sha=inp.sha)
                 running = [c.name for c in last.checks if c.state == "pending"] if last else []
                 return MergeVerifyOutcome(state="timeout", sha=inp.sha, waiting=running)
             await workflow.sleep(min(delay, left), summary=f"CI on {inp.branch}: read again")

@@ -14,7 +14,9 @@ MERGE_VERIFY_WORKFLOW = "MergeVerifyWorkflow"
 MAIN_CI_KIND = "main-ci"
 
 # "pending" only while the run waits (its `merge_verify` query); a finished run says one of the others.
-MainCiState = Literal["pending", "success", "failure", "timeout"]
+# "no_ci": no check or status ever showed on the merge commit (CI that runs on pull requests only):
+# nothing to report, and nothing is said on the issue.
+MainCiState = Literal["pending", "success", "failure", "timeout", "no_ci"]
 
 
 def merge_verify_workflow_id(repo: str, number: int, sha: str) -> str:
