@@ -55,8 +55,9 @@ from shopfloor.models.agent_run import (
     ModelStepInput,
     ModelStepOutput,
 )
+from shopfloor.models.mcp import split_name
 from shopfloor.models.model_spec import ModelSpec
-from shopfloor.models.transcript import Manifest, Message, ModelReply, ModelRequest, ToolCall
+from shopfloor.models.transcript import Manifest, Message, ModelReply, ModelRequest, ToolCall, ToolSpec
 
 log = structlog.get_logger(__name__)
 
@@ -110,6 +111,7 @@ class ModelStepActivities:
         self._image_b64: dict[str, str] = {}  # by digest, oldest first, at most IMAGES_CACHED_BYTES
         self._prices = price_table(prices)
         self._repo_instructions: dict[str, RepoInstructions] = {}  # by blob digest, oldest first
+        self._mcp_tools: dict[str, tuple[ToolSpec, ...]] = {}  # offered MCP tools' specs, by blob digest
 
     async def _call(self, spec: ModelSpec, request: ModelRequest, progress: TextProgress) -> tuple[ModelReply, str]:
         provider = await self._providers(spec)
@@ -159,6 +161,7 @@ class ModelStepActivities:
                 instructions=await self._instructions(inp, messages),
                 environment=inp.environment or "",
                 images=images,
+                extra_tools=await self._mcp_specs(inp),
             )
             if any(m.images for m in request.messages):
                 request.image_data = await self._image_data(request.messages)
@@ -266,8 +269,30 @@ class ModelStepActivities:
         manifest.messages += [s.digest for s in staged]
         return manifest, [*messages, *(s.message for s in staged)], staged
 
+    async def _mcp_specs(self, inp: ModelStepInput) -> tuple[ToolSpec, ...]:
+        """The MCP tools the run was offered when it started (none: no digest)."""
+        if not inp.mcp_specs:
+            return ()
+        cached = self._mcp_tools.get(inp.mcp_specs)
+        if cached is None:
+            raw = await get_json(self._transcripts.blobs, inp.mcp_specs)
+            cached = tuple(ToolSpec.model_validate(s) for s in raw)
+            while len(self._mcp_tools) >= INSTRUCTIONS_CACHED:
+                self._mcp_tools.pop(next(iter(self._mcp_tools)))
+            self._mcp_tools[inp.mcp_specs] = cached
+        return cached
+
     async def _permit(self, inp: ModelStepInput, calls: list[ToolCall], detail: str) -> list[Judgment]:
-        """The permission judge's verdicts on `calls`, reached in child processes with a time limit."""
+        """The permission judge's verdicts on `calls`, reached in child processes with a time limit.
+        An MCP tool's call is judged by the workflow, which holds the run's MCP rules
+        (agents/mcp_rules.py): here it passes."""
+        mcp = [split_name(c.name) is not None for c in calls]
+        judged = iter(await self._judge(inp, [c for c, is_mcp in zip(calls, mcp) if not is_mcp], detail))
+        return [Judgment(decision="allow") if is_mcp else next(judged) for is_mcp in mcp]
+
+    async def _judge(self, inp: ModelStepInput, calls: list[ToolCall], detail: str) -> list[Judgment]:
+        if not calls:
+            return []
         policy = PermissionPolicy(**inp.permissions.model_dump(exclude_none=True)).model_dump()
         to_judge = [
             CallToJudge(

@@ -41,6 +41,7 @@ from shopfloor.agents.context_limits import (
 from shopfloor.agents.definition import AgentDefinition
 from shopfloor.agents.doom_loop import observe
 from shopfloor.agents.hooks import checks_submit, hooks_key
+from shopfloor.agents.mcp_rules import mcp_decision
 from shopfloor.agents.run_state import AgentCarry
 from shopfloor.agents.tools import RUN_PYTHON, TOOLS
 from shopfloor.models.agent_run import (
@@ -57,6 +58,7 @@ from shopfloor.models.agent_run import (
     ToolInput,
     ToolResult,
 )
+from shopfloor.models.mcp import split_name
 from shopfloor.models.transcript import Usage
 
 EventKind = Literal["model", "tool"]
@@ -369,6 +371,7 @@ class AgentLoop:
                 submit_refusal=submission.gate_refusal(c.submit, required),
                 recorded=submission.recorded_fields(c.submit, required) if agent.output_model else {},
                 continues=list(c.cut_off),
+                mcp_specs=self.inp.mcp_tools.specs if self.inp.mcp_tools else None,
             )
         )
         c.transcript, c.pending_tool_results, c.context_tokens = out.transcript, [], out.context_tokens
@@ -462,6 +465,16 @@ class AgentLoop:
         agent = self.agent
         if call.name == submission.SUBMIT and agent.output_model:
             return call.submit_error or "error: submit was not accepted"
+        if split_name(call.name) is not None:  # an MCP tool: the repository's rules, judged here
+            offered = self.inp.mcp_tools.names if self.inp.mcp_tools else []
+            decision, reason = mcp_decision(call.name, offered, self.inp.mcp)
+            if decision == "deny":
+                return f"denied: {reason}"
+            if decision == "ask":
+                return await self.host.ask_operator(
+                    call.model_copy(update={"decision_reason": reason}), self.inp.approval_timeout_s
+                )
+            return None
         if call.name not in agent.tools:
             return f"error: unknown tool {call.name!r}; this agent's tools are: {', '.join(agent.tools)}"
         if call.decision == "deny":

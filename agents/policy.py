@@ -48,6 +48,20 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+ServerName = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]{0,39}$")]
+ToolPattern = Annotated[str, Field(pattern=r"^[A-Za-z0-9_*?-]+\.[A-Za-z0-9_*?-]+$", max_length=100)]
+
+
+class McpRules(_Strict):
+    """`mcp:` — the operator's MCP servers this repository's agents use, and which of their tools
+    run without asking (`allow`) or never (`deny`), as `<server>.<tool>` patterns. Other tools of
+    those servers wait for an operator."""
+
+    servers: list[ServerName] = Field(default_factory=list, max_length=10)
+    allow: list[ToolPattern] = Field(default_factory=list, max_length=100)
+    deny: list[ToolPattern] = Field(default_factory=list, max_length=100)
+
+
 class StepLimits(_Strict):
     """Per-agent `max_steps` overrides; None keeps the agent's own default."""
 
@@ -182,6 +196,7 @@ class RepoPolicy(_Strict):
     protected_paths: list[PathPattern] = Field(default_factory=lambda: list(DEFAULT_PROTECTED), max_length=100)
     network_for_commands: bool = False
     code_mode: bool = True  # agents may use run_python (programs that call the read-only tools)
+    mcp: McpRules = Field(default_factory=McpRules)
     # Hosts commands may reach besides the package registries, within the operator's bound.
     network_allow: list[Annotated[str, AfterValidator(check_pattern)]] = Field(default_factory=list, max_length=50)
     ci_timeout_minutes: int = Field(default=60, ge=1, le=1440)

@@ -24,7 +24,7 @@ from shopfloor.agents.summaries import args_preview, summarize_call
 from shopfloor.agents.text_actions import text_action_instructions
 from shopfloor.agents.tools import DELEGATE, TOOLS, DelegateArgs
 from shopfloor.models.agent_run import Decision, Delegation, ModelStepInput, ToolCallRef
-from shopfloor.models.transcript import Message, ModelRequest, ToolCall
+from shopfloor.models.transcript import Message, ModelRequest, ToolCall, ToolSpec
 
 SUBMIT_ERROR_CHARS = 2_000  # a refused submit's error travels in history: keep it short
 
@@ -40,12 +40,13 @@ def step_request(
     instructions: str = "",
     environment: str = "",
     images: bool = False,
+    extra_tools: tuple[ToolSpec, ...] = (),
 ) -> ModelRequest:
     """What one step sends `model`: the whole conversation so far, the prompt, then the run's
     `environment` section (agents/run_environment.py), the tools, and last (below shopfloor's own
     rules) the repository's `instructions` as rendered for this step. A model that does not take
     `images` reads a note in place of each (agents/images.py)."""
-    system, tools = agent.system_prompt(), agent.tool_specs()
+    system, tools = agent.system_prompt(), [*agent.tool_specs(), *extra_tools]  # extra: the run's MCP tools
     if not images:
         messages = text_only(messages)
     if environment:

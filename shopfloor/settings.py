@@ -12,6 +12,8 @@ from typing import Literal
 from pydantic import AliasChoices, Field, SecretStr, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from shopfloor.models.mcp import McpServerSpec
+
 DEFAULT_MODEL = "scripted:explore-demo"
 
 
@@ -72,6 +74,8 @@ class Settings(BaseSettings):
     # Models that accept images (`provider:model` globs, JSON list); None: the known list in
     # agents/images.py. A model not matched gets a note in place of each image.
     image_models: list[str] | None = None
+    # MCP servers agents may use (a repository's policy picks among them), by name: {"name": {"command": [...]}}.
+    mcp_servers: dict[str, McpServerSpec] = Field(default_factory=dict)
     # Price overrides, USD per million tokens: {"my-model": [input, output]} (JSON in SHOPFLOOR_PRICES).
     prices: dict[str, tuple[float, float]] = Field(default_factory=dict)
     # An agent run on a model with no price cannot be held to a cost limit, so it must be held to

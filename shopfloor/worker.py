@@ -28,6 +28,7 @@ from shopfloor.activities.github.deliveries import DeliveryActivities
 from shopfloor.activities.github.operations import GitHubActivities
 from shopfloor.activities.ledger import LedgerActivities
 from shopfloor.activities.live_progress import LiveProgressActivities
+from shopfloor.activities.mcp_tools import McpActivities
 from shopfloor.activities.model_step import ModelStepActivities, ProviderFactory
 from shopfloor.activities.providers.base import ModelProvider
 from shopfloor.activities.providers.registry import open_provider
@@ -168,6 +169,7 @@ def activities_for(
         model.compact_transcript,
         *tools.all(),
         *SandboxFactsActivities(workspaces, environments, sandbox=sandbox, hide=hide).all(),
+        *McpActivities(blobs, settings.mcp_servers, sandbox=sandbox, hide=hide).all(),
         *setup.all(),
         *github_ops.all(),
         *git_remote.all(),

@@ -109,6 +109,7 @@ with workflow.unsafe.imports_passed_through():
     from shopfloor.models.inbox import IssueState, IssueText, IssueTextInput
     from shopfloor.models.ledger import AdmissionRequest, Spend
     from shopfloor.models.live_progress import LiveProgressInput, LiveProgressOutput
+    from shopfloor.models.mcp import McpCatalog, McpListInput
     from shopfloor.models.pull_request_review import PullChange, PullChangeInput, PullInfo, PullInput
     from shopfloor.models.reconcile import (
         AppRedeliverInput,
@@ -301,6 +302,25 @@ SANDBOX_FACTS = ActivityEntry(
     SandboxFacts,
     timedelta(minutes=10),
     SHORT_RETRY,
+    heartbeat=timedelta(seconds=60),
+)
+
+# MCP tool servers (activities/mcp_tools.py): the tools listed once when a run starts, and a call.
+# Each starts the server in its own sandbox; a server that fails is a note, not an activity failure.
+MCP_LIST_TOOLS = ActivityEntry(
+    "mcp_list_tools",
+    McpListInput,
+    McpCatalog,
+    timedelta(minutes=5),
+    SHORT_RETRY,
+    heartbeat=timedelta(seconds=60),
+)
+MCP_CALL_TOOL = ActivityEntry(
+    "mcp_call_tool",
+    ToolInput,
+    ToolResult,
+    timedelta(minutes=3),
+    TOOL_RETRY,
     heartbeat=timedelta(seconds=60),
 )
 

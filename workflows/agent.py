@@ -44,10 +44,13 @@ with workflow.unsafe.imports_passed_through():
         ToolInput,
         ToolResult,
     )
+    from shopfloor.models.mcp import McpCatalog, McpListInput, split_name
     from shopfloor.search_attributes import SHOPFLOOR_AGENT, SHOPFLOOR_ISSUE, SHOPFLOOR_REPO, SHOPFLOOR_STAGE
     from shopfloor.workflows.activity_catalogue import (
         BEFORE_SUBMIT_HOOKS,
         COMPACT_TRANSCRIPT,
+        MCP_CALL_TOOL,
+        MCP_LIST_TOOLS,
         MODEL_STEP,
         SANDBOX_FACTS,
         ActivityEntry,
@@ -125,6 +128,8 @@ AGENT_ENVIRONMENT = "agent-environment"
 
 # A run recorded before run_python answered such a call as an unknown tool, with no activity.
 CODE_MODE = "code-mode"
+# A run recorded before MCP tools listed none when it started.
+MCP_TOOLS = "mcp-tools"
 
 
 # Read-only tool calls (READ_ONLY_TOOLS) run as local activities; runs recorded before ran them as
@@ -150,6 +155,8 @@ class ActivityToolRunner:
     async def run(self, call: ToolCallRef, request: ToolInput) -> ToolResult:
         if call.name == DELEGATE and self.subagents is not None:
             return await self.subagents.run(call, request)
+        if split_name(call.name) is not None:  # allowed by the run's MCP rules (the loop's refusal ladder)
+            return await call_activity(MCP_CALL_TOOL, request, summary=call.summary, timeout=self.timeout)
         if call.name == RUN_PYTHON and not workflow.patched(CODE_MODE):
             return ToolResult(call_id=call.id, name=call.name, ok=False, preview=f"error: unknown tool {call.name!r}")
         if call.name in READ_ONLY_TOOLS and workflow.patched(LOCAL_READS):
@@ -216,18 +223,19 @@ class AgentWorkflow(AgentControls):
             self.event(inp.start_from.steps, "model", inp.start_from.describe())
         tools = ActivityToolRunner(inp, SubagentRunner(self))
         model = ActivityModelStep(inp)
-        loop = AgentLoop(
-            inp,
-            agent,
-            self.carry,
-            model=model,
-            tools=tools,
-            host=self,
-            run_id=workflow.info().workflow_id,
-            hooks=tools,
-        )
         try:
             model.facts = await self._sandbox_facts(inp)
+            await self._list_mcp_tools()
+            loop = AgentLoop(
+                self.inp,  # with what was found before the first step (the sandbox, the MCP tools)
+                agent,
+                self.carry,
+                model=model,
+                tools=tools,
+                host=self,
+                run_id=workflow.info().workflow_id,
+                hooks=tools,
+            )
             return self._finish(await loop.run())
         except asyncio.CancelledError:
             # Cancelled through Temporal: end with the last checkpoint rather than lose it.
@@ -258,6 +266,25 @@ class AgentWorkflow(AgentControls):
             facts = SandboxFacts(note="the sandbox could not be inspected")
         self.inp = self.inp.model_copy(update={"environment": facts.model_dump(mode="json")})
         return facts
+
+    async def _list_mcp_tools(self) -> None:
+        """The MCP tools the repository's servers offer, listed once (kept in the input across
+        continue-as-new). A server that offers none is said in a warning, not the run's end."""
+        use = self.inp.mcp
+        if use is None or not use.servers or self.inp.mcp_tools is not None or not workflow.patched(MCP_TOOLS):
+            return
+        listing = McpListInput(servers=use.servers, run_id=workflow.info().workflow_id)
+        try:
+            catalog = await call_activity(
+                MCP_LIST_TOOLS, listing, summary=f"list MCP tools of {', '.join(use.servers)}"
+            )
+        except ActivityError as exc:
+            if is_cancelled_exception(exc):
+                raise
+            catalog = McpCatalog(notes=[f"MCP tools could not be listed: {failure_message(exc)}"])
+        for note in catalog.notes:
+            self.warn(f"MCP: {note}"[:300])
+        self.inp = self.inp.model_copy(update={"mcp_tools": catalog})
 
     # -- RunHost: what the loop asks of the workflow --------------------------------------------
 

@@ -41,6 +41,7 @@ with workflow.unsafe.imports_passed_through():
         ReviewComment,
         SubmitReviewInput,
     )
+    from shopfloor.models.mcp import McpUse
     from shopfloor.workflows.activity_catalogue import (
         FACTORY_GOAL,
         GIT_PUSH_WORKSPACE,
@@ -94,6 +95,14 @@ GOAL_IMAGES_PATCH = "goal-images"
 def goal_images() -> bool:
     """Whether this run's goals carry the body's images (decided once, at the first goal)."""
     return workflow.patched(GOAL_IMAGES_PATCH)
+
+
+def agent_mcp(policy: RepoPolicy) -> McpUse | None:
+    """The repository's MCP servers and rules for its agents (None: it names no server)."""
+    rules = policy.mcp
+    if not rules.servers:
+        return None
+    return McpUse(servers=list(rules.servers), allow=list(rules.allow), deny=list(rules.deny))
 
 
 async def render_goal(inp: GoalInput) -> GoalOutput:
@@ -172,6 +181,7 @@ async def run_agent(
             timeouts=Timeouts(model_heartbeat_s=config.model_heartbeat_s),
             approval_timeout_s=policy.approval_timeout_minutes * 60.0,
             instructions=ctx.profile.instructions,
+            mcp=agent_mcp(policy),
         ),
         id=child_id,
         result_type=AgentResult,

@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, SerializationInfo, SerializerFunctionWrapHandler, model_serializer
 
+from shopfloor.models.mcp import McpCatalog, McpUse
 from shopfloor.models.transcript import ImageRef, Risk, Usage
 
 RunState = Literal["running", "completed", "limit_reached", "stuck", "cancelled", "failed"]
@@ -192,6 +193,10 @@ class AgentInput(BaseModel):
     start_from: StartFrom | None = None
     # 0: a run started by a pipeline or a person; n: a subagent n delegations down (bounded).
     depth: int = Field(default=0, ge=0)
+    # The repository's MCP servers and rules (None: none), and the tools listed when the run
+    # started (kept across continue-as-new; None: not listed yet).
+    mcp: McpUse | None = None
+    mcp_tools: McpCatalog | None = None
 
 
 class ModelStepInput(Lean):
@@ -217,6 +222,7 @@ class ModelStepInput(Lean):
     # Reply digests of the cut-off replies this one continues: a final answer is them and it, joined.
     continues: list[str] = Field(default_factory=list)
     repo: str = ""  # the run's repository, for the worker's metrics ("": a step recorded before it)
+    mcp_specs: str | None = None  # blob digest of the MCP tools' specs offered besides the agent's own
 
 
 class Delegation(Lean):
