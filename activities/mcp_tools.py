@@ -39,6 +39,7 @@ T = TypeVar("T")
 
 TIMEOUT_S = 60.0  # a server's start, handshake and one request
 MAX_TOOLS = 40  # offered per server
+NAME_CHARS = 64  # of an offered name: the longest a function name may be on OpenAI's wire
 DESCRIPTION_CHARS = 1_000
 OUTPUT_BYTES = 1024 * 1024
 PREVIEW_CHARS = 200
@@ -80,8 +81,8 @@ class McpActivities:
                 notes.append(f"{server}: {exc}")
                 continue
             for tool in listed.tools[:MAX_TOOLS]:
-                if not NAME.match(tool.name):
-                    notes.append(f"{server}: tool {tool.name[:60]!r} left out (its name is not plain)")
+                if not NAME.match(tool.name) or len(offered_name(server, tool.name)) > NAME_CHARS:
+                    notes.append(f"{server}: tool {tool.name[:60]!r} left out (its name is not plain, or too long)")
                     continue
                 specs.append(
                     ToolSpec(

@@ -311,7 +311,7 @@ MCP_LIST_TOOLS = ActivityEntry(
     "mcp_list_tools",
     McpListInput,
     McpCatalog,
-    timedelta(minutes=5),
+    timedelta(minutes=12),  # up to 10 servers, each started and asked within a minute
     SHORT_RETRY,
     heartbeat=timedelta(seconds=60),
 )
