@@ -16,10 +16,12 @@ import shlex
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
+from urllib.parse import urlsplit
 
 import structlog
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
@@ -27,6 +29,7 @@ from shopfloor.activities.heartbeat import heartbeating
 from shopfloor.activities.metrics import count_tool_call
 from shopfloor.activities.sandbox import SandboxConfig, SandboxMode, offline_argv, resolve_mode, sandbox_config
 from shopfloor.activities.sandbox_limits import open_confinement
+from shopfloor.agents.host_patterns import HostPattern
 from shopfloor.blobs import BlobStore, get_json, put_json
 from shopfloor.models import failure_types
 from shopfloor.models.agent_run import CommandPolicy, ToolInput, ToolResult
@@ -57,9 +60,11 @@ class McpActivities:
         *,
         sandbox: SandboxMode | SandboxConfig = "auto",
         hide: Sequence[Path] = (),
+        network_allow: Sequence[str] = (),
     ) -> None:
         self._blobs = blobs
         self._servers = servers
+        self._network_allow = tuple(network_allow)  # the operator's: where an HTTP server may be
         self._sandbox = sandbox_config(sandbox)
         self._hide = tuple(hide)
 
@@ -121,7 +126,11 @@ class McpActivities:
         return await self._result(inp, not answer.is_error, _text(answer))
 
     async def _with_server(self, server: str, spec: McpServerSpec, ask: Callable[[ClientSession], Awaitable[T]]) -> T:
-        """Start `server` in its own sandbox, shake hands, `ask` it one thing, and stop it."""
+        """Start `server` in its own sandbox (or reach it over HTTP), shake hands, `ask` it one
+        thing, and stop it (hang up)."""
+        if spec.url is not None:
+            return await self._over_http(server, spec.url, ask)
+        assert spec.command is not None
         real, note = resolve_mode(self._sandbox)
         if real != "bwrap":
             raise McpUnavailable(
@@ -160,6 +169,26 @@ class McpActivities:
         finally:
             await confinement.close()
 
+    async def _over_http(self, server: str, url: str, ask: Callable[[ClientSession], Awaitable[T]]) -> T:
+        parts = urlsplit(url)
+        host, port = (parts.hostname or "").lower(), parts.port or (443 if parts.scheme == "https" else 80)
+        allowed = any(_matches(p, host, port) for p in self._network_allow)
+        if not allowed:
+            raise McpUnavailable(
+                f"the MCP server {server} at {host}:{port} is not on the operator's network allow-list "
+                "(SHOPFLOOR_SANDBOX_NETWORK_ALLOW)"
+            )
+        try:
+            async with asyncio.timeout(TIMEOUT_S):
+                async with streamable_http_client(url) as (read, write), ClientSession(read, write) as session:
+                    await session.initialize()
+                    return await ask(session)
+        except TimeoutError:
+            raise McpUnavailable(f"the MCP server {server} did not answer within {TIMEOUT_S:g} s") from None
+        except Exception as exc:  # noqa: BLE001 - a server's failure is a note for the model, not a crash
+            log.info("mcp server failed", server=server, error=str(exc)[:300])
+            raise McpUnavailable(f"the MCP server {server} failed: {type(exc).__name__}: {str(exc)[:300]}") from None
+
     async def _result(self, inp: ToolInput, ok: bool, output: str) -> ToolResult:
         data = output.encode("utf-8", errors="replace")[:OUTPUT_BYTES]
         digest = await self._blobs.put(data)
@@ -172,6 +201,13 @@ class McpActivities:
             output_digest=digest,
             output_bytes=len(data),
         )
+
+
+def _matches(pattern: str, host: str, port: int) -> bool:
+    try:
+        return HostPattern.parse(pattern).matches(host, port)
+    except ValueError:  # settings are checked at start-up; an unparsable entry allows nothing
+        return False
 
 
 def _text(answer: Any) -> str:

@@ -169,7 +169,9 @@ def activities_for(
         model.compact_transcript,
         *tools.all(),
         *SandboxFactsActivities(workspaces, environments, sandbox=sandbox, hide=hide).all(),
-        *McpActivities(blobs, settings.mcp_servers, sandbox=sandbox, hide=hide).all(),
+        *McpActivities(
+            blobs, settings.mcp_servers, sandbox=sandbox, hide=hide, network_allow=settings.sandbox_network_allow
+        ).all(),
         *setup.all(),
         *github_ops.all(),
         *git_remote.all(),

@@ -9,25 +9,43 @@ when it starts (activities/mcp_tools.py); the model sees them as `mcp__<server>_
 from __future__ import annotations
 
 import re
+from urllib.parse import urlsplit
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 
 MCP_PREFIX = "mcp__"
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,39}$")  # a server's name; a tool's, as offered to models
 
 
 class McpServerSpec(BaseModel):
-    """One server the operator runs: `command` (argv), started in the sandbox for each listing and
-    each call, with no network and no checkout."""
+    """One server the operator runs: a `command` (argv), started in the sandbox for each listing
+    and each call, with no network and no checkout, spoken to over stdio; or the `url` of a server
+    that runs elsewhere (streamable HTTP), which must be on the operator's network allow-list."""
 
-    command: list[str] = Field(min_length=1, max_length=64)
+    command: list[str] | None = Field(default=None, min_length=1, max_length=64)
+    url: str | None = Field(default=None, max_length=2000)
 
     @field_validator("command")
     @classmethod
-    def _plain(cls, command: list[str]) -> list[str]:
-        if any(not part or "\x00" in part for part in command):
+    def _plain(cls, command: list[str] | None) -> list[str] | None:
+        if command is not None and any(not part or "\x00" in part for part in command):
             raise ValueError("a command part is empty or holds a NUL byte")
         return command
+
+    @field_validator("url")
+    @classmethod
+    def _web(cls, url: str | None) -> str | None:
+        if url is not None:
+            parts = urlsplit(url)
+            if parts.scheme not in ("http", "https") or not parts.hostname or parts.username or parts.password:
+                raise ValueError("an MCP server's url is http(s)://host[:port]/path, without credentials")
+        return url
+
+    @model_validator(mode="after")
+    def _one(self) -> McpServerSpec:
+        if (self.command is None) == (self.url is None):
+            raise ValueError("an MCP server has a `command` or a `url`, one of the two")
+        return self
 
 
 class McpUse(BaseModel):

@@ -45,6 +45,18 @@ def test_the_policy_names_servers_and_patterns_and_the_factory_passes_them_on():
     assert not parse_policy("mcp:\n  servers: [words]\n  run: [rm]\n").ok
 
 
+def test_a_server_is_a_command_or_a_url_without_credentials():
+    assert McpServerSpec(url="https://mcp.example.com/mcp").command is None
+    for bad in (
+        {},
+        {"command": ["x"], "url": "https://a/b"},
+        {"url": "file:///etc/passwd"},
+        {"url": "https://u:p@h/x"},
+    ):
+        with pytest.raises(ValueError):
+            McpServerSpec(**bad)
+
+
 def test_a_server_command_must_be_plain():
     with pytest.raises(ValueError):
         McpServerSpec(command=[])
