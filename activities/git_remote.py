@@ -54,6 +54,7 @@ from shopfloor.models.git_remote import (
     ProtectedCheckOutput,
     PushInput,
     PushOutput,
+    RevertInput,
     UpdateInput,
     UpdateOutput,
 )
@@ -106,8 +107,29 @@ class GitRemoteActivities:
     async def protected_changes(self, inp: ProtectedCheckInput) -> ProtectedCheckOutput:
         return await self._guarded(self._protected_check(inp), f"check {inp.repo}#{inp.number} at {inp.head_sha[:12]}")
 
+    @activity.defn(name="git_revert_patch")
+    async def revert_patch(self, inp: RevertInput) -> WorkspaceRef:
+        """A workspace on `sha` whose patch undoes it (no patch: `sha` changed nothing)."""
+        return await self._guarded(self._revert(inp), f"revert {inp.repo} {inp.sha[:12]}")
+
     def all(self) -> list[Callable[..., Any]]:
-        return [self.push_workspace, self.update_from_base, self.pull_request_change, self.protected_changes]
+        return [
+            self.push_workspace,
+            self.update_from_base,
+            self.pull_request_change,
+            self.protected_changes,
+            self.revert_patch,
+        ]
+
+    async def _revert(self, inp: RevertInput) -> WorkspaceRef:
+        git = await self._mirror(inp.repo, inp.clone_url)
+        await git.ensure_commit(inp.sha)
+        parent = (await git.out("rev-parse", "--verify", f"{inp.sha}^")).strip()
+        with tempfile.TemporaryDirectory(dir=self._ws.root, prefix="revert-") as scratch:
+            patch = Path(scratch) / "patch"
+            size, _ = await git.diff_to_file(patch, "--binary", "--full-index", "--no-renames", inp.sha, parent)
+            digest = await self._ws.blobs.put_file(patch) if size else None
+        return WorkspaceRef(repo=inp.repo, clone_url=inp.clone_url, base_sha=inp.sha, patch_digest=digest)
 
     async def _guarded(self, work: Awaitable[T], detail: str) -> T:
         """Heartbeat through fetches and pushes; map failures to what Temporal should do."""

@@ -200,6 +200,9 @@ class RepoPolicy(_Strict):
     # Hosts commands may reach besides the package registries, within the operator's bound.
     network_allow: list[Annotated[str, AfterValidator(check_pattern)]] = Field(default_factory=list, max_length=50)
     ci_timeout_minutes: int = Field(default=60, ge=1, le=1440)
+    # CI failing on the default branch after shopfloor merged a fix: also open a pull request that
+    # reverts the merge (a maintainer merges it; shopfloor never pushes to the default branch).
+    revert_on_red_default_branch: bool = False
     labels: Labels = Field(default_factory=Labels)
     pull_requests: PullRequests = Field(default_factory=PullRequests)
 

@@ -48,6 +48,7 @@ with workflow.unsafe.imports_passed_through():
         Timeouts,
         ToolInput,
         ToolResult,
+        WorkspaceRef,
     )
     from shopfloor.models.alert_issue import (
         AlertGoalInput,
@@ -80,6 +81,7 @@ with workflow.unsafe.imports_passed_through():
         ProtectedCheckOutput,
         PushInput,
         PushOutput,
+        RevertInput,
         UpdateInput,
         UpdateOutput,
     )
@@ -236,6 +238,7 @@ GIT_PUSH_WORKSPACE = _git("git_push_workspace", PushInput, PushOutput)
 GIT_UPDATE_FROM_BASE = _git("git_update_from_base", UpdateInput, UpdateOutput)
 GIT_PULL_REQUEST_CHANGE = _git("git_pull_request_change", PullChangeInput, PullChange)
 GIT_PROTECTED_CHANGES = _git("git_protected_changes", ProtectedCheckInput, ProtectedCheckOutput)
+GIT_REVERT_PATCH = _git("git_revert_patch", RevertInput, WorkspaceRef)
 
 # -- the workspace's environment (activities/workspace_setup.py) ---------------------------------
 # The repository's setup commands: the call gives the timeout (each command's, in turn); a few

@@ -475,7 +475,7 @@ class FactoryRun(OnPipeline):
         message = f"{fix.summary}\n\nFixes #{self.number}"
         match await update_and_merge(self.ctx, work.workspace, head, fix.pr_title, message):
             case Merged(sha):
-                await start_merge_verify(self.ctx, sha)  # CI on the default branch, reported on the issue
+                await start_merge_verify(self.ctx, sha, work.workspace.clone_url or "")  # CI on the default branch
                 raise Final("merged", f"merged as {state.merged_sha}")
             case ProtectedPathsChanged(reason) | MergeRefused(reason) as refused:
                 # A fix round can take protected files out of the change; it cannot push over a

@@ -22,7 +22,14 @@ from temporalio.workflow import ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
     from shopfloor.models.alert_issue import ReopenIssueInput
-    from shopfloor.models.github_ops import CiStatusInput, CiStatusOutput, UpsertCommentInput
+    from shopfloor.models.git_remote import PushInput, RevertInput
+    from shopfloor.models.github_ops import (
+        BRANCH_PREFIX,
+        CiStatusInput,
+        CiStatusOutput,
+        FindOrCreatePrInput,
+        UpsertCommentInput,
+    )
     from shopfloor.models.merge_verify import (
         MAIN_CI_KIND,
         MERGE_VERIFY_WORKFLOW,
@@ -31,7 +38,10 @@ with workflow.unsafe.imports_passed_through():
         merge_verify_workflow_id,
     )
     from shopfloor.workflows.activity_catalogue import (
+        GIT_PUSH_WORKSPACE,
+        GIT_REVERT_PATCH,
         GITHUB_CI_STATUS,
+        GITHUB_FIND_OR_CREATE_PR,
         GITHUB_REOPEN_ISSUE,
         GITHUB_UPSERT_COMMENT,
         call,
@@ -63,17 +73,34 @@ def report_text(inp: MergeVerifyInput, out: MergeVerifyOutcome) -> str:
     if out.state == "success":
         return f"**CI passed** on {branch} after {merged} (commit {commit})."
     if out.state == "failure":
+        revert = (
+            f"#{out.revert_pr} reverts the merge, as the repository's policy asks; a maintainer decides whether to merge it"
+            if out.revert_pr
+            else "The merge was not reverted: a maintainer decides"
+        )
         return (
             f"**CI failed** on {branch} after {merged} (commit {commit}). Failing: {check_names(out.failing)}.\n\n"
-            "shopfloor reopened this issue. The merge was not reverted: a maintainer decides "
-            "(`/shopfloor fix` starts a new run on it)."
+            f"shopfloor reopened this issue. {revert} (`/shopfloor fix` starts a new run on it)."
         )
     still = f" Still waiting for: {check_names(out.waiting)}." if out.waiting else " No check reported."
     minutes = f"{inp.timeout_minutes} minute{'s' if inp.timeout_minutes != 1 else ''}"
     return f"**No CI result** on {branch} for {merged} (commit {commit}) within {minutes}.{still}"
 
 
-async def start_merge_verify(ctx: PipelineContext, sha: str) -> None:
+def revert_branch(inp: MergeVerifyInput) -> str:
+    return f"{BRANCH_PREFIX}revert-{inp.number}-{inp.sha[:12]}"
+
+
+def revert_body(inp: MergeVerifyInput, out: MergeVerifyOutcome) -> str:
+    merged = f"#{inp.pr_number}" if inp.pr_number else f"commit {code(inp.sha[:12])}"
+    return (
+        f"CI failed on {code(inp.branch)} after shopfloor merged {merged} for #{inp.number} "
+        f"(failing: {check_names(out.failing)}). This reverts that merge; the repository's policy "
+        "(`revert_on_red_default_branch`) asks for it. A maintainer decides whether to merge it."
+    )
+
+
+async def start_merge_verify(ctx: PipelineContext, sha: str, clone_url: str = "") -> None:
     """Start the verification of the merge commit `sha` (once: a second start finds it)."""
     if not workflow.patched(VERIFY_AFTER_MERGE_PATCH):
         return
@@ -84,6 +111,9 @@ async def start_merge_verify(ctx: PipelineContext, sha: str) -> None:
         sha=sha,
         branch=ctx.base_branch,
         timeout_minutes=ctx.policy.ci_timeout_minutes,
+        revert=ctx.policy.revert_on_red_default_branch and bool(clone_url),
+        clone_url=clone_url,
+        protected_paths=list(ctx.policy.protected_paths),
     )
     try:
         await workflow.start_child_workflow(
@@ -122,6 +152,8 @@ class MergeVerifyWorkflow:
         out = await self._wait_ci(inp)
         if out.state == "failure":
             out.reopened = await self._reopen(inp)
+            if inp.revert:
+                out.revert_pr = await self._open_revert(inp, out)
         if out.state != "no_ci":  # a repository whose CI runs on pull requests only is not told so on every merge
             out.reported = await self._report(inp, out)
         out.error = self.error
@@ -152,6 +184,47 @@ class MergeVerifyWorkflow:
                 return MergeVerifyOutcome(state="timeout", sha=inp.sha, waiting=running)
             await workflow.sleep(min(delay, left), summary=f"CI on {inp.branch}: read again")
             delay = min(delay * 2, timedelta(seconds=inp.poll_max_seconds))
+
+    async def _open_revert(self, inp: MergeVerifyInput, out: MergeVerifyOutcome) -> int | None:
+        """A pull request that reverts the merge, on its own `shopfloor/` branch (the same branch and
+        commit on a retry, found again rather than made twice); None when it could not be made."""
+        branch = revert_branch(inp)
+        try:
+            ws = await call(
+                GIT_REVERT_PATCH,
+                RevertInput(repo=inp.repo, clone_url=inp.clone_url, sha=inp.sha),
+                summary=f"the change that reverts {inp.sha[:12]}",
+            )
+            if ws.patch_digest is None:
+                self.error = f"{inp.sha[:12]} changed nothing: no revert"
+                return None
+            subject = f"Revert #{inp.pr_number}" if inp.pr_number else f"Revert {inp.sha[:12]}"
+            await call(
+                GIT_PUSH_WORKSPACE,
+                PushInput(
+                    workspace=ws,
+                    branch=branch,
+                    message=f"{subject}: CI failed on {inp.branch}\n\nFailing: {', '.join(out.failing[:10])}",
+                    committed_at=workflow.now(),
+                    protected_paths=inp.protected_paths,
+                ),
+                summary=f"push {branch}",
+            )
+            pr = await call(
+                GITHUB_FIND_OR_CREATE_PR,
+                FindOrCreatePrInput(
+                    repo=inp.repo,
+                    head=branch,
+                    base=inp.branch,
+                    title=f"{subject}: CI failed on {inp.branch}",
+                    body=revert_body(inp, out),
+                ),
+                summary=f"open the revert of {inp.sha[:12]}",
+            )
+        except ActivityError as exc:
+            self.error = f"revert {inp.sha[:12]}: {failure_message(exc)}"[:300]
+            return None
+        return pr.number
 
     async def _reopen(self, inp: MergeVerifyInput) -> bool:
         try:

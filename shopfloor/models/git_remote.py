@@ -86,3 +86,11 @@ class ProtectedCheckOutput(BaseModel):
     changes: list[ProtectedChange] = Field(default_factory=list)  # the first MAX_LISTED
     total: int = 0
     message: str = ""  # for people: which protected paths, and that shopfloor will not merge them
+
+
+class RevertInput(BaseModel):
+    """The change that undoes commit `sha` of `repo` (a squash merge: one parent)."""
+
+    repo: str
+    clone_url: str
+    sha: str = Field(pattern=r"^[0-9a-f]{40}$")

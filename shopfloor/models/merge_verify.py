@@ -34,6 +34,11 @@ class MergeVerifyInput(BaseModel):
     # CI is read at once, then after poll_seconds, doubling up to poll_max_seconds.
     poll_seconds: float = Field(default=5.0, gt=0, le=3600)
     poll_max_seconds: float = Field(default=300.0, gt=0, le=3600)
+    # The policy's revert_on_red_default_branch: a red default branch also gets a pull request that
+    # reverts the merge (never a push to the default branch); clone_url is where to build it.
+    revert: bool = False
+    clone_url: str = ""
+    protected_paths: list[str] = Field(default_factory=list)
 
 
 class MergeVerifyOutcome(BaseModel):
@@ -44,3 +49,4 @@ class MergeVerifyOutcome(BaseModel):
     reopened: bool = False  # a red default branch reopened the issue
     reported: bool = False  # the report is on the issue
     error: str = ""  # the last GitHub step that failed, if any
+    revert_pr: int | None = None  # the pull request that reverts the merge (revert on)

@@ -229,3 +229,42 @@ async def test_a_merge_that_turns_the_default_branch_red_reopens_the_issue_namin
     assert f"(commit `{sha[:12]}`)" in report["body"] and "reopened this issue" in report["body"]
     assert report["user"]["login"] == "shopfloor[bot]"
     assert "return a + b" in f.file("calc/ops.py")  # the merge was not reverted
+
+
+async def test_a_policy_that_asks_for_it_gets_a_pull_request_reverting_the_red_merge(
+    simulator, settings, running_worker, temporal_client, tmp_path
+):
+    models = {"triage": TRIAGE_TURNS, "fix": fix_turns(), "review": [{"tool_calls": [call("submit", **APPROVE)]}]}
+    policy = POLICY + "revert_on_red_default_branch: true\n"
+    async with factory(
+        simulator,
+        settings,
+        running_worker,
+        temporal_client,
+        tmp_path,
+        models,
+        policy,
+        ci_command=RED_ON_MAIN,
+        ci_on_default_branch=True,
+    ) as f:
+        number = f.open_issue("add() subtracts", "add(2, 3) returns -1, expected 5.")
+        outcome = await approve_and_finish(f, number)
+        assert outcome.factory is not None and outcome.factory.result == "merged", outcome
+        (pr,) = f.get("/pulls", state="all")
+        sha = f.get(f"/pulls/{pr['number']}")["merge_commit_sha"]
+        verify = temporal_client.get_workflow_handle(merge_verify_workflow_id(f.repo, number, sha))
+        verified = MergeVerifyOutcome.model_validate(await asyncio.wait_for(verify.result(), timeout=DEADLINE_S))
+        await record_history(verify, "merge-verify-red-reverted")
+        revert = f.get(f"/pulls/{verified.revert_pr}") if verified.revert_pr else None
+        files = f.get(f"/pulls/{verified.revert_pr}/files") if verified.revert_pr else []
+    assert (verified.state, verified.reopened, verified.reported) == ("failure", True, True), verified
+    assert revert is not None and revert["base"]["ref"] == "main" and revert["merged"] is False, revert
+    assert revert["head"]["ref"] == f"shopfloor/revert-{number}-{sha[:12]}"
+    assert revert["title"] == f"Revert #{pr['number']}: CI failed on main"
+    # The revert undoes exactly the fix; nothing was pushed to main (the fix is still there).
+    assert [x["filename"] for x in files] == ["calc/ops.py"]
+    assert "-    return a + b" in files[0]["patch"] and "+    return a - b" in files[0]["patch"], files[0]["patch"]
+    assert "return a + b" in f.file("calc/ops.py")
+    marker = comment_marker(verify.id, MAIN_CI_KIND)
+    (report,) = [c for c in f.get(f"/issues/{number}/comments") if marker in c["body"]]
+    assert f"#{verified.revert_pr} reverts the merge" in report["body"], report["body"]

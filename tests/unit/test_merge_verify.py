@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from shopfloor.models.merge_verify import MergeVerifyInput, MergeVerifyOutcome, merge_verify_workflow_id
-from shopfloor.workflows.merge_verify import NAMES_SHOWN, check_names, report_text
+from shopfloor.workflows.merge_verify import NAMES_SHOWN, check_names, report_text, revert_body, revert_branch
 
 pytestmark = pytest.mark.fast
 
@@ -45,3 +45,12 @@ def test_one_verification_per_merge_commit():
     assert merge_verify_workflow_id("acme/shop", 7, SHA) == "verify/acme/shop/7/0123456789ab"
     with pytest.raises(ValueError):
         MergeVerifyInput(repo="acme/shop", number=7, sha="not-a-sha", branch="main")
+
+
+def test_a_red_report_names_the_revert_pull_request_when_one_was_opened():
+    red = MergeVerifyOutcome(state="failure", sha=SHA, failing=["ci"], revert_pr=12)
+    assert "#12 reverts the merge, as the repository's policy asks" in report_text(INP, red)
+    assert "The merge was not reverted" in report_text(INP, red.model_copy(update={"revert_pr": None}))
+    assert revert_branch(INP) == f"shopfloor/revert-7-{SHA[:12]}"
+    body = revert_body(INP, red)
+    assert "merged #9 for #7" in body and "`ci`" in body and "revert_on_red_default_branch" in body
