@@ -20,7 +20,7 @@ was done, and a failed step (bounded retries) is tried again on the next tick.
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import TypeVar
 
 from temporalio import workflow
@@ -97,9 +97,10 @@ class AlertIssueFlow(AlertAssessing):
             elif s.issue_number is not None and workflow.patched(VERIFY_ON_RESOLVE):
                 if s.phase == "watching":
                     await self.poll()  # reopened since it closed (CI on the default branch, a person)?
-                # Only a resolve GitHub shows the issue closed for can verify the fix: timestamps
-                # would not tell (GitHub's closed_at has whole seconds).
-                s.resolved_at = now if s.closed_seen_at is not None else None
+                # Only a resolve that came after the issue closed can verify the fix: one that came
+                # before, and is handled only now, cannot, whatever GitHub shows by now.
+                received = self._received_at(a) or now
+                s.resolved_at = received if self._closed_before(received) else None
             return
         s.resolved_at = None  # firing again: whatever resolved before does not verify the fix
         if s.phase == "watching" and s.watch_until is not None and now <= s.watch_until:
@@ -189,6 +190,26 @@ class AlertIssueFlow(AlertAssessing):
         if self._verified_now():
             if await self._comment(f"{VERIFIED_KIND}-{s.reopened}", self._verified_text(), None):
                 s.verified_round, s.verified_at = s.reopened, s.resolved_at
+
+    def _received_at(self, a: Alert) -> datetime | None:
+        """When the notification `a` came (its signal), as the run recorded it; None: not known
+        (no delivery id, or no longer among the last notifications kept)."""
+        if not a.delivery_id:
+            return None
+        for note in reversed(self.watch.last_notifications):
+            if note.delivery_id == a.delivery_id:
+                return note.at
+        return None
+
+    def _closed_before(self, received: datetime) -> bool:
+        """Whether the issue was closed before `received`: the run had seen it closed by then, or
+        GitHub's close (whole seconds) was a full second earlier."""
+        s = self.watch
+        if s.closed_seen_at is None:
+            return False
+        if s.closed_seen_at <= received.timestamp():
+            return True
+        return s.issue_closed_at is not None and s.issue_closed_at + timedelta(seconds=1) <= received
 
     def _verified_now(self) -> bool:
         """The alert resolved after the issue closed as fixed, and that is not on the issue yet."""
