@@ -26,9 +26,9 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from shopfloor.activities.heartbeat import heartbeating
-from shopfloor.activities.metrics import count_tool_call
 from shopfloor.activities.sandbox import SandboxConfig, SandboxMode, offline_argv, resolve_mode, sandbox_config
 from shopfloor.activities.sandbox_limits import open_confinement
+from shopfloor.activities.tools.activities import stored_result
 from shopfloor.agents.host_patterns import HostPattern
 from shopfloor.blobs import BlobStore, get_json, put_json
 from shopfloor.models import failure_types
@@ -44,8 +44,7 @@ TIMEOUT_S = 60.0  # a server's start, handshake and one request
 MAX_TOOLS = 40  # offered per server
 NAME_CHARS = 64  # of an offered name: the longest a function name may be on OpenAI's wire
 DESCRIPTION_CHARS = 1_000
-OUTPUT_BYTES = 1024 * 1024
-PREVIEW_CHARS = 200
+OUTPUT_BYTES = 1024 * 1024  # of a structured answer shown as JSON
 
 
 class McpUnavailable(Exception):
@@ -190,17 +189,7 @@ class McpActivities:
             raise McpUnavailable(f"the MCP server {server} failed: {type(exc).__name__}: {str(exc)[:300]}") from None
 
     async def _result(self, inp: ToolInput, ok: bool, output: str) -> ToolResult:
-        data = output.encode("utf-8", errors="replace")[:OUTPUT_BYTES]
-        digest = await self._blobs.put(data)
-        count_tool_call(inp.name, inp.workspace.repo, "ok" if ok else "error")
-        return ToolResult(
-            call_id=inp.call_id,
-            name=inp.name,
-            ok=ok,
-            preview=" ".join(output.split())[:PREVIEW_CHARS],
-            output_digest=digest,
-            output_bytes=len(data),
-        )
+        return await stored_result(self._blobs, inp, ok, output)  # as every tool's answer is stored
 
 
 def _matches(pattern: str, host: str, port: int) -> bool:

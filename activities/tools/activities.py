@@ -97,6 +97,29 @@ def _command_report(outcome: CommandOutcome) -> str:
     return f"{head}{note}\n{outcome.output}"
 
 
+async def stored_result(
+    blobs: BlobStore, inp: ToolInput, ok: bool, output: str, workspace: WorkspaceRef | None = None
+) -> ToolResult:
+    """A tool call's answer: its output in the blob store (cut at MAX_OUTPUT_BYTES, saying so), a
+    preview, and the call counted for the worker's metrics."""
+    data = output.encode("utf-8", errors="replace")
+    if len(data) > MAX_OUTPUT_BYTES:
+        note = f"\n[output cut at {MAX_OUTPUT_BYTES:,} of {len(data):,} bytes]"
+        data = data[:MAX_OUTPUT_BYTES].decode("utf-8", errors="ignore").encode() + note.encode()
+    digest = await blobs.put(data)
+    # Every tool call's answer passes here once (errors the model reads included).
+    count_tool_call(inp.name, inp.workspace.repo, "ok" if ok else "error")
+    return ToolResult(
+        call_id=inp.call_id,
+        name=inp.name,
+        ok=ok,
+        preview=" ".join(output.split())[:PREVIEW_CHARS],
+        output_digest=digest,
+        output_bytes=len(data),
+        workspace=workspace,
+    )
+
+
 class ToolActivities:
     def __init__(
         self,
@@ -117,22 +140,7 @@ class ToolActivities:
         self._network = network or SandboxNetwork()  # the egress rules of commands that may use the network
 
     async def _result(self, inp: ToolInput, ok: bool, output: str, workspace: WorkspaceRef | None = None) -> ToolResult:
-        data = output.encode("utf-8", errors="replace")
-        if len(data) > MAX_OUTPUT_BYTES:
-            note = f"\n[output cut at {MAX_OUTPUT_BYTES:,} of {len(data):,} bytes]"
-            data = data[:MAX_OUTPUT_BYTES].decode("utf-8", errors="ignore").encode() + note.encode()
-        digest = await self._blobs.put(data)
-        # Every tool call's answer passes here once (errors the model reads included).
-        count_tool_call(inp.name, inp.workspace.repo, "ok" if ok else "error")
-        return ToolResult(
-            call_id=inp.call_id,
-            name=inp.name,
-            ok=ok,
-            preview=" ".join(output.split())[:PREVIEW_CHARS],
-            output_digest=digest,
-            output_bytes=len(data),
-            workspace=workspace,
-        )
+        return await stored_result(self._blobs, inp, ok, output, workspace)
 
     async def _open(self, inp: ToolInput, mutating: bool) -> Path:
         ref = inp.workspace
