@@ -9,6 +9,7 @@ merge on main, exactly one progress comment in its final state) and the workflow
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 from agent_runs import call, record_history
 from factory_runs import (
@@ -19,6 +20,7 @@ from factory_runs import (
     TEST_CMD,
     TRIAGE,
     TRIAGE_TURNS,
+    Factory,
     approve_and_finish,
     assert_merged,
     factory,
@@ -188,27 +190,28 @@ async def test_without_a_real_model_an_issue_is_left_for_a_person_saying_why(
 RED_ON_MAIN = f"{CI_CMD} && ! git log -1 --format=%s | grep -q '(#[0-9]*)$'"
 
 
+RED_MODELS = {"triage": TRIAGE_TURNS, "fix": fix_turns(), "review": [{"tool_calls": [call("submit", **APPROVE)]}]}
+RED_REPO: dict[str, Any] = {"ci_command": RED_ON_MAIN, "ci_on_default_branch": True}
+
+
+async def merged_into_red_main(f: Factory) -> tuple[int, dict[str, Any], str, Any, MergeVerifyOutcome]:
+    """Open the issue, approve and merge its fix, and wait for the verification of the merge
+    commit: (issue, pull request, merge sha, the verification's handle, its outcome)."""
+    number = f.open_issue("add() subtracts", "add(2, 3) returns -1, expected 5.")
+    outcome = await approve_and_finish(f, number)
+    assert outcome.factory is not None and outcome.factory.result == "merged", outcome
+    (pr,) = f.get("/pulls", state="all")
+    sha = f.get(f"/pulls/{pr['number']}")["merge_commit_sha"]
+    verify = f.client.get_workflow_handle(merge_verify_workflow_id(f.repo, number, sha))
+    verified = MergeVerifyOutcome.model_validate(await asyncio.wait_for(verify.result(), timeout=DEADLINE_S))
+    return number, pr, sha, verify, verified
+
+
 async def test_a_merge_that_turns_the_default_branch_red_reopens_the_issue_naming_the_check(
     simulator, settings, running_worker, temporal_client, tmp_path
 ):
-    models = {"triage": TRIAGE_TURNS, "fix": fix_turns(), "review": [{"tool_calls": [call("submit", **APPROVE)]}]}
-    async with factory(
-        simulator,
-        settings,
-        running_worker,
-        temporal_client,
-        tmp_path,
-        models,
-        ci_command=RED_ON_MAIN,
-        ci_on_default_branch=True,
-    ) as f:
-        number = f.open_issue("add() subtracts", "add(2, 3) returns -1, expected 5.")
-        outcome = await approve_and_finish(f, number)
-        assert outcome.factory is not None and outcome.factory.result == "merged", outcome
-        (pr,) = f.get("/pulls", state="all")
-        sha = f.get(f"/pulls/{pr['number']}")["merge_commit_sha"]
-        verify = temporal_client.get_workflow_handle(merge_verify_workflow_id(f.repo, number, sha))
-        verified = MergeVerifyOutcome.model_validate(await asyncio.wait_for(verify.result(), timeout=DEADLINE_S))
+    async with factory(simulator, settings, running_worker, temporal_client, tmp_path, RED_MODELS, **RED_REPO) as f:
+        number, pr, sha, verify, verified = await merged_into_red_main(f)
         queried = await verify.query("merge_verify", result_type=MergeVerifyOutcome)
         await record_history(f.handle, "issue-merged-then-verified")
         await record_history(verify, "merge-verify-default-branch-red")
@@ -234,26 +237,11 @@ async def test_a_merge_that_turns_the_default_branch_red_reopens_the_issue_namin
 async def test_a_policy_that_asks_for_it_gets_a_pull_request_reverting_the_red_merge(
     simulator, settings, running_worker, temporal_client, tmp_path
 ):
-    models = {"triage": TRIAGE_TURNS, "fix": fix_turns(), "review": [{"tool_calls": [call("submit", **APPROVE)]}]}
     policy = POLICY + "revert_on_red_default_branch: true\n"
     async with factory(
-        simulator,
-        settings,
-        running_worker,
-        temporal_client,
-        tmp_path,
-        models,
-        policy,
-        ci_command=RED_ON_MAIN,
-        ci_on_default_branch=True,
+        simulator, settings, running_worker, temporal_client, tmp_path, RED_MODELS, policy, **RED_REPO
     ) as f:
-        number = f.open_issue("add() subtracts", "add(2, 3) returns -1, expected 5.")
-        outcome = await approve_and_finish(f, number)
-        assert outcome.factory is not None and outcome.factory.result == "merged", outcome
-        (pr,) = f.get("/pulls", state="all")
-        sha = f.get(f"/pulls/{pr['number']}")["merge_commit_sha"]
-        verify = temporal_client.get_workflow_handle(merge_verify_workflow_id(f.repo, number, sha))
-        verified = MergeVerifyOutcome.model_validate(await asyncio.wait_for(verify.result(), timeout=DEADLINE_S))
+        number, pr, sha, verify, verified = await merged_into_red_main(f)
         await record_history(verify, "merge-verify-red-reverted")
         revert = f.get(f"/pulls/{verified.revert_pr}") if verified.revert_pr else None
         files = f.get(f"/pulls/{verified.revert_pr}/files") if verified.revert_pr else []
